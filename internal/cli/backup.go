@@ -1,0 +1,281 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+func newBackupCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "backup", Short: "Create, list, describe and delete backups"}
+	cmd.AddCommand(newBackupCreateCmd(g), newBackupGetCmd(g), newBackupDescribeCmd(g), newBackupDeleteCmd(g))
+	return cmd
+}
+
+// backupFlags are the selection flags shared by backup create and migrate.
+type backupFlags struct {
+	includeNamespaces, excludeNamespaces []string
+	includeResources, excludeResources   []string
+	selector                             string
+	includeCluster                       string
+}
+
+func (f *backupFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.includeNamespaces, "include-namespaces", nil, "namespaces to back up, as globs (default all)")
+	fl.StringSliceVar(&f.excludeNamespaces, "exclude-namespaces", nil, "namespaces to leave out, as globs")
+	fl.StringSliceVar(&f.includeResources, "include-resources", nil, "resources to back up: name, name.group or kind (default all)")
+	fl.StringSliceVar(&f.excludeResources, "exclude-resources", nil, "resources to leave out")
+	fl.StringVarP(&f.selector, "selector", "l", "", "label selector for the objects to back up")
+	fl.StringVar(&f.includeCluster, "include-cluster-resources", "auto", "cluster-scoped resources: auto (all for a whole-cluster backup, only referenced ones for a namespace-filtered one), true or false")
+}
+
+func (f *backupFlags) spec() v1alpha1.BackupSpec {
+	return v1alpha1.BackupSpec{
+		IncludedNamespaces: f.includeNamespaces, ExcludedNamespaces: f.excludeNamespaces,
+		IncludedResources: f.includeResources, ExcludedResources: f.excludeResources,
+		LabelSelector: f.selector, IncludeClusterResources: f.includeCluster,
+	}
+}
+
+func newBackupCreateCmd(g *globals) *cobra.Command {
+	var f backupFlags
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Back up the cluster's API objects into the backup storage location",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if err := backup.ValidateName(args[0]); err != nil {
+				return err
+			}
+			loc, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer loc.Close()
+			cluster, err := connect(ctx, g.kubeconfig, g.context)
+			if err != nil {
+				return err
+			}
+			pr := newProgress(g.stderr, "backup "+args[0])
+			b, res, err := backup.Run(ctx, cluster, loc, backup.Options{Name: args[0], Spec: f.spec(), Log: g.log, OnProgress: pr.update})
+			pr.stop()
+			if err != nil {
+				return err
+			}
+			if err := printBackup(g, b, res); err != nil {
+				return err
+			}
+			return phaseExit(b.Status.Phase, "backup "+b.Name)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func printBackup(g *globals, b *v1alpha1.Backup, res *report.Results) error {
+	if g.output != "table" {
+		return printObject(g.stdout, g.output, b)
+	}
+	fmt.Fprintf(g.stdout, "Backup %s: %s (%d of %d items) in %s\n", b.Name, b.Status.Phase, b.Status.Progress.ItemsBackedUp, b.Status.Progress.TotalItems, duration(b.Status.StartTimestamp, b.Status.CompletionTimestamp))
+	if b.Status.FailureReason != "" {
+		fmt.Fprintf(g.stdout, "Failure: %s\n", b.Status.FailureReason)
+	}
+	if res != nil {
+		printProblems(g, res)
+	}
+	return nil
+}
+
+func printProblems(g *globals, res *report.Results) {
+	for _, w := range res.Warnings {
+		fmt.Fprintf(g.stdout, "Warning: %s\n", w)
+	}
+	for _, e := range res.Errors {
+		fmt.Fprintf(g.stdout, "Error: %s\n", e)
+	}
+	if res.Count(report.Failed) > 0 {
+		_ = res.WriteTable(g.stdout, func(r report.Result) bool { return r.Outcome == report.Failed })
+	}
+}
+
+func newBackupGetCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get [NAME]",
+		Short: "List backups in the backup storage location, complete or not",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			loc, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer loc.Close()
+			var backups []*v1alpha1.Backup
+			if len(args) == 1 {
+				b, err := loc.GetBackup(ctx, args[0])
+				if err != nil && !errors.Is(err, store.ErrIncomplete) {
+					return err
+				}
+				backups = append(backups, b)
+			} else {
+				entries, err := loc.ListBackups(ctx)
+				if err != nil {
+					return err
+				}
+				for _, e := range entries {
+					backups = append(backups, e.Backup)
+				}
+			}
+			if g.output != "table" {
+				if len(args) == 1 {
+					return printObject(g.stdout, g.output, backups[0])
+				}
+				return printObject(g.stdout, g.output, list(backups))
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tSTATUS\tITEMS\tERRORS\tWARNINGS\tCREATED\tSIZE")
+			for _, b := range backups {
+				size := "-"
+				if b.Status.Archive != nil {
+					size = humanBytes(b.Status.Archive.Size)
+				}
+				created := "-"
+				if !b.CreationTimestamp.IsZero() {
+					created = b.CreationTimestamp.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", b.Name, b.Status.Phase, b.Status.Progress.ItemsBackedUp, b.Status.Errors, b.Status.Warnings, created, size)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func newBackupDescribeCmd(g *globals) *cobra.Command {
+	var details bool
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a backup's spec, status, resource counts, warnings and errors",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			loc, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer loc.Close()
+			b, err := loc.GetBackup(ctx, args[0])
+			if err != nil && !errors.Is(err, store.ErrIncomplete) {
+				return err
+			}
+			res := &report.Results{}
+			_ = loc.GetJSON(ctx, store.BackupResultsKey(b.Name), res)
+			if g.output != "table" {
+				return printObject(g.stdout, g.output, map[string]any{"backup": b, "results": res})
+			}
+			w := g.stdout
+			fmt.Fprintf(w, "Name:         %s\n", b.Name)
+			fmt.Fprintf(w, "Phase:        %s\n", b.Status.Phase)
+			if b.Status.FailureReason != "" {
+				fmt.Fprintf(w, "Failure:      %s\n", b.Status.FailureReason)
+			}
+			fmt.Fprintf(w, "Location:     %s\n", b.Spec.StorageLocation)
+			if c := b.Status.SourceCluster; c != nil {
+				fmt.Fprintf(w, "Source:       %s (%s)\n", c.Server, c.GitVersion)
+			}
+			fmt.Fprintf(w, "Namespaces:   included %s, excluded %s\n", orAll(b.Spec.IncludedNamespaces), orNone(b.Spec.ExcludedNamespaces))
+			fmt.Fprintf(w, "Resources:    included %s, excluded %s\n", orAll(b.Spec.IncludedResources), orNone(b.Spec.ExcludedResources))
+			fmt.Fprintf(w, "Selector:     %s\n", orDash(b.Spec.LabelSelector))
+			fmt.Fprintf(w, "Cluster-scoped resources: %s\n", orDash(b.Spec.IncludeClusterResources))
+			fmt.Fprintf(w, "Started:      %s\n", tsString(b.Status.StartTimestamp))
+			fmt.Fprintf(w, "Completed:    %s\n", tsString(b.Status.CompletionTimestamp))
+			fmt.Fprintf(w, "Items:        %d of %d backed up\n", b.Status.Progress.ItemsBackedUp, b.Status.Progress.TotalItems)
+			if a := b.Status.Archive; a != nil {
+				fmt.Fprintf(w, "Archive:      %s, %s, sha256:%s\n", a.Key, humanBytes(a.Size), a.SHA256)
+			}
+			if len(b.Status.ResourceCounts) > 0 {
+				fmt.Fprintln(w, "Resource counts:")
+				keys := make([]string, 0, len(b.Status.ResourceCounts))
+				for k := range b.Status.ResourceCounts {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				for _, k := range keys {
+					fmt.Fprintf(w, "  %-50s %d\n", k, b.Status.ResourceCounts[k])
+				}
+			}
+			printProblems(g, res)
+			if details {
+				return res.WriteTable(w, nil)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&details, "details", false, "list every item")
+	return cmd
+}
+
+func newBackupDeleteCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a backup (complete or interrupted) from the backup storage location",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			loc, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer loc.Close()
+			if err := loc.DeleteBackup(ctx, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "Backup %s deleted from %s\n", args[0], loc.URL())
+			return nil
+		},
+	}
+}
+
+func orAll(s []string) string {
+	if len(s) == 0 {
+		return "*"
+	}
+	return strings.Join(s, ",")
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "<none>"
+	}
+	return strings.Join(s, ",")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/restore"
+)
+
+// contextOf returns the running command's context.
+func contextOf(g *globals) context.Context {
+	if g.ctx != nil {
+		return g.ctx
+	}
+	return context.Background()
+}
+
+func newMigrateCmd(g *globals) *cobra.Command {
+	var bf backupFlags
+	var rf restoreFlags
+	var fromKubeconfig, fromContext, toKubeconfig, toContext, name string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Back up the source cluster, restore into the target cluster, and summarize",
+		Long: `migrate runs ferry backup create against the source cluster, then ferry restore
+create against the target, through the backup storage location, and prints a summary.
+The two clusters never talk to each other.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if name == "" {
+				name = defaultName("migrate")
+			}
+			if err := backup.ValidateName(name); err != nil {
+				return err
+			}
+			rspec, err := rf.spec(name)
+			if err != nil {
+				return err
+			}
+			ropts := restore.Options{Name: name, Spec: rspec, Log: g.log}
+			if err := ropts.Validate(); err != nil {
+				return err
+			}
+			if fromKubeconfig == "" {
+				fromKubeconfig = g.kubeconfig
+			}
+			if toKubeconfig == "" {
+				toKubeconfig = g.kubeconfig
+			}
+			if fromContext == "" && toContext == "" && fromKubeconfig == toKubeconfig {
+				return fmt.Errorf("migrate needs two clusters: set --from-context and --to-context (or --from-kubeconfig and --to-kubeconfig)")
+			}
+			loc, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer loc.Close()
+			src, err := connect(ctx, fromKubeconfig, fromContext)
+			if err != nil {
+				return fmt.Errorf("source: %w", err)
+			}
+			dst, err := connect(ctx, toKubeconfig, toContext)
+			if err != nil {
+				return fmt.Errorf("target: %w", err)
+			}
+			pr := newProgress(g.stderr, "backup "+name)
+			b, bres, err := backup.Run(ctx, src, loc, backup.Options{Name: name, Spec: bf.spec(), Log: g.log, OnProgress: pr.update})
+			pr.stop()
+			if err != nil {
+				return err
+			}
+			if g.output == "table" {
+				if err := printBackup(g, b, bres); err != nil {
+					return err
+				}
+			}
+			if err := phaseExit(b.Status.Phase, "backup "+name); err != nil && b.Status.Phase != "PartiallyFailed" {
+				return err
+			}
+			pr = newProgress(g.stderr, "restore "+name)
+			ropts.OnProgress = pr.update
+			r, rres, err := restore.Run(ctx, dst, loc, ropts)
+			pr.stop()
+			if err != nil {
+				return err
+			}
+			if g.output != "table" {
+				if err := printObject(g.stdout, g.output, map[string]any{"backup": b, "restore": r}); err != nil {
+					return err
+				}
+			} else {
+				if err := printRestore(g, r, rres); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "Migrated %s -> %s through %s: %d items backed up; %d created, %d unchanged, %d skipped, %d failed\n",
+					src.Name, dst.Name, loc.URL(), b.Status.Progress.ItemsBackedUp, r.Status.Counts.Created, r.Status.Counts.Unchanged, r.Status.Counts.Skipped, r.Status.Counts.Failed)
+			}
+			if err := phaseExit(b.Status.Phase, "backup "+name); err != nil {
+				return err
+			}
+			return phaseExit(r.Status.Phase, "restore "+name)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&name, "name", "", "name of the backup and the restore (default migrate-<timestamp>)")
+	fl.StringVar(&fromKubeconfig, "from-kubeconfig", "", "kubeconfig of the source cluster (default --kubeconfig)")
+	fl.StringVar(&fromContext, "from-context", "", "context of the source cluster")
+	fl.StringVar(&toKubeconfig, "to-kubeconfig", "", "kubeconfig of the target cluster (default --kubeconfig)")
+	fl.StringVar(&toContext, "to-context", "", "context of the target cluster")
+	bf.register(cmd)
+	rf.register(cmd, false)
+	return cmd
+}

@@ -1,0 +1,230 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+func newRestoreCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "restore", Short: "Create, list and describe restores"}
+	cmd.AddCommand(newRestoreCreateCmd(g), newRestoreGetCmd(g), newRestoreDescribeCmd(g))
+	return cmd
+}
+
+// restoreFlags are the restore flags shared by restore create and migrate.
+type restoreFlags struct {
+	includeNamespaces, excludeNamespaces []string
+	includeResources, excludeResources   []string
+	namespaceMappings                    []string
+	existingPolicy                       string
+	preserveNodePorts                    bool
+	restoreStatus                        []string
+}
+
+// register adds the flags; prefix is "" for restore create and
+// "restore-" for the filters of migrate, whose backup has its own.
+func (f *restoreFlags) register(cmd *cobra.Command, withFilters bool) {
+	fl := cmd.Flags()
+	if withFilters {
+		fl.StringSliceVar(&f.includeNamespaces, "include-namespaces", nil, "namespaces to restore, as globs (default all in the backup)")
+		fl.StringSliceVar(&f.excludeNamespaces, "exclude-namespaces", nil, "namespaces to leave out, as globs")
+		fl.StringSliceVar(&f.includeResources, "include-resources", nil, "resources to restore: name, name.group or kind (default all)")
+		fl.StringSliceVar(&f.excludeResources, "exclude-resources", nil, "resources to leave out")
+	}
+	fl.StringSliceVar(&f.namespaceMappings, "namespace-mappings", nil, "restore namespaces under new names: src1:dst1,src2:dst2")
+	fl.StringVar(&f.existingPolicy, "existing-resource-policy", "none", "for objects already in the target: none (compare and report) or update")
+	fl.BoolVar(&f.preserveNodePorts, "preserve-nodeports", false, "keep Services' nodePort and healthCheckNodePort (a port taken in the target gets a new one, with a warning)")
+	fl.StringSliceVar(&f.restoreStatus, "restore-status", nil, "resources whose .status is restored too (default none)")
+}
+
+func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
+	m, err := parseMappings("namespace-mappings", f.namespaceMappings)
+	if err != nil {
+		return v1alpha1.RestoreSpec{}, err
+	}
+	return v1alpha1.RestoreSpec{
+		BackupName:         backupName,
+		IncludedNamespaces: f.includeNamespaces, ExcludedNamespaces: f.excludeNamespaces,
+		IncludedResources: f.includeResources, ExcludedResources: f.excludeResources,
+		NamespaceMapping:       m,
+		ExistingResourcePolicy: v1alpha1.ExistingResourcePolicy(f.existingPolicy),
+		PreserveNodePorts:      f.preserveNodePorts,
+		RestoreStatus:          f.restoreStatus,
+	}, nil
+}
+
+func newRestoreCreateCmd(g *globals) *cobra.Command {
+	var f restoreFlags
+	var from string
+	cmd := &cobra.Command{
+		Use:   "create [NAME] --from-backup BACKUP",
+		Short: "Restore a backup into the cluster",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if from == "" {
+				return fmt.Errorf("--from-backup is required")
+			}
+			name := defaultName(from)
+			if len(args) == 1 {
+				name = args[0]
+			}
+			spec, err := f.spec(from)
+			if err != nil {
+				return err
+			}
+			opts := restore.Options{Name: name, Spec: spec, Log: g.log}
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			loc, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer loc.Close()
+			cluster, err := connect(ctx, g.kubeconfig, g.context)
+			if err != nil {
+				return err
+			}
+			return runRestore(g, cluster, loc, opts)
+		},
+	}
+	cmd.Flags().StringVar(&from, "from-backup", "", "name of the backup to restore (required)")
+	f.register(cmd, true)
+	return cmd
+}
+
+func runRestore(g *globals, cluster *kube.Cluster, loc *store.Location, opts restore.Options) error {
+	pr := newProgress(g.stderr, "restore "+opts.Name)
+	opts.OnProgress = pr.update
+	r, res, err := restore.Run(contextOf(g), cluster, loc, opts)
+	pr.stop()
+	if err != nil {
+		return err
+	}
+	if err := printRestore(g, r, res); err != nil {
+		return err
+	}
+	return phaseExit(r.Status.Phase, "restore "+r.Name)
+}
+
+func printRestore(g *globals, r *v1alpha1.Restore, res *report.Results) error {
+	if g.output != "table" {
+		return printObject(g.stdout, g.output, r)
+	}
+	c := r.Status.Counts
+	fmt.Fprintf(g.stdout, "Restore %s of backup %s: %s in %s\n", r.Name, r.Spec.BackupName, r.Status.Phase, duration(r.Status.StartTimestamp, r.Status.CompletionTimestamp))
+	fmt.Fprintf(g.stdout, "  created %d, updated %d, unchanged %d, skipped %d, failed %d\n", c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed)
+	if r.Status.FailureReason != "" {
+		fmt.Fprintf(g.stdout, "Failure: %s\n", r.Status.FailureReason)
+	}
+	if res != nil {
+		printProblems(g, res)
+	}
+	return nil
+}
+
+func newRestoreGetCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get [NAME]",
+		Short: "List restores recorded in the backup storage location",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			loc, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer loc.Close()
+			var restores []*v1alpha1.Restore
+			if len(args) == 1 {
+				r, err := loc.GetRestore(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				restores = append(restores, r)
+			} else if restores, err = loc.ListRestores(ctx); err != nil {
+				return err
+			}
+			if g.output != "table" {
+				if len(args) == 1 {
+					return printObject(g.stdout, g.output, restores[0])
+				}
+				return printObject(g.stdout, g.output, list(restores))
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tBACKUP\tSTATUS\tCREATED\tUPDATED\tUNCHANGED\tSKIPPED\tFAILED\tSTARTED")
+			for _, r := range restores {
+				c := r.Status.Counts
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Name, r.Spec.BackupName, r.Status.Phase, c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed, tsString(r.Status.StartTimestamp))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newRestoreDescribeCmd(g *globals) *cobra.Command {
+	var details bool
+	cmd := &cobra.Command{
+		Use:   "describe NAME",
+		Short: "Show a restore's status, counts, skipped and failed items, warnings and errors",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			loc, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer loc.Close()
+			r, err := loc.GetRestore(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			res := &report.Results{}
+			_ = loc.GetJSON(ctx, store.RestoreResultsKey(r.Name), res)
+			if g.output != "table" {
+				return printObject(g.stdout, g.output, map[string]any{"restore": r, "results": res})
+			}
+			w := g.stdout
+			fmt.Fprintf(w, "Name:       %s\n", r.Name)
+			fmt.Fprintf(w, "Backup:     %s\n", r.Spec.BackupName)
+			fmt.Fprintf(w, "Phase:      %s\n", r.Status.Phase)
+			if r.Status.FailureReason != "" {
+				fmt.Fprintf(w, "Failure:    %s\n", r.Status.FailureReason)
+			}
+			if c := r.Status.TargetCluster; c != nil {
+				fmt.Fprintf(w, "Target:     %s (%s)\n", c.Server, c.GitVersion)
+			}
+			fmt.Fprintf(w, "Policy:     %s\n", r.Spec.ExistingResourcePolicy)
+			for src, dst := range r.Spec.NamespaceMapping {
+				fmt.Fprintf(w, "Namespace mapping: %s -> %s\n", src, dst)
+			}
+			fmt.Fprintf(w, "Started:    %s\n", tsString(r.Status.StartTimestamp))
+			fmt.Fprintf(w, "Completed:  %s\n", tsString(r.Status.CompletionTimestamp))
+			c := r.Status.Counts
+			fmt.Fprintf(w, "Items:      created %d, updated %d, unchanged %d, skipped %d, failed %d\n", c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed)
+			for _, x := range res.Warnings {
+				fmt.Fprintf(w, "Warning: %s\n", x)
+			}
+			for _, x := range res.Errors {
+				fmt.Fprintf(w, "Error: %s\n", x)
+			}
+			keep := func(x report.Result) bool { return x.Outcome == report.Failed || x.Outcome == report.Skipped }
+			if details {
+				keep = nil
+			}
+			fmt.Fprintln(w)
+			return res.WriteTable(w, keep)
+		},
+	}
+	cmd.Flags().BoolVar(&details, "details", false, "list every item, not only skipped and failed ones")
+	return cmd
+}

@@ -1,0 +1,177 @@
+// Package cli is ferry's command line: one file per command group. Each
+// command turns flags into engine options, runs the engine, and prints.
+// Results go to stdout, logs and progress to stderr.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// Exit codes (issue 2 "CLI contract").
+const (
+	ExitOK              = 0
+	ExitFailed          = 1
+	ExitPartiallyFailed = 2
+)
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+// globals are the flags every command shares.
+type globals struct {
+	kubeconfig string
+	context    string
+	storage    string
+	output     string
+	verbose    bool
+	stdout     io.Writer
+	stderr     io.Writer
+	log        *slog.Logger
+	ctx        context.Context
+}
+
+// Main runs ferry with args and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	root := NewRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, "ferry:", ee.msg)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "Error:", err)
+	return ExitFailed
+}
+
+// NewRoot builds the cobra command tree.
+func NewRoot(stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "ferry",
+		Short: "Move a Kubernetes cluster to another cloud through object storage",
+		Long: `ferry backs up every API object of a cluster into object storage and restores it
+into another cluster, with nothing installed in either cluster.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			g.ctx = cmd.Context()
+			level := slog.LevelWarn
+			if g.verbose {
+				level = slog.LevelInfo
+			}
+			g.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+			switch g.output {
+			case "table", "json", "yaml":
+			default:
+				return fmt.Errorf("-o %q: want table, json or yaml", g.output)
+			}
+			if g.storage == "" {
+				g.storage = os.Getenv(store.EnvStorage)
+			}
+			return nil
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default $KUBECONFIG or ~/.kube/config)")
+	pf.StringVar(&g.context, "context", "", "kubeconfig context to use (default the current context)")
+	pf.StringVar(&g.storage, "storage", "", "backup storage location URL: file:///dir, s3://bucket?endpoint=..., gs://, azblob:// (env "+store.EnvStorage+"; default "+store.DefaultURL()+")")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
+	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log progress details to stderr")
+	root.AddCommand(newBackupCmd(g), newRestoreCmd(g), newMigrateCmd(g), newVersionCmd(g))
+	return root
+}
+
+// openStore opens the backup storage location.
+func (g *globals) openStore(ctx context.Context) (*store.Location, error) {
+	return store.Open(ctx, g.storage)
+}
+
+// connect loads a kubeconfig context and checks the API server answers.
+func connect(ctx context.Context, kubeconfig, kubeContext string) (*kube.Cluster, error) {
+	cfg, err := kube.RESTConfig(kubeconfig, kubeContext)
+	if err != nil {
+		return nil, err
+	}
+	name := kubeContext
+	if name == "" {
+		name = cfg.Host
+	}
+	return kube.Connect(ctx, name, cfg)
+}
+
+// defaultName returns prefix-YYYYMMDDhhmmss.
+func defaultName(prefix string) string {
+	return prefix + "-" + time.Now().UTC().Format("20060102150405")
+}
+
+// parseMappings parses "a:b,c:d" (also "a=b") into a map.
+func parseMappings(flag string, entries []string) (map[string]string, error) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, e := range entries {
+		for _, pair := range strings.Split(e, ",") {
+			pair = strings.TrimSpace(pair)
+			if pair == "" {
+				continue
+			}
+			src, dst, ok := strings.Cut(pair, ":")
+			if !ok {
+				src, dst, ok = strings.Cut(pair, "=")
+			}
+			if !ok || src == "" || dst == "" {
+				return nil, fmt.Errorf("--%s %q: want SRC:DST", flag, pair)
+			}
+			if prev, dup := out[src]; dup && prev != dst {
+				return nil, fmt.Errorf("--%s: %s is mapped twice (%s and %s)", flag, src, prev, dst)
+			}
+			out[src] = dst
+		}
+	}
+	return out, nil
+}
+
+func newVersionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print ferry's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintln(g.stdout, "ferry", Version)
+			return nil
+		},
+	}
+}
+
+// Version is set at build time with -ldflags "-X .../internal/cli.Version=...".
+var Version = "dev"

@@ -1,0 +1,230 @@
+package testenv
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/s3blob"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// TestClusters starts two clusters and checks independence, KCM, the
+// kubeconfig files and Apply on real test input.
+func TestClusters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	cs, err := StartNamedClusters(ctx, t, "src", "dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("2 clusters started in %s", time.Since(start).Round(time.Millisecond))
+	src, dst := clientset(t, cs[0]), clientset(t, cs[1])
+
+	t.Run("independent", func(t *testing.T) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "only-in-src"}, Data: map[string]string{"k": "v"}}
+		if _, err := src.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := dst.CoreV1().ConfigMaps("default").Get(ctx, "only-in-src", metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("ConfigMap in dst: want NotFound, got %v", err)
+		}
+	})
+
+	t.Run("kube-root-ca", func(t *testing.T) {
+		poll(ctx, t, 30*time.Second, "ConfigMap default/kube-root-ca.crt", func() (bool, error) {
+			_, err := src.CoreV1().ConfigMaps("default").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+	})
+
+	t.Run("deployment-makes-replicaset", func(t *testing.T) {
+		objs, err := Apply(ctx, cs[1].Config, "web", writeFile(t, "deploy.yaml", deploymentYAML))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs) != 1 || objs[0].GetNamespace() != "web" || objs[0].GetUID() == "" {
+			t.Fatalf("Apply returned %d objects, first %v", len(objs), objs)
+		}
+		poll(ctx, t, 30*time.Second, "ReplicaSet of Deployment web/hello", func() (bool, error) {
+			rs, err := dst.AppsV1().ReplicaSets("web").List(ctx, metav1.ListOptions{})
+			return err == nil && len(rs.Items) > 0, err
+		})
+	})
+
+	t.Run("namespace-deletion", func(t *testing.T) {
+		if err := dst.CoreV1().Namespaces().Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		poll(ctx, t, 60*time.Second, "namespace web gone", func() (bool, error) {
+			_, err := dst.CoreV1().Namespaces().Get(ctx, "web", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return false, err
+		})
+	})
+
+	t.Run("kubeconfig", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "both.kubeconfig")
+		if err := WriteKubeconfig(path, cs...); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			for _, f := range []string{path, c.KubeconfigPath} {
+				cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+					&clientcmd.ClientConfigLoadingRules{ExplicitPath: f},
+					&clientcmd.ConfigOverrides{CurrentContext: c.Name}).ClientConfig()
+				if err != nil {
+					t.Fatalf("%s context %s: %v", f, c.Name, err)
+				}
+				kc := kubernetes.NewForConfigOrDie(cfg)
+				if _, err := kc.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+					t.Fatalf("%s context %s: %v", f, c.Name, err)
+				}
+			}
+		}
+	})
+
+	t.Run("apply-bookinfo", func(t *testing.T) {
+		root, err := RepoRoot()
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(root, "..", "shared", "testdata", "real", "istio-bookinfo", "bookinfo.yaml")
+		objs, err := Apply(ctx, cs[0].Config, "bookinfo", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(objs) != 14 {
+			t.Fatalf("created %d objects, want 14", len(objs))
+		}
+		for _, o := range objs {
+			if o.GetNamespace() != "bookinfo" || o.GetUID() == "" {
+				t.Errorf("%s %s: namespace %q uid %q", o.GetKind(), o.GetName(), o.GetNamespace(), o.GetUID())
+			}
+		}
+		if _, err := Apply(ctx, cs[0].Config, "bookinfo", file); err == nil {
+			t.Error("second Apply of the same file: want AlreadyExists error")
+		} else {
+			t.Logf("second Apply fails as expected: %v", err)
+		}
+	})
+}
+
+// TestApplyCRD checks that a CRD is Established before its custom resource
+// is created, and that awkward YAML (CRLF, comment-only documents, no final
+// newline) is accepted.
+func TestApplyCRD(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, err := StartCluster(ctx, t, "c0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The custom resource comes first in the file on purpose.
+	objs, err := Apply(ctx, c.Config, "", writeFile(t, "crd.yaml", crdYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
+	}
+	want := []string{"CustomResourceDefinition//widgets.example.com", "Namespace//extra", "Widget/default/w1", "ConfigMap/extra/cm"}
+	if len(kinds) != len(want) {
+		t.Fatalf("got %v, want %v", kinds, want)
+	}
+	for i := range want {
+		if kinds[i] != want[i] {
+			t.Fatalf("got %v, want %v", kinds, want)
+		}
+	}
+}
+
+// TestS3 starts versitygw, creates a bucket and writes and reads an object
+// through gocloud.dev/blob.
+func TestS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := StartS3(ctx, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateBucket(ctx, "ferry-test"); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range s.Env() {
+		k, v, _ := cutEnv(kv)
+		t.Setenv(k, v)
+	}
+	b, err := blob.OpenBucket(ctx, s.URL("ferry-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.WriteAll(ctx, "dir/hello.txt", []byte("hello, ferry"), nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.ReadAll(ctx, "dir/hello.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "hello, ferry" {
+		t.Fatalf("read %q", got)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "ferry-test", "dir", "hello.txt")); err != nil {
+		t.Errorf("object not in posix backend dir: %v", err)
+	}
+}
+
+// TestReadManifests checks YAML splitting without a cluster.
+func TestReadManifests(t *testing.T) {
+	objs, err := readManifests(writeFile(t, "crd.yaml", crdYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 4 {
+		t.Fatalf("crd.yaml: %d objects, want 4", len(objs))
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err = readManifests(filepath.Join(root, "..", "shared", "testdata", "real", "istio-bookinfo", "bookinfo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 14 {
+		t.Fatalf("bookinfo.yaml: %d objects, want 14", len(objs))
+	}
+	list := "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n- {apiVersion: v1, kind: Secret, metadata: {name: b}}\n"
+	objs, err = readManifests(writeFile(t, "list.yaml", list))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(objs) != 2 || objs[1].GetKind() != "Secret" {
+		t.Fatalf("list.yaml: got %v", objs)
+	}
+}

@@ -1,0 +1,173 @@
+// Package v1alpha1 holds ferry's API types, group ferry.dev, version v1alpha1.
+//
+// The same types are the CLI's -o json/yaml output and the documents ferry
+// writes into the object store (backups/<name>/ferry-backup.json,
+// restores/<name>/ferry-restore.json), so a backup made by the CLI can be
+// read back by any later ferry.
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Group and Version of ferry's API.
+const (
+	Group   = "ferry.dev"
+	Version = "v1alpha1"
+	// APIVersion is Group/Version, the apiVersion of every ferry object.
+	APIVersion = Group + "/" + Version
+)
+
+// Phase is the lifecycle phase of a Backup or Restore.
+type Phase string
+
+// Phases. A backup is restorable only when its committed ferry-backup.json
+// says Completed or PartiallyFailed; Incomplete is never written, it is what
+// `ferry backup get` shows for a backup whose commit marker is missing.
+const (
+	PhaseNew             Phase = "New"
+	PhaseInProgress      Phase = "InProgress"
+	PhaseCompleted       Phase = "Completed"
+	PhasePartiallyFailed Phase = "PartiallyFailed"
+	PhaseFailed          Phase = "Failed"
+	PhaseIncomplete      Phase = "Incomplete"
+)
+
+// Labels ferry puts on every restored object.
+const (
+	LabelBackup  = "ferry.dev/backup"
+	LabelRestore = "ferry.dev/restore"
+)
+
+// Backup is one backup: its spec (what was asked) and status (what happened).
+type Backup struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              BackupSpec   `json:"spec"`
+	Status            BackupStatus `json:"status,omitempty"`
+}
+
+// BackupSpec selects what a backup holds. Empty include lists mean "all";
+// namespace entries are globs (path.Match syntax); resource entries are
+// resource names, optionally qualified by group ("deployments.apps").
+type BackupSpec struct {
+	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+	IncludedResources  []string `json:"includedResources,omitempty"`
+	ExcludedResources  []string `json:"excludedResources,omitempty"`
+	// LabelSelector is a label selector in kubectl syntax ("app=web,tier!=db").
+	LabelSelector string `json:"labelSelector,omitempty"`
+	// IncludeClusterResources is "auto" (default), "true" or "false".
+	IncludeClusterResources string `json:"includeClusterResources,omitempty"`
+	// StorageLocation is the URL of the backup storage location (credentials never included).
+	StorageLocation string `json:"storageLocation,omitempty"`
+}
+
+// BackupStatus reports a backup's outcome.
+type BackupStatus struct {
+	Phase               Phase           `json:"phase,omitempty"`
+	StartTimestamp      *metav1.Time    `json:"startTimestamp,omitempty"`
+	CompletionTimestamp *metav1.Time    `json:"completionTimestamp,omitempty"`
+	Progress            BackupProgress  `json:"progress"`
+	Warnings            int             `json:"warnings"`
+	Errors              int             `json:"errors"`
+	FailureReason       string          `json:"failureReason,omitempty"`
+	SourceCluster       *ClusterInfo    `json:"sourceCluster,omitempty"`
+	Archive             *ArchiveSummary `json:"archive,omitempty"`
+	// ResourceCounts counts backed-up items by group-resource ("deployments.apps").
+	ResourceCounts map[string]int `json:"resourceCounts,omitempty"`
+}
+
+// BackupProgress counts items. TotalItems is the number of items selected,
+// ItemsBackedUp those written into the archive.
+type BackupProgress struct {
+	TotalItems    int `json:"totalItems"`
+	ItemsBackedUp int `json:"itemsBackedUp"`
+}
+
+// ClusterInfo identifies a cluster by its API server address and version.
+type ClusterInfo struct {
+	Server     string `json:"server,omitempty"`
+	GitVersion string `json:"gitVersion,omitempty"`
+}
+
+// ArchiveSummary pins the archive a backup committed: its store key, size
+// in bytes and SHA-256 (hex) of the whole tar.gz, and the SHA-256 of the
+// manifest inside it. A restore refuses an archive that does not match.
+type ArchiveSummary struct {
+	Key            string `json:"key"`
+	Size           int64  `json:"size"`
+	SHA256         string `json:"sha256"`
+	ManifestSHA256 string `json:"manifestSHA256"`
+	Entries        int    `json:"entries"`
+}
+
+// Restore is one restore of a backup into a cluster.
+type Restore struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              RestoreSpec   `json:"spec"`
+	Status            RestoreStatus `json:"status,omitempty"`
+}
+
+// ExistingResourcePolicy says what a restore does with an object that is
+// already in the target: "none" compares and reports, "update" updates it.
+type ExistingResourcePolicy string
+
+// Existing-resource policies.
+const (
+	PolicyNone   ExistingResourcePolicy = "none"
+	PolicyUpdate ExistingResourcePolicy = "update"
+)
+
+// RestoreSpec says what to restore and how.
+type RestoreSpec struct {
+	BackupName         string   `json:"backupName"`
+	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+	IncludedResources  []string `json:"includedResources,omitempty"`
+	ExcludedResources  []string `json:"excludedResources,omitempty"`
+	// NamespaceMapping maps source namespace names to target names.
+	NamespaceMapping       map[string]string      `json:"namespaceMapping,omitempty"`
+	ExistingResourcePolicy ExistingResourcePolicy `json:"existingResourcePolicy,omitempty"`
+	PreserveNodePorts      bool                   `json:"preserveNodePorts,omitempty"`
+	// RestoreStatus lists resources whose .status is restored too.
+	RestoreStatus []string `json:"restoreStatus,omitempty"`
+}
+
+// RestoreStatus reports a restore's outcome.
+type RestoreStatus struct {
+	Phase               Phase         `json:"phase,omitempty"`
+	StartTimestamp      *metav1.Time  `json:"startTimestamp,omitempty"`
+	CompletionTimestamp *metav1.Time  `json:"completionTimestamp,omitempty"`
+	Counts              RestoreCounts `json:"counts"`
+	Warnings            int           `json:"warnings"`
+	Errors              int           `json:"errors"`
+	FailureReason       string        `json:"failureReason,omitempty"`
+	TargetCluster       *ClusterInfo  `json:"targetCluster,omitempty"`
+}
+
+// RestoreCounts counts items by outcome. Every item of the plan lands in
+// exactly one of them.
+type RestoreCounts struct {
+	Created   int `json:"created"`
+	Updated   int `json:"updated"`
+	Unchanged int `json:"unchanged"`
+	Skipped   int `json:"skipped"`
+	Failed    int `json:"failed"`
+}
+
+// Total is the number of items counted.
+func (c RestoreCounts) Total() int {
+	return c.Created + c.Updated + c.Unchanged + c.Skipped + c.Failed
+}
+
+// NewBackup returns a Backup with TypeMeta set.
+func NewBackup(name string) *Backup {
+	return &Backup{TypeMeta: metav1.TypeMeta{APIVersion: APIVersion, Kind: "Backup"}, ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// NewRestore returns a Restore with TypeMeta set.
+func NewRestore(name string) *Restore {
+	return &Restore{TypeMeta: metav1.TypeMeta{APIVersion: APIVersion, Kind: "Restore"}, ObjectMeta: metav1.ObjectMeta{Name: name}}
+}

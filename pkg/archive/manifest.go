@@ -1,0 +1,129 @@
+// Package archive is ferry's backup archive: a tar.gz whose item paths
+// follow Velero's layout (so Velero tooling can read it, and ferry can read
+// Velero's), plus ferry/manifest.json holding a SHA-256 for every entry.
+//
+// Layout (Velero pkg/archive, format version 1.1.0):
+//
+//	metadata/version                                    "1.1.0"
+//	resources/<resource>[.<group>]/namespaces/<ns>/<name>.json
+//	resources/<resource>[.<group>]/cluster/<name>.json
+//	ferry/manifest.json                                 written last
+//
+// The writer streams: memory is bounded by one item, whatever the cluster size.
+package archive
+
+import (
+	"encoding/json"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+)
+
+// FormatVersion is the Velero archive format version ferry writes into
+// metadata/version.
+const FormatVersion = "1.1.0"
+
+// Well-known entry paths.
+const (
+	VersionPath  = "metadata/version"
+	ManifestPath = "ferry/manifest.json"
+)
+
+// Entry describes one archive entry: where it is, which API object it
+// holds, its size in bytes and its SHA-256 (lower-case hex).
+type Entry struct {
+	Path      string `json:"path"`
+	Group     string `json:"group,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Resource  string `json:"resource,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	Size      int64  `json:"size"`
+	SHA256    string `json:"sha256"`
+}
+
+// GroupResource returns "resource.group", or "resource" for the core group.
+func (e Entry) GroupResource() string { return GroupResource(e.Group, e.Resource) }
+
+// Manifest is ferry/manifest.json: every other entry with its digest, the
+// backup spec, and the source cluster's version and preferred version per
+// API group (group "" is the core group).
+type Manifest struct {
+	FormatVersion     string            `json:"formatVersion"`
+	BackupName        string            `json:"backupName"`
+	Created           time.Time         `json:"created"`
+	Spec              json.RawMessage   `json:"spec,omitempty"`
+	SourceVersion     string            `json:"sourceVersion,omitempty"`
+	PreferredVersions map[string]string `json:"preferredVersions,omitempty"`
+	Entries           []Entry           `json:"entries"`
+}
+
+// ParseManifest decodes and validates a manifest. It rejects unknown
+// format versions, entries without a path or digest, and duplicate paths.
+func ParseManifest(data []byte) (*Manifest, error) {
+	var m Manifest
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("%s: corrupt JSON: %w", ManifestPath, err)
+	}
+	if m.FormatVersion != FormatVersion {
+		return nil, fmt.Errorf("%s: unsupported format version %q (want %q)", ManifestPath, m.FormatVersion, FormatVersion)
+	}
+	seen := make(map[string]bool, len(m.Entries))
+	for i, e := range m.Entries {
+		if e.Path == "" || len(e.SHA256) != 64 {
+			return nil, fmt.Errorf("%s: entry %d has no path or no SHA-256", ManifestPath, i)
+		}
+		if seen[e.Path] {
+			return nil, fmt.Errorf("%s: entry %q listed twice", ManifestPath, e.Path)
+		}
+		seen[e.Path] = true
+	}
+	return &m, nil
+}
+
+// GroupResource returns "resource.group", or "resource" for the core group,
+// the spelling Velero uses for archive directories.
+func GroupResource(group, resource string) string {
+	if group == "" {
+		return resource
+	}
+	return resource + "." + group
+}
+
+// ItemPath returns the Velero-layout path of an item. namespace "" means
+// cluster-scoped.
+func ItemPath(group, resource, namespace, name string) string {
+	gr := GroupResource(group, resource)
+	if namespace == "" {
+		return path.Join("resources", gr, "cluster", name+".json")
+	}
+	return path.Join("resources", gr, "namespaces", namespace, name+".json")
+}
+
+// ParseItemPath splits a Velero-layout item path into group-resource,
+// namespace ("" for cluster-scoped) and name. ok is false for paths that
+// are not items. It accepts the versioned layout
+// resources/<gr>/<version>[-preferredversion]/... too, returning the
+// version directory in version.
+func ParseItemPath(p string) (gr, version, namespace, name string, ok bool) {
+	parts := strings.Split(p, "/")
+	if len(parts) < 4 || parts[0] != "resources" || !strings.HasSuffix(p, ".json") {
+		return "", "", "", "", false
+	}
+	gr = parts[1]
+	rest := parts[2:]
+	if rest[0] != "namespaces" && rest[0] != "cluster" {
+		version = rest[0]
+		rest = rest[1:]
+	}
+	switch {
+	case len(rest) == 2 && rest[0] == "cluster":
+		return gr, version, "", strings.TrimSuffix(rest[1], ".json"), true
+	case len(rest) == 3 && rest[0] == "namespaces":
+		return gr, version, rest[1], strings.TrimSuffix(rest[2], ".json"), true
+	}
+	return "", "", "", "", false
+}

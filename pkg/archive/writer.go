@@ -1,0 +1,132 @@
+package archive
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"io"
+	"sync"
+	"time"
+)
+
+// Writer streams items into a tar.gz. It is safe for concurrent use; each
+// item is written whole under a lock. Close writes the manifest last.
+type Writer struct {
+	mu      sync.Mutex
+	out     *countingHash
+	gz      *gzip.Writer
+	tw      *tar.Writer
+	entries []Entry
+	seen    map[string]bool
+	now     time.Time
+	closed  bool
+}
+
+// Summary describes a finished archive: total size in bytes and SHA-256 of
+// the tar.gz, the manifest's SHA-256, and the number of item entries.
+type Summary struct {
+	Size           int64
+	SHA256         string
+	ManifestSHA256 string
+	Entries        int
+}
+
+type countingHash struct {
+	w io.Writer
+	h hash.Hash
+	n int64
+}
+
+func (c *countingHash) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.h.Write(p[:n])
+	c.n += int64(n)
+	return n, err
+}
+
+// NewWriter starts an archive on w and writes metadata/version.
+func NewWriter(w io.Writer) (*Writer, error) {
+	out := &countingHash{w: w, h: sha256.New()}
+	gz, _ := gzip.NewWriterLevel(out, gzip.BestSpeed)
+	aw := &Writer{out: out, gz: gz, tw: tar.NewWriter(gz), seen: map[string]bool{}, now: time.Now().UTC()}
+	if err := aw.writeFile(VersionPath, []byte(FormatVersion+"\n")); err != nil {
+		return nil, err
+	}
+	return aw, nil
+}
+
+func (w *Writer) writeFile(name string, data []byte) error {
+	hdr := &tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), ModTime: w.now, Typeflag: tar.TypeReg}
+	if err := w.tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("archive entry %s: %w", name, err)
+	}
+	if _, err := w.tw.Write(data); err != nil {
+		return fmt.Errorf("archive entry %s: %w", name, err)
+	}
+	return nil
+}
+
+// WriteItem adds one API object (JSON) at its Velero-layout path and
+// records it in the manifest. e's Path, Size and SHA256 are filled in.
+// Writing the same path twice is an error.
+func (w *Writer) WriteItem(e Entry, data []byte) error {
+	e.Path = ItemPath(e.Group, e.Resource, e.Namespace, e.Name)
+	sum := sha256.Sum256(data)
+	e.SHA256 = hex.EncodeToString(sum[:])
+	e.Size = int64(len(data))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return fmt.Errorf("archive entry %s: archive already closed", e.Path)
+	}
+	if w.seen[e.Path] {
+		return fmt.Errorf("archive entry %s: written twice", e.Path)
+	}
+	w.seen[e.Path] = true
+	if err := w.writeFile(e.Path, data); err != nil {
+		return err
+	}
+	w.entries = append(w.entries, e)
+	return nil
+}
+
+// Close writes ferry/manifest.json (m's Entries and FormatVersion are set
+// here), ends the tar and gzip streams, and returns the archive summary.
+// It does not close the underlying writer.
+func (w *Writer) Close(m Manifest) (Summary, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return Summary{}, fmt.Errorf("archive already closed")
+	}
+	w.closed = true
+	m.FormatVersion = FormatVersion
+	m.Entries = w.entries
+	if m.Created.IsZero() {
+		m.Created = w.now
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return Summary{}, fmt.Errorf("encoding manifest: %w", err)
+	}
+	if err := w.writeFile(ManifestPath, data); err != nil {
+		return Summary{}, err
+	}
+	if err := w.tw.Close(); err != nil {
+		return Summary{}, err
+	}
+	if err := w.gz.Close(); err != nil {
+		return Summary{}, err
+	}
+	ms := sha256.Sum256(data)
+	return Summary{
+		Size:           w.out.n,
+		SHA256:         hex.EncodeToString(w.out.h.Sum(nil)),
+		ManifestSHA256: hex.EncodeToString(ms[:]),
+		Entries:        len(w.entries),
+	}, nil
+}

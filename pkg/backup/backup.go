@@ -1,0 +1,240 @@
+// Package backup takes a backup: it selects resources, lists them
+// concurrently with pagination at their preferred versions, streams them
+// into an archive in the backup storage location, and commits the backup
+// by writing ferry-backup.json last.
+package backup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/archive"
+	"github.com/kubeferry/ferry/pkg/filter"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// Options configure one backup.
+type Options struct {
+	Name string
+	Spec v1alpha1.BackupSpec
+	// PageSize is the LIST page size (items); default 500.
+	PageSize int64
+	// Workers is the number of concurrent LIST streams; default 8.
+	Workers int
+	// OnProgress, if set, is called as items are listed and written.
+	OnProgress func(backedUp, total int)
+	Log        *slog.Logger
+}
+
+// ErrExists is returned when a backup of that name is already in the location.
+var ErrExists = errors.New("backup already exists")
+
+// ValidateName checks that name can be a store folder and an object name
+// (a DNS-1123 subdomain).
+func ValidateName(name string) error {
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("backup name %q: %s", name, errs[0])
+	}
+	return nil
+}
+
+// Run takes a backup of cluster into loc. It returns the committed Backup
+// and its per-item results. The error is non-nil only when the backup could
+// not start (bad options, name taken, store unwritable); a backup that ran
+// reports PartiallyFailed or Failed in its status.
+func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts Options) (*v1alpha1.Backup, *report.Results, error) {
+	if err := ValidateName(opts.Name); err != nil {
+		return nil, nil, err
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 500
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = 8
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Spec.IncludeClusterResources == "" {
+		opts.Spec.IncludeClusterResources = "auto"
+	}
+	switch opts.Spec.IncludeClusterResources {
+	case "auto", "true", "false":
+	default:
+		return nil, nil, fmt.Errorf("--include-cluster-resources %q: want auto, true or false", opts.Spec.IncludeClusterResources)
+	}
+	nsf, err := filter.NewNamespaces(opts.Spec.IncludedNamespaces, opts.Spec.ExcludedNamespaces)
+	if err != nil {
+		return nil, nil, err
+	}
+	selector, err := labels.Parse(opts.Spec.LabelSelector)
+	if err != nil {
+		return nil, nil, fmt.Errorf("label selector %q: %w", opts.Spec.LabelSelector, err)
+	}
+	if _, err := loc.GetBackup(ctx, opts.Name); err == nil || errors.Is(err, store.ErrIncomplete) {
+		if err != nil {
+			return nil, nil, fmt.Errorf("backup %q: %w (an interrupted earlier run; remove it with `ferry backup delete %s`)", opts.Name, ErrExists, opts.Name)
+		}
+		return nil, nil, fmt.Errorf("backup %q: %w in %s", opts.Name, ErrExists, loc.URL())
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, err
+	}
+
+	b := v1alpha1.NewBackup(opts.Name)
+	b.Spec = opts.Spec
+	b.Spec.StorageLocation = loc.URL()
+	now := metav1.Now()
+	b.CreationTimestamp = now
+	b.Status.StartTimestamp = &now
+	b.Status.Phase = v1alpha1.PhaseInProgress
+	b.Status.SourceCluster = &v1alpha1.ClusterInfo{Server: cluster.Config.Host, GitVersion: cluster.Version.GitVersion}
+	if err := loc.PutJSON(ctx, store.BackupDir(opts.Name)+store.BackupStartedMarker, b); err != nil {
+		return nil, nil, err
+	}
+
+	results := &report.Results{}
+	r := &run{ctx: ctx, cluster: cluster, opts: opts, nsf: nsf, selector: selector.String(), results: results, counts: map[string]int{}}
+	err = r.execute(loc, b)
+	end := metav1.Now()
+	b.Status.CompletionTimestamp = &end
+	b.Status.Progress = v1alpha1.BackupProgress{TotalItems: int(r.total.Load()), ItemsBackedUp: int(r.written.Load())}
+	b.Status.ResourceCounts = r.counts
+	b.Status.Warnings = len(results.Warnings)
+	b.Status.Errors = len(results.Errors) + results.Count(report.Failed)
+	switch {
+	case err != nil:
+		b.Status.Phase = v1alpha1.PhaseFailed
+		b.Status.FailureReason = err.Error()
+		results.Errorf("%v", err)
+		b.Status.Errors++
+	case b.Status.Errors > 0:
+		b.Status.Phase = v1alpha1.PhasePartiallyFailed
+	default:
+		b.Status.Phase = v1alpha1.PhaseCompleted
+	}
+	if err := loc.PutJSON(ctx, store.BackupResultsKey(opts.Name), results); err != nil {
+		return b, results, err
+	}
+	// The commit: only now is the backup visible as restorable.
+	if err := loc.PutJSON(ctx, store.BackupDir(opts.Name)+store.BackupMarker, b); err != nil {
+		return b, results, err
+	}
+	opts.Log.Info("backup committed", "backup", opts.Name, "phase", b.Status.Phase, "items", b.Status.Progress.ItemsBackedUp, "took", end.Sub(now.Time).Round(time.Millisecond))
+	return b, results, nil
+}
+
+// run holds the state of one backup while it lists and writes.
+type run struct {
+	ctx      context.Context
+	cluster  *kube.Cluster
+	opts     Options
+	nsf      *filter.Namespaces
+	selector string
+	results  *report.Results
+	aw       *archive.Writer
+
+	total, written atomic.Int64
+	mu             sync.Mutex
+	counts         map[string]int
+	refs           *references
+}
+
+func (r *run) progress() {
+	if r.opts.OnProgress != nil {
+		r.opts.OnProgress(int(r.written.Load()), int(r.total.Load()))
+	}
+}
+
+// execute streams the archive to the store. Any error returned makes the
+// backup Failed; per-resource list errors go into results instead.
+func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
+	apis, err := kube.Discover(r.cluster.Discovery)
+	if err != nil {
+		return err
+	}
+	for gv, e := range apis.Failed {
+		r.results.Errorf("discovery of %s failed, its resources are not in the backup: %v", gv, e)
+	}
+	res := filter.NewResources(r.opts.Spec.IncludedResources, r.opts.Spec.ExcludedResources)
+	sel := selectResources(apis, res, r.nsf, r.opts.Spec.IncludeClusterResources)
+
+	key := store.ArchiveKey(r.opts.Name)
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	w, err := loc.NewWriter(ctx, key)
+	if err != nil {
+		return err
+	}
+	aw, err := archive.NewWriter(w)
+	if err != nil {
+		cancel()
+		w.Close()
+		return err
+	}
+	r.aw = aw
+	r.refs = newReferences()
+
+	if err := r.listAll(ctx, r.namespacedTasks(sel)); err != nil {
+		cancel()
+		w.Close()
+		return err
+	}
+	if err := r.listAll(ctx, r.clusterTasks(sel)); err != nil {
+		cancel()
+		w.Close()
+		return err
+	}
+	if !sel.clusterAll && !sel.clusterNone {
+		if err := r.writeReferenced(ctx, apis, res); err != nil {
+			cancel()
+			w.Close()
+			return err
+		}
+	}
+
+	spec, _ := json.Marshal(r.opts.Spec)
+	sum, err := aw.Close(archive.Manifest{BackupName: r.opts.Name, Spec: spec, SourceVersion: r.cluster.Version.GitVersion, PreferredVersions: apis.Preferred})
+	if err != nil {
+		cancel()
+		w.Close()
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("uploading %s: %w", key, err)
+	}
+	b.Status.Archive = &v1alpha1.ArchiveSummary{Key: key, Size: sum.Size, SHA256: sum.SHA256, ManifestSHA256: sum.ManifestSHA256, Entries: sum.Entries}
+	return nil
+}
+
+// writeItem writes one listed object into the archive.
+func (r *run) writeItem(res kube.Resource, obj *unstructured.Unstructured) error {
+	data, err := json.Marshal(obj.Object)
+	if err != nil {
+		return fmt.Errorf("encoding %s %s/%s: %w", res.GroupResource(), obj.GetNamespace(), obj.GetName(), err)
+	}
+	e := archive.Entry{Group: res.Group, Version: res.Version, Resource: res.GroupVersionResource.Resource, Kind: res.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+	if err := r.aw.WriteItem(e, data); err != nil {
+		return err
+	}
+	r.written.Add(1)
+	r.mu.Lock()
+	r.counts[res.GroupResource()]++
+	r.mu.Unlock()
+	r.results.Add(report.Result{Resource: res.GroupResource(), Version: res.Version, Namespace: obj.GetNamespace(), Name: obj.GetName(), Outcome: report.BackedUp})
+	r.progress()
+	return nil
+}

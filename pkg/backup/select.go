@@ -1,0 +1,54 @@
+package backup
+
+import (
+	"github.com/kubeferry/ferry/pkg/filter"
+	"github.com/kubeferry/ferry/pkg/kube"
+)
+
+// neverBackedUp lists group-resources that are not objects a restore can
+// use: componentstatuses is a health probe, not stored state.
+var neverBackedUp = map[string]bool{
+	"componentstatuses": true,
+}
+
+// selection is the set of resources one backup lists.
+type selection struct {
+	namespaced []kube.Resource
+	cluster    []kube.Resource
+	// clusterAll is true when every selected cluster-scoped resource is
+	// listed whole; false when only objects referenced by namespaced items
+	// (and the Namespaces themselves) go in ("auto" on a namespace-filtered backup).
+	clusterAll bool
+	// clusterNone is true for --include-cluster-resources=false.
+	clusterNone bool
+}
+
+// selectResources applies the resource filter and the cluster-scope rule
+// (--include-cluster-resources auto|true|false) to what the cluster serves
+// at its preferred versions. Only resources that support list and get are
+// selected.
+func selectResources(apis *kube.APIs, res *filter.Resources, ns *filter.Namespaces, includeCluster string) selection {
+	var sel selection
+	switch includeCluster {
+	case "true":
+		sel.clusterAll = true
+	case "false":
+		sel.clusterNone = true
+	default: // auto
+		sel.clusterAll = ns.All()
+	}
+	for _, r := range apis.PreferredResources() {
+		if !r.Has("list") || !r.Has("get") || neverBackedUp[r.GroupResource()] {
+			continue
+		}
+		if !res.Match(r.Group, r.GroupVersionResource.Resource, r.Kind) {
+			continue
+		}
+		if r.Namespaced {
+			sel.namespaced = append(sel.namespaced, r)
+		} else {
+			sel.cluster = append(sel.cluster, r)
+		}
+	}
+	return sel
+}

@@ -1,0 +1,50 @@
+package filter
+
+import "testing"
+
+func TestNamespaces(t *testing.T) {
+	n, err := NewNamespaces([]string{"team-*", "demo"}, []string{"team-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ns, want := range map[string]bool{"team-a": true, "demo": true, "team-secret": false, "other": false} {
+		if got := n.Match(ns); got != want {
+			t.Errorf("Match(%q) = %v, want %v", ns, got, want)
+		}
+	}
+	if n.All() {
+		t.Error("All() = true for a filtered list")
+	}
+	if _, ok := n.Literal(); ok {
+		t.Error("Literal() = true with a glob")
+	}
+	if _, err := NewNamespaces([]string{"[bad"}, nil); err == nil {
+		t.Error("bad glob accepted")
+	}
+	all, _ := NewNamespaces(nil, []string{"kube-*"})
+	if !all.All() || all.Match("kube-system") || !all.Match("x") {
+		t.Error("empty include with exclude misbehaves")
+	}
+}
+
+func TestResources(t *testing.T) {
+	r := NewResources([]string{"deployments.apps", "ConfigMap", "secrets"}, []string{"secrets"})
+	cases := []struct {
+		group, res, kind string
+		want             bool
+	}{
+		{"apps", "deployments", "Deployment", true},
+		{"", "configmaps", "ConfigMap", true},
+		{"", "secrets", "Secret", false},
+		{"", "services", "Service", false},
+		{"extensions", "deployments", "Deployment", false},
+	}
+	for _, c := range cases {
+		if got := r.Match(c.group, c.res, c.kind); got != c.want {
+			t.Errorf("Match(%s/%s) = %v, want %v", c.group, c.res, got, c.want)
+		}
+	}
+	if !NewResources(nil, nil).Match("x", "y", "Z") {
+		t.Error("empty include must match all")
+	}
+}

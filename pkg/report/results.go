@@ -1,0 +1,145 @@
+// Package report holds ferry's results model: one Result per item of a
+// backup or restore, plus warnings and errors, rendered as text or JSON.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"text/tabwriter"
+)
+
+// Outcome is what happened to one item.
+type Outcome string
+
+// Outcomes of restore items (DESIGN.md §5 "Results") and backup items.
+const (
+	Created   Outcome = "created"
+	Updated   Outcome = "updated"
+	Unchanged Outcome = "unchanged"
+	Skipped   Outcome = "skipped"
+	Failed    Outcome = "failed"
+	BackedUp  Outcome = "backedUp"
+)
+
+// Result is the outcome of one item. Resource is the group-resource
+// ("deployments.apps"); Namespace/Name are the source identity and
+// TargetNamespace/TargetName the identity in the target where they differ.
+// Reason is a short machine-readable reason; Message is the human text,
+// for failures the API server's message.
+type Result struct {
+	Resource        string  `json:"resource"`
+	Version         string  `json:"version,omitempty"`
+	Namespace       string  `json:"namespace,omitempty"`
+	Name            string  `json:"name"`
+	TargetNamespace string  `json:"targetNamespace,omitempty"`
+	TargetName      string  `json:"targetName,omitempty"`
+	Outcome         Outcome `json:"outcome"`
+	Reason          string  `json:"reason,omitempty"`
+	Message         string  `json:"message,omitempty"`
+	// Changes lists what the restore's transforms changed in the object.
+	Changes []string `json:"changes,omitempty"`
+}
+
+// Results collects item results, warnings and errors. It is safe for
+// concurrent use.
+type Results struct {
+	mu       sync.Mutex
+	Items    []Result `json:"items"`
+	Warnings []string `json:"warnings,omitempty"`
+	Errors   []string `json:"errors,omitempty"`
+}
+
+// Add records one item result.
+func (r *Results) Add(res Result) {
+	r.mu.Lock()
+	r.Items = append(r.Items, res)
+	r.mu.Unlock()
+}
+
+// Warnf records a warning.
+func (r *Results) Warnf(format string, args ...any) {
+	r.mu.Lock()
+	r.Warnings = append(r.Warnings, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+// Errorf records an error that is not tied to one item.
+func (r *Results) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	r.Errors = append(r.Errors, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+}
+
+// Count returns how many items ended in outcome o.
+func (r *Results) Count(o Outcome) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, it := range r.Items {
+		if it.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Sorted returns the items ordered by resource, namespace and name.
+func (r *Results) Sorted() []Result {
+	r.mu.Lock()
+	items := append([]Result(nil), r.Items...)
+	r.mu.Unlock()
+	sort.Slice(items, func(i, j int) bool {
+		a, b := items[i], items[j]
+		if a.Resource != b.Resource {
+			return a.Resource < b.Resource
+		}
+		if a.Namespace != b.Namespace {
+			return a.Namespace < b.Namespace
+		}
+		return a.Name < b.Name
+	})
+	return items
+}
+
+// MarshalJSON writes items sorted, so that results files are stable.
+func (r *Results) MarshalJSON() ([]byte, error) {
+	items := r.Sorted()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return json.Marshal(struct {
+		Items    []Result `json:"items"`
+		Warnings []string `json:"warnings,omitempty"`
+		Errors   []string `json:"errors,omitempty"`
+	}{items, r.Warnings, r.Errors})
+}
+
+// WriteTable prints the items that match keep (all when keep is nil) as
+// an aligned table: RESOURCE NAMESPACE NAME OUTCOME REASON.
+func (r *Results) WriteTable(w io.Writer, keep func(Result) bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESOURCE\tNAMESPACE\tNAME\tOUTCOME\tDETAIL")
+	for _, it := range r.Sorted() {
+		if keep != nil && !keep(it) {
+			continue
+		}
+		ns, name := it.Namespace, it.Name
+		if it.TargetNamespace != "" && it.TargetNamespace != ns {
+			ns += "→" + it.TargetNamespace
+		}
+		if it.TargetName != "" && it.TargetName != name {
+			name += "→" + it.TargetName
+		}
+		detail := it.Reason
+		if it.Message != "" {
+			if detail != "" {
+				detail += ": "
+			}
+			detail += it.Message
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.Resource, ns, name, it.Outcome, detail)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,351 @@
+package restore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/transform"
+)
+
+// applier writes a plan into the target, tier by tier.
+type applier struct {
+	cluster    *kube.Cluster
+	opts       *Options
+	plan       *Plan
+	results    *report.Results
+	apis       *kube.APIs
+	tctx       transform.Context
+	uids       sync.Map // source UID -> target UID
+	processed  sync.Map // source UID -> true once the item is done
+	namespaces sync.Map // target namespace -> true once known to exist
+	nsMu       sync.Mutex
+	done       atomic.Int64
+	total      int
+}
+
+func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report.Results) *applier {
+	a := &applier{cluster: c, opts: o, plan: p, results: res, total: len(p.Items)}
+	a.tctx = transform.Context{
+		BackupName: backup, RestoreName: o.Name, NamespaceMapping: o.Spec.NamespaceMapping,
+		PreserveNodePorts: o.Spec.PreserveNodePorts, PVNames: p.PVNames, RestoredPVs: p.RestoredPVs,
+		OwnerUIDs: func(uid string) (string, bool) {
+			v, ok := a.uids.Load(uid)
+			if !ok {
+				return "", false
+			}
+			return v.(string), true
+		},
+	}
+	return a
+}
+
+func (a *applier) finish(it *Item, res report.Result) {
+	res.Resource = it.GroupResource
+	if res.Version == "" {
+		res.Version = it.Version
+	}
+	res.Namespace, res.Name = it.Namespace, it.Name
+	if it.TargetNamespace != it.Namespace {
+		res.TargetNamespace = it.TargetNamespace
+	}
+	if it.TargetName != it.Name {
+		res.TargetName = it.TargetName
+	}
+	a.results.Add(res)
+	if it.peek.Metadata.UID != "" {
+		a.processed.Store(it.peek.Metadata.UID, true)
+	}
+	n := a.done.Add(1)
+	if a.opts.OnProgress != nil {
+		a.opts.OnProgress(int(n), a.total)
+	}
+}
+
+// run applies every tier in order. Items whose owners (in this plan) are
+// not yet applied wait for a later wave, so that their ownerReferences can
+// carry the owners' new UIDs.
+func (a *applier) run(ctx context.Context) error {
+	apis, err := kube.Discover(a.cluster.Discovery)
+	if err != nil {
+		return fmt.Errorf("cluster %s: %w", a.cluster.Name, err)
+	}
+	a.apis = apis
+	var pending []*Item
+	byTier := make([][]*Item, numTiers)
+	for _, it := range a.plan.Items {
+		if it.Skip != "" {
+			a.finish(it, report.Result{Outcome: report.Skipped, Reason: it.Skip})
+			continue
+		}
+		byTier[it.Tier] = append(byTier[it.Tier], it)
+	}
+	for t := 0; t < numTiers; t++ {
+		pending = append(pending, byTier[t]...)
+		for len(pending) > 0 {
+			var ready, wait []*Item
+			for _, it := range pending {
+				if a.ownersDone(it) {
+					ready = append(ready, it)
+				} else {
+					wait = append(wait, it)
+				}
+			}
+			if len(ready) == 0 {
+				break // owners are in a later tier
+			}
+			if err := a.applyAll(ctx, ready); err != nil {
+				return err
+			}
+			pending = wait
+		}
+		if t == tierCRD && len(byTier[t]) > 0 {
+			if err := a.waitForCRDs(ctx, byTier[t]); err != nil {
+				return err
+			}
+		}
+	}
+	// Owners that never came (failed): apply without those references.
+	return a.applyAll(ctx, pending)
+}
+
+func (a *applier) ownersDone(it *Item) bool {
+	for _, ref := range it.peek.Metadata.OwnerReferences {
+		owner, ok := a.plan.byUID[string(ref.UID)]
+		if !ok || owner.Skip != "" {
+			continue
+		}
+		if _, done := a.processed.Load(string(ref.UID)); !done {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *applier) applyAll(ctx context.Context, items []*Item) error {
+	ch := make(chan *Item)
+	var wg sync.WaitGroup
+	for i := 0; i < a.opts.Workers && i < len(items); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range ch {
+				a.finish(it, a.apply(ctx, it))
+			}
+		}()
+	}
+	for _, it := range items {
+		if ctx.Err() != nil {
+			break
+		}
+		ch <- it
+	}
+	close(ch)
+	wg.Wait()
+	return ctx.Err()
+}
+
+// resolve picks the version to restore it at: the backed-up version if
+// the target serves it (DESIGN.md §5 "API versions").
+func (a *applier) resolve(it *Item) (kube.Resource, string) {
+	gvr := schema.GroupVersionResource{Group: it.Group, Version: it.Version, Resource: it.Resource}
+	if r, ok := a.apis.Lookup(gvr); ok {
+		return r, ""
+	}
+	served := a.apis.Versions(it.Group, it.Resource)
+	if len(served) == 0 {
+		return kube.Resource{}, fmt.Sprintf("the target does not serve %s", it.GroupResource)
+	}
+	return kube.Resource{}, fmt.Sprintf("the target serves %s only at %s, the backup holds %s", it.GroupResource, strings.Join(served, ", "), it.Version)
+}
+
+// apply writes one item: create, and on AlreadyExists compare and follow
+// the existing-resource policy.
+func (a *applier) apply(ctx context.Context, it *Item) report.Result {
+	res, why := a.resolve(it)
+	if why != "" {
+		return report.Result{Outcome: report.Skipped, Reason: "version not served", Message: why}
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(it.Data, &u.Object); err != nil {
+		return report.Result{Outcome: report.Failed, Reason: "corrupt object", Message: err.Error()}
+	}
+	u.SetAPIVersion(schema.GroupVersion{Group: res.Group, Version: res.Version}.String())
+	tctx := a.tctx
+	tctx.KeepStatus = it.KeepStatus
+	changes := transform.Apply(&tctx, it.Group, u)
+	var status any
+	if it.KeepStatus {
+		status = u.Object["status"]
+	}
+	var client dynamic.ResourceInterface = a.cluster.Dynamic.Resource(res.GroupVersionResource)
+	if res.Namespaced {
+		if u.GetNamespace() == "" {
+			u.SetNamespace(it.TargetNamespace)
+		}
+		if err := a.ensureNamespace(ctx, u.GetNamespace()); err != nil {
+			return report.Result{Outcome: report.Failed, Reason: "namespace", Message: err.Error(), Changes: changes}
+		}
+		client = a.cluster.Dynamic.Resource(res.GroupVersionResource).Namespace(u.GetNamespace())
+	} else {
+		u.SetNamespace("")
+	}
+	created, err := client.Create(ctx, u, metav1.CreateOptions{})
+	if err != nil && it.GroupResource == "services" && isPortAllocated(err) {
+		a.results.Warnf("service %s/%s: %v; restored with new node ports", u.GetNamespace(), u.GetName(), err)
+		transform.ClearNodePorts(u)
+		changes = append(changes, "node ports already allocated in the target: new ones allocated")
+		created, err = client.Create(ctx, u, metav1.CreateOptions{})
+	}
+	switch {
+	case err == nil:
+		a.uids.Store(it.peek.Metadata.UID, string(created.GetUID()))
+		if status != nil {
+			created.Object["status"] = status
+			if _, serr := client.UpdateStatus(ctx, created, metav1.UpdateOptions{}); serr != nil && !apierrors.IsNotFound(serr) {
+				return report.Result{Outcome: report.Created, Version: res.Version, Message: "status not restored: " + serr.Error(), Changes: changes}
+			}
+		}
+		return report.Result{Outcome: report.Created, Version: res.Version, Changes: changes}
+	case apierrors.IsAlreadyExists(err):
+		return a.existing(ctx, it, client, u, res, changes)
+	default:
+		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: string(apierrors.ReasonForError(err)), Message: err.Error(), Changes: changes}
+	}
+}
+
+// existing handles an object that is already in the target.
+func (a *applier) existing(ctx context.Context, it *Item, client dynamic.ResourceInterface, desired *unstructured.Unstructured, res kube.Resource, changes []string) report.Result {
+	cur, err := client.Get(ctx, desired.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: "exists", Message: "exists in the target but cannot be read: " + err.Error()}
+	}
+	a.uids.Store(it.peek.Metadata.UID, string(cur.GetUID()))
+	d := desired.DeepCopy()
+	unstructured.RemoveNestedField(d.Object, "status")
+	same, where := contains(cur.Object, d.Object, "")
+	if same {
+		return report.Result{Outcome: report.Unchanged, Version: res.Version, Reason: "exists, same"}
+	}
+	if a.opts.Spec.ExistingResourcePolicy != v1alpha1.PolicyUpdate {
+		a.results.Warnf("%s %s: exists in the target and differs at %s; not changed (policy none)", it.GroupResource, key(desired), where)
+		return report.Result{Outcome: report.Skipped, Version: res.Version, Reason: "exists, differs", Message: "first difference at " + where}
+	}
+	merged := &unstructured.Unstructured{Object: overlay(cur.Object, d.Object).(map[string]any)}
+	merged.SetResourceVersion(cur.GetResourceVersion())
+	if _, err := client.Update(ctx, merged, metav1.UpdateOptions{}); err != nil {
+		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: string(apierrors.ReasonForError(err)), Message: "update: " + err.Error(), Changes: changes}
+	}
+	return report.Result{Outcome: report.Updated, Version: res.Version, Message: "differed at " + where, Changes: changes}
+}
+
+func key(u *unstructured.Unstructured) string {
+	if u.GetNamespace() == "" {
+		return u.GetName()
+	}
+	return u.GetNamespace() + "/" + u.GetName()
+}
+
+func isPortAllocated(err error) bool {
+	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "already allocated")
+}
+
+// ensureNamespace creates namespace ns if the target lacks it (one that
+// the backup did not hold, or that the namespace filter left out).
+func (a *applier) ensureNamespace(ctx context.Context, ns string) error {
+	if _, ok := a.namespaces.Load(ns); ok {
+		return nil
+	}
+	a.nsMu.Lock()
+	defer a.nsMu.Unlock()
+	if _, ok := a.namespaces.Load(ns); ok {
+		return nil
+	}
+	nsGVR := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	_, err := a.cluster.Dynamic.Resource(nsGVR).Get(ctx, ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns,
+			"labels": map[string]any{v1alpha1.LabelBackup: transform.LabelValue(a.tctx.BackupName), v1alpha1.LabelRestore: transform.LabelValue(a.tctx.RestoreName)}}}}
+		_, err = a.cluster.Dynamic.Resource(nsGVR).Create(ctx, obj, metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			a.results.Warnf("namespace %s was not in the restore and was created", ns)
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", ns, err)
+	}
+	a.namespaces.Store(ns, true)
+	return nil
+}
+
+// waitForCRDs waits until every restored CRD is Established and its
+// versions are served, then refreshes discovery for the tiers after it.
+func (a *applier) waitForCRDs(ctx context.Context, crds []*Item) error {
+	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	ctx, cancel := context.WithTimeout(ctx, a.opts.CRDTimeout)
+	defer cancel()
+	for _, it := range crds {
+		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			u, err := a.cluster.Dynamic.Resource(gvr).Get(ctx, it.TargetName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return true, nil // not restored (failed or skipped): nothing to wait for
+			}
+			if err != nil {
+				return false, nil
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Established" && m["status"] == "True" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if err != nil {
+			a.results.Warnf("CRD %s is not Established after %s; its custom resources may fail", it.TargetName, a.opts.CRDTimeout)
+		}
+	}
+	// Discovery lags Established by a moment: poll until the CRDs' groups show.
+	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		apis, err := kube.Discover(a.cluster.Discovery)
+		if err != nil {
+			return false, nil
+		}
+		a.apis = apis
+		for _, it := range crds {
+			var spec struct {
+				Spec struct {
+					Group string `json:"group"`
+					Names struct {
+						Plural string `json:"plural"`
+					} `json:"names"`
+				} `json:"spec"`
+			}
+			if json.Unmarshal(it.Data, &spec) == nil && spec.Spec.Group != "" {
+				if _, ok := a.processed.Load(it.peek.Metadata.UID); ok && len(apis.Versions(spec.Spec.Group, spec.Spec.Names.Plural)) == 0 {
+					if _, err := a.cluster.Dynamic.Resource(gvr).Get(ctx, it.TargetName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+						continue
+					}
+					return false, nil
+				}
+			}
+		}
+		return true, nil
+	})
+}

@@ -1,0 +1,126 @@
+package restore
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// ignoredLabelPrefix marks labels ferry itself sets; they differ between
+// two restores of one backup and are not part of the object's content.
+const ignoredLabelPrefix = "ferry.dev/"
+
+// contains reports whether existing holds everything desired says: every
+// field set in desired has the same value in existing, which may have more
+// (server defaults, controller fields). Lists must have the same length and
+// match element by element. A null in desired matches an absent field.
+// It returns the path of the first difference.
+func contains(existing, desired any, path string) (bool, string) {
+	switch d := desired.(type) {
+	case nil:
+		return true, ""
+	case map[string]any:
+		e, ok := existing.(map[string]any)
+		if !ok {
+			if existing == nil && len(d) == 0 {
+				return true, ""
+			}
+			return false, path
+		}
+		for k, dv := range d {
+			if (path == ".metadata.labels" || path == ".metadata.annotations") && strings.HasPrefix(k, ignoredLabelPrefix) {
+				continue
+			}
+			ev, present := e[k]
+			if !present {
+				if isEmpty(dv) {
+					continue
+				}
+				return false, path + "." + k
+			}
+			if ok, p := contains(ev, dv, path+"."+k); !ok {
+				return false, p
+			}
+		}
+		return true, ""
+	case []any:
+		e, ok := existing.([]any)
+		if !ok {
+			return len(d) == 0 && existing == nil, path
+		}
+		if len(e) != len(d) {
+			return false, fmt.Sprintf("%s (%d items, target has %d)", path, len(d), len(e))
+		}
+		for i := range d {
+			if ok, p := contains(e[i], d[i], fmt.Sprintf("%s[%d]", path, i)); !ok {
+				return false, p
+			}
+		}
+		return true, ""
+	default:
+		if f1, ok := number(desired); ok {
+			f2, ok2 := number(existing)
+			return ok2 && f1 == f2, path
+		}
+		return reflect.DeepEqual(existing, desired), path
+	}
+}
+
+func isEmpty(v any) bool {
+	switch t := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		return len(t) == 0
+	case []any:
+		return len(t) == 0
+	}
+	return false
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true
+	case int:
+		return float64(n), true
+	case float64:
+		return n, true
+	case int32:
+		return float64(n), true
+	}
+	return 0, false
+}
+
+// overlay returns existing with desired laid over it: maps merge
+// recursively, lists of equal length merge element by element, anything
+// else takes desired's value. Fields the target's API server allocated
+// (clusterIP, nodePorts, a Job's selector) survive an update this way.
+func overlay(existing, desired any) any {
+	switch d := desired.(type) {
+	case map[string]any:
+		e, ok := existing.(map[string]any)
+		if !ok {
+			return desired
+		}
+		out := make(map[string]any, len(e))
+		for k, v := range e {
+			out[k] = v
+		}
+		for k, v := range d {
+			out[k] = overlay(e[k], v)
+		}
+		return out
+	case []any:
+		e, ok := existing.([]any)
+		if !ok || len(e) != len(d) {
+			return desired
+		}
+		out := make([]any, len(d))
+		for i := range d {
+			out[i] = overlay(e[i], d[i])
+		}
+		return out
+	}
+	return desired
+}

@@ -1,0 +1,235 @@
+package restore
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeferry/ferry/pkg/archive"
+	"github.com/kubeferry/ferry/pkg/filter"
+)
+
+// peek is the part of an object the planner reads; the full object is
+// decoded only when it is applied, which keeps memory near the archive's size.
+type peek struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Metadata   struct {
+		Name              string                  `json:"name"`
+		Namespace         string                  `json:"namespace"`
+		UID               string                  `json:"uid"`
+		Labels            map[string]string       `json:"labels"`
+		Annotations       map[string]string       `json:"annotations"`
+		OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
+		DeletionTimestamp *string                 `json:"deletionTimestamp"`
+	} `json:"metadata"`
+	Type string `json:"type"`
+	Spec struct {
+		ClaimRef *struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+		} `json:"claimRef"`
+		VolumeName string          `json:"volumeName"`
+		Selector   json.RawMessage `json:"selector"`
+	} `json:"spec"`
+}
+
+// Item is one planned restore item.
+type Item struct {
+	archive.Item
+	peek            peek
+	GroupResource   string
+	Tier            int
+	TargetNamespace string
+	TargetName      string
+	// Skip is the reason the item is not applied ("" when it is).
+	Skip string
+	// KeepStatus is true for resources named in --restore-status.
+	KeepStatus bool
+}
+
+// Plan is the ordered restore plan.
+type Plan struct {
+	Items []*Item
+	// PVNames maps source PV names to new names (PVs bound to claims in
+	// mapped namespaces are renamed so a clone cannot take the original's volume).
+	PVNames map[string]string
+	// RestoredPVs is the set of source PV names this restore applies.
+	RestoredPVs map[string]bool
+	// byUID indexes planned items by source UID (for owner references).
+	byUID map[string]*Item
+}
+
+// workloadOwnerKinds are the built-in controllers that recreate their
+// dependents (DESIGN.md §5 "Left to controllers").
+var workloadOwnerKinds = map[string]bool{
+	"apps/Deployment": true, "apps/ReplicaSet": true, "apps/StatefulSet": true, "apps/DaemonSet": true,
+	"batch/Job": true, "batch/CronJob": true, "/ReplicationController": true,
+}
+
+// managedEndpointSlices are the managed-by values of EndpointSlices that a
+// controller of the target recreates.
+var managedEndpointSlices = map[string]bool{
+	"endpointslice-controller.k8s.io":          true,
+	"endpointslicemirroring-controller.k8s.io": true,
+}
+
+// buildPlan selects, orders and annotates the archive's items.
+func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
+	nsf, err := filter.NewNamespaces(o.Spec.IncludedNamespaces, o.Spec.ExcludedNamespaces)
+	if err != nil {
+		return nil, err
+	}
+	resf := filter.NewResources(o.Spec.IncludedResources, o.Spec.ExcludedResources)
+	statusf := filter.NewResources(o.Spec.RestoreStatus, nil)
+	p := &Plan{PVNames: map[string]string{}, RestoredPVs: map[string]bool{}, byUID: map[string]*Item{}}
+	selectorServices := map[string]bool{}
+	for _, ai := range items {
+		it := &Item{Item: ai, GroupResource: ai.GroupResource()}
+		if err := json.Unmarshal(ai.Data, &it.peek); err != nil {
+			return nil, fmt.Errorf("archive entry %s: not a JSON object: %w", ai.Path, err)
+		}
+		kind := it.peek.Kind
+		if kind == "" {
+			kind = ai.Kind
+		}
+		if !resf.Match(ai.Group, ai.Resource, kind) {
+			continue
+		}
+		if ai.Namespace != "" && !nsf.Match(ai.Namespace) {
+			continue
+		}
+		if it.GroupResource == "namespaces" && !nsf.Match(ai.Name) {
+			continue
+		}
+		it.Tier = tier(it.GroupResource)
+		it.TargetNamespace = ai.Namespace
+		if ai.Namespace != "" {
+			it.TargetNamespace = o.mapNamespace(ai.Namespace)
+		}
+		it.TargetName = ai.Name
+		if it.GroupResource == "namespaces" {
+			it.TargetName = o.mapNamespace(ai.Name)
+		}
+		it.KeepStatus = len(o.Spec.RestoreStatus) > 0 && statusf.Explicit(ai.Group, ai.Resource, kind)
+		if it.GroupResource == "services" && len(it.peek.Spec.Selector) > 2 && string(it.peek.Spec.Selector) != "null" {
+			selectorServices[ai.Namespace+"/"+ai.Name] = true
+		}
+		if it.peek.Metadata.UID != "" {
+			p.byUID[it.peek.Metadata.UID] = it
+		}
+		p.Items = append(p.Items, it)
+	}
+	for _, it := range p.Items {
+		it.Skip = p.skipReason(it, selectorServices)
+	}
+	// Owners left to controllers make their dependents left to controllers too.
+	for _, it := range p.Items {
+		if it.Skip == "" {
+			if r := p.leftToController(it, 0); r != "" {
+				it.Skip = r
+			}
+		}
+	}
+	for _, it := range p.Items {
+		if it.GroupResource != "persistentvolumes" || it.Skip != "" {
+			continue
+		}
+		p.RestoredPVs[it.Name] = true
+		if cr := it.peek.Spec.ClaimRef; cr != nil && cr.Namespace != "" && o.mapNamespace(cr.Namespace) != cr.Namespace {
+			p.PVNames[it.Name] = clonedPVName(it.Name, o.mapNamespace(cr.Namespace))
+			it.TargetName = p.PVNames[it.Name]
+		}
+	}
+	sort.SliceStable(p.Items, func(i, j int) bool { return p.Items[i].Tier < p.Items[j].Tier })
+	return p, nil
+}
+
+// clonedPVName is the deterministic new name of PV name whose claim moved
+// to namespace ns: the same restore run twice gives the same name.
+func clonedPVName(name, ns string) string {
+	sum := sha256.Sum256([]byte(ns + "/" + name))
+	suffix := "-" + hex.EncodeToString(sum[:])[:8]
+	if len(name)+len(suffix) > 253 {
+		name = name[:253-len(suffix)]
+	}
+	return name + suffix
+}
+
+// skipReason returns why an item is never applied, or "".
+func (p *Plan) skipReason(it *Item, selectorServices map[string]bool) string {
+	if r, ok := neverRestored[it.GroupResource]; ok && r != "" {
+		return "never restored: " + r
+	}
+	if it.peek.Metadata.DeletionTimestamp != nil {
+		return "being deleted in the source"
+	}
+	ns, name := it.Namespace, it.Name
+	switch it.GroupResource {
+	case "configmaps":
+		if name == "kube-root-ca.crt" {
+			return "never restored: published by the target's root-ca controller"
+		}
+		if ns == "kube-system" && name == "extension-apiserver-authentication" {
+			return "never restored: written by the target's API server"
+		}
+	case "services", "endpoints":
+		if ns == "default" && name == "kubernetes" {
+			return "never restored: the target's API server manages it"
+		}
+		if it.GroupResource == "endpoints" && selectorServices[ns+"/"+name] {
+			return "left to controllers: endpoints of a selector Service"
+		}
+	case "endpointslices.discovery.k8s.io":
+		if managedEndpointSlices[it.peek.Metadata.Labels["endpointslice.kubernetes.io/managed-by"]] {
+			return "left to controllers: managed by " + it.peek.Metadata.Labels["endpointslice.kubernetes.io/managed-by"]
+		}
+		if ns == "default" && it.peek.Metadata.Labels["kubernetes.io/service-name"] == "kubernetes" {
+			return "never restored: the target's API server manages it"
+		}
+	case "persistentvolumes":
+		if prov := it.peek.Metadata.Annotations["pv.kubernetes.io/provisioned-by"]; prov != "" {
+			return "dynamically provisioned by " + prov + " in the source: the target provisions a new volume for its claim"
+		}
+	}
+	return ""
+}
+
+// leftToController reports whether a controller owner of it (a built-in
+// workload kind, or any owner for ControllerRevisions) is in the plan and
+// will be restored or recreated; its controller then recreates it.
+func (p *Plan) leftToController(it *Item, depth int) string {
+	if depth > 10 {
+		return ""
+	}
+	for _, ref := range it.peek.Metadata.OwnerReferences {
+		if ref.Controller == nil || !*ref.Controller {
+			continue
+		}
+		gv, _ := splitAPIVersion(ref.APIVersion)
+		owner, ok := p.byUID[string(ref.UID)]
+		if !ok {
+			continue
+		}
+		if !workloadOwnerKinds[gv+"/"+ref.Kind] && it.GroupResource != "controllerrevisions.apps" {
+			continue
+		}
+		if owner.Skip == "" || p.leftToController(owner, depth+1) != "" {
+			return "left to controllers: " + ref.Kind + " " + ref.Name + " recreates it"
+		}
+	}
+	return ""
+}
+
+func splitAPIVersion(av string) (group, version string) {
+	for i := len(av) - 1; i >= 0; i-- {
+		if av[i] == '/' {
+			return av[:i], av[i+1:]
+		}
+	}
+	return "", av
+}

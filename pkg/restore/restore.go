@@ -1,0 +1,188 @@
+// Package restore restores a backup into a cluster as a pipeline of small
+// stages: load (fetch and verify the whole archive before anything is
+// written), plan (filters, mappings, what is left to controllers, order),
+// transform (pkg/transform), and apply (concurrent inside each tier, one
+// API call per created object), ending in per-item results.
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/archive"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// Options configure one restore.
+type Options struct {
+	Name string
+	Spec v1alpha1.RestoreSpec
+	// Workers is the number of concurrent API calls inside a tier; default 32.
+	Workers int
+	// CRDTimeout bounds the wait for restored CRDs to be Established; default 60s.
+	CRDTimeout time.Duration
+	// OnProgress, if set, is called as items finish.
+	OnProgress func(done, total int)
+	Log        *slog.Logger
+}
+
+func (o *Options) mapNamespace(ns string) string {
+	if t, ok := o.Spec.NamespaceMapping[ns]; ok && t != "" {
+		return t
+	}
+	return ns
+}
+
+// ErrBackupNotRestorable is wrapped when the backup is missing, incomplete
+// or failed.
+var ErrBackupNotRestorable = errors.New("backup is not restorable")
+
+// Validate checks the options before anything is read or written.
+func (o *Options) Validate() error {
+	if errs := validation.IsDNS1123Subdomain(o.Name); len(errs) > 0 {
+		return fmt.Errorf("restore name %q: %s", o.Name, errs[0])
+	}
+	if o.Spec.BackupName == "" {
+		return fmt.Errorf("restore %s: no backup named (--from-backup)", o.Name)
+	}
+	switch o.Spec.ExistingResourcePolicy {
+	case "", v1alpha1.PolicyNone, v1alpha1.PolicyUpdate:
+	default:
+		return fmt.Errorf("--existing-resource-policy %q: want none or update", o.Spec.ExistingResourcePolicy)
+	}
+	for src, dst := range o.Spec.NamespaceMapping {
+		for _, n := range []string{src, dst} {
+			if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+				return fmt.Errorf("--namespace-mappings %s:%s: %q: %s", src, dst, n, errs[0])
+			}
+		}
+	}
+	return nil
+}
+
+// Run restores backup opts.Spec.BackupName from loc into cluster. The
+// archive is fully verified before the first write. The returned error
+// is non-nil when the restore could not run at all (bad options, missing
+// or damaged backup); a restore that ran reports its phase in the status.
+func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts Options) (*v1alpha1.Restore, *report.Results, error) {
+	if opts.Workers <= 0 {
+		opts.Workers = 32
+	}
+	if opts.CRDTimeout <= 0 {
+		opts.CRDTimeout = 60 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Spec.ExistingResourcePolicy == "" {
+		opts.Spec.ExistingResourcePolicy = v1alpha1.PolicyNone
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if _, err := loc.GetRestore(ctx, opts.Name); err == nil {
+		return nil, nil, fmt.Errorf("restore %q already exists in %s", opts.Name, loc.URL())
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, nil, err
+	}
+	r := v1alpha1.NewRestore(opts.Name)
+	r.Spec = opts.Spec
+	start := metav1.Now()
+	r.CreationTimestamp = start
+	r.Status.StartTimestamp = &start
+	r.Status.TargetCluster = &v1alpha1.ClusterInfo{Server: cluster.Config.Host, GitVersion: cluster.Version.GitVersion}
+	results := &report.Results{}
+
+	a, b, err := Load(ctx, loc, opts.Spec.BackupName)
+	if err != nil {
+		return fail(ctx, loc, r, results, err)
+	}
+	opts.Log.Info("archive verified", "backup", b.Name, "items", len(a.Items))
+	plan, err := buildPlan(a.Items, &opts)
+	if err != nil {
+		return fail(ctx, loc, r, results, err)
+	}
+	ap := newApplier(cluster, &opts, b.Name, plan, results)
+	if err := ap.run(ctx); err != nil {
+		results.Errorf("%v", err)
+		r.Status.FailureReason = err.Error()
+	}
+	end := metav1.Now()
+	r.Status.CompletionTimestamp = &end
+	r.Status.Counts = v1alpha1.RestoreCounts{
+		Created: results.Count(report.Created), Updated: results.Count(report.Updated), Unchanged: results.Count(report.Unchanged),
+		Skipped: results.Count(report.Skipped), Failed: results.Count(report.Failed),
+	}
+	r.Status.Warnings = len(results.Warnings)
+	r.Status.Errors = len(results.Errors) + r.Status.Counts.Failed
+	switch {
+	case r.Status.FailureReason != "":
+		r.Status.Phase = v1alpha1.PhaseFailed
+	case r.Status.Errors > 0:
+		r.Status.Phase = v1alpha1.PhasePartiallyFailed
+	default:
+		r.Status.Phase = v1alpha1.PhaseCompleted
+	}
+	if err := save(ctx, loc, r, results); err != nil {
+		return r, results, err
+	}
+	opts.Log.Info("restore done", "restore", r.Name, "phase", r.Status.Phase, "took", end.Sub(start.Time).Round(time.Millisecond))
+	return r, results, nil
+}
+
+// fail records a restore that could not start and returns err.
+func fail(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results *report.Results, err error) (*v1alpha1.Restore, *report.Results, error) {
+	now := metav1.Now()
+	r.Status.Phase = v1alpha1.PhaseFailed
+	r.Status.FailureReason = err.Error()
+	r.Status.CompletionTimestamp = &now
+	r.Status.Errors = 1
+	results.Errorf("%v", err)
+	_ = save(ctx, loc, r, results)
+	return r, results, err
+}
+
+func save(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results *report.Results) error {
+	if err := loc.PutJSON(ctx, store.RestoreResultsKey(r.Name), results); err != nil {
+		return err
+	}
+	return loc.PutJSON(ctx, store.RestoreDir(r.Name)+store.RestoreMarker, r)
+}
+
+// Load reads the committed backup name and its archive, verified against
+// the digests in ferry-backup.json and the manifest. Nothing is returned
+// unless all of it verifies.
+func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archive, *v1alpha1.Backup, error) {
+	b, err := loc.GetBackup(ctx, name)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIncomplete) {
+			return nil, nil, fmt.Errorf("%w: %v", ErrBackupNotRestorable, err)
+		}
+		return nil, nil, err
+	}
+	if b.Status.Phase != v1alpha1.PhaseCompleted && b.Status.Phase != v1alpha1.PhasePartiallyFailed {
+		return nil, nil, fmt.Errorf("%w: backup %q is %s: %s", ErrBackupNotRestorable, name, b.Status.Phase, b.Status.FailureReason)
+	}
+	if b.Status.Archive == nil {
+		return nil, nil, fmt.Errorf("%w: backup %q has no archive record in its ferry-backup.json", ErrBackupNotRestorable, name)
+	}
+	rd, err := loc.NewReader(ctx, b.Status.Archive.Key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: backup %q: %v", ErrBackupNotRestorable, name, err)
+	}
+	defer rd.Close()
+	a, err := archive.Read(rd, b.Status.Archive.Key, archive.Expect{Size: b.Status.Archive.Size, SHA256: b.Status.Archive.SHA256, ManifestSHA256: b.Status.Archive.ManifestSHA256})
+	if err != nil {
+		return nil, nil, fmt.Errorf("backup %q: %w", name, err)
+	}
+	return a, b, nil
+}

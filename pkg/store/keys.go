@@ -1,0 +1,30 @@
+package store
+
+import (
+	"io"
+	"path"
+)
+
+var errEOF = io.EOF
+
+// Key names inside a backup's or restore's folder.
+const (
+	BackupMarker        = "ferry-backup.json"
+	BackupStartedMarker = "ferry-backup-started.json"
+	RestoreMarker       = "ferry-restore.json"
+)
+
+// BackupDir is the key prefix of backup name, with a trailing slash.
+func BackupDir(name string) string { return path.Join("backups", name) + "/" }
+
+// RestoreDir is the key prefix of restore name, with a trailing slash.
+func RestoreDir(name string) string { return path.Join("restores", name) + "/" }
+
+// ArchiveKey is the key of a backup's resource archive.
+func ArchiveKey(name string) string { return BackupDir(name) + name + ".tar.gz" }
+
+// BackupResultsKey is the key of a backup's per-item results.
+func BackupResultsKey(name string) string { return BackupDir(name) + name + "-results.json.gz" }
+
+// RestoreResultsKey is the key of a restore's per-item results.
+func RestoreResultsKey(name string) string { return RestoreDir(name) + name + "-results.json.gz" }

@@ -1,0 +1,248 @@
+package store
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+)
+
+// PutJSON writes v as JSON at key, or gzipped JSON when key ends in ".gz".
+// The write is atomic per object: readers see the old object or the new one.
+func (l *Location) PutJSON(ctx context.Context, key string, v any) error {
+	var buf bytes.Buffer
+	var w io.Writer = &buf
+	var gz *gzip.Writer
+	if strings.HasSuffix(key, ".gz") {
+		gz = gzip.NewWriter(&buf)
+		w = gz
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encoding %s: %w", key, err)
+	}
+	if gz != nil {
+		if err := gz.Close(); err != nil {
+			return err
+		}
+	}
+	if err := l.bucket.WriteAll(ctx, key, buf.Bytes(), nil); err != nil {
+		return l.describe("writing "+key, err)
+	}
+	return nil
+}
+
+// GetJSON reads key (gunzipping ".gz" keys) into v. A missing key gives an
+// error wrapping ErrNotFound.
+func (l *Location) GetJSON(ctx context.Context, key string, v any) error {
+	data, err := l.bucket.ReadAll(ctx, key)
+	if err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return fmt.Errorf("%s: %w", key, ErrNotFound)
+		}
+		return l.describe("reading "+key, err)
+	}
+	var r io.Reader = bytes.NewReader(data)
+	if strings.HasSuffix(key, ".gz") {
+		gz, err := gzip.NewReader(r)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", key, err)
+		}
+		r = gz
+	}
+	if err := json.NewDecoder(r).Decode(v); err != nil {
+		return fmt.Errorf("reading %s: corrupt JSON: %w", key, err)
+	}
+	return nil
+}
+
+// Exists reports whether key exists.
+func (l *Location) Exists(ctx context.Context, key string) (bool, error) {
+	ok, err := l.bucket.Exists(ctx, key)
+	if err != nil {
+		return false, l.describe("checking "+key, err)
+	}
+	return ok, nil
+}
+
+// NewWriter opens a streaming writer at key. The object appears only when
+// the writer is closed without error; an interrupted write leaves nothing.
+func (l *Location) NewWriter(ctx context.Context, key string) (*blob.Writer, error) {
+	w, err := l.bucket.NewWriter(ctx, key, &blob.WriterOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		return nil, l.describe("writing "+key, err)
+	}
+	return w, nil
+}
+
+// NewReader opens key for streaming. A missing key wraps ErrNotFound.
+func (l *Location) NewReader(ctx context.Context, key string) (*blob.Reader, error) {
+	r, err := l.bucket.NewReader(ctx, key, nil)
+	if err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return nil, fmt.Errorf("%s: %w", key, ErrNotFound)
+		}
+		return nil, l.describe("reading "+key, err)
+	}
+	return r, nil
+}
+
+// BackupEntry is one backup found in the location. Backup is the committed
+// object, or for an incomplete backup the started marker (or a stub), with
+// its phase set to Incomplete.
+type BackupEntry struct {
+	Name   string
+	Backup *v1alpha1.Backup
+}
+
+// ListBackups lists every backup folder in the location, committed or not,
+// sorted by name.
+func (l *Location) ListBackups(ctx context.Context) ([]BackupEntry, error) {
+	names, err := l.listDirs(ctx, "backups/")
+	if err != nil {
+		return nil, err
+	}
+	var out []BackupEntry
+	for _, n := range names {
+		b, err := l.GetBackup(ctx, n)
+		if err != nil && !errors.Is(err, ErrIncomplete) {
+			return nil, err
+		}
+		out = append(out, BackupEntry{Name: n, Backup: b})
+	}
+	return out, nil
+}
+
+// GetBackup reads the committed Backup name. If the folder exists without a
+// commit marker it returns the started marker with phase Incomplete and an
+// error wrapping ErrIncomplete; if nothing exists, an error wrapping ErrNotFound.
+func (l *Location) GetBackup(ctx context.Context, name string) (*v1alpha1.Backup, error) {
+	b := &v1alpha1.Backup{}
+	err := l.GetJSON(ctx, BackupDir(name)+BackupMarker, b)
+	if err == nil {
+		return b, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	any, lerr := l.hasPrefix(ctx, BackupDir(name))
+	if lerr != nil {
+		return nil, lerr
+	}
+	if !any {
+		return nil, fmt.Errorf("backup %q in %s: %w", name, l.URL(), ErrNotFound)
+	}
+	b = v1alpha1.NewBackup(name)
+	_ = l.GetJSON(ctx, BackupDir(name)+BackupStartedMarker, b)
+	b.Status.Phase = v1alpha1.PhaseIncomplete
+	return b, fmt.Errorf("backup %q: %w", name, ErrIncomplete)
+}
+
+// DeleteBackup removes every object under backups/<name>/, the commit
+// marker first so that a delete interrupted half way leaves an Incomplete
+// backup, never a Completed one with missing parts.
+func (l *Location) DeleteBackup(ctx context.Context, name string) error {
+	return l.deletePrefix(ctx, BackupDir(name), BackupDir(name)+BackupMarker)
+}
+
+// GetRestore reads restore name's ferry-restore.json.
+func (l *Location) GetRestore(ctx context.Context, name string) (*v1alpha1.Restore, error) {
+	r := &v1alpha1.Restore{}
+	if err := l.GetJSON(ctx, RestoreDir(name)+RestoreMarker, r); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("restore %q in %s: %w", name, l.URL(), ErrNotFound)
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+// ListRestores lists the restores recorded in the location, sorted by name.
+func (l *Location) ListRestores(ctx context.Context) ([]*v1alpha1.Restore, error) {
+	names, err := l.listDirs(ctx, "restores/")
+	if err != nil {
+		return nil, err
+	}
+	var out []*v1alpha1.Restore
+	for _, n := range names {
+		r, err := l.GetRestore(ctx, n)
+		if errors.Is(err, ErrNotFound) {
+			r = v1alpha1.NewRestore(n)
+			r.Status.Phase = v1alpha1.PhaseIncomplete
+		} else if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (l *Location) listDirs(ctx context.Context, prefix string) ([]string, error) {
+	it := l.bucket.List(&blob.ListOptions{Prefix: prefix, Delimiter: "/"})
+	var names []string
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, l.describe("listing "+prefix, err)
+		}
+		if obj.IsDir {
+			names = append(names, strings.TrimSuffix(strings.TrimPrefix(obj.Key, prefix), "/"))
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+func (l *Location) hasPrefix(ctx context.Context, prefix string) (bool, error) {
+	it := l.bucket.List(&blob.ListOptions{Prefix: prefix})
+	_, err := it.Next(ctx)
+	if errors.Is(err, io.EOF) {
+		return false, nil
+	}
+	if err != nil {
+		return false, l.describe("listing "+prefix, err)
+	}
+	return true, nil
+}
+
+func (l *Location) deletePrefix(ctx context.Context, prefix, first string) error {
+	found, err := l.hasPrefix(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%s in %s: %w", strings.TrimSuffix(prefix, "/"), l.URL(), ErrNotFound)
+	}
+	if first != "" {
+		if err := l.bucket.Delete(ctx, first); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return l.describe("deleting "+first, err)
+		}
+	}
+	it := l.bucket.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return l.describe("listing "+prefix, err)
+		}
+		if err := l.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return l.describe("deleting "+obj.Key, err)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+// Package store is ferry's backup storage location: a gocloud.dev/blob
+// bucket (file://, s3://, gs://, azblob://, mem://) with ferry's key layout
+// (DESIGN.md §4) on top.
+//
+// Layout under the location's prefix:
+//
+//	backups/<name>/ferry-backup-started.json  written FIRST: the Backup, phase InProgress
+//	backups/<name>/<name>.tar.gz              the archive
+//	backups/<name>/<name>-results.json.gz     per-item results
+//	backups/<name>/ferry-backup.json          written LAST: the commit marker
+//	restores/<name>/ferry-restore.json        the Restore, written when it ends
+//	restores/<name>/<name>-results.json.gz    per-item results of the restore
+//
+// A backup whose ferry-backup.json is missing is Incomplete: it is listed as
+// such and is never restorable.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gocloud.dev/blob"
+	// Drivers for the URL schemes a location may use.
+	_ "gocloud.dev/blob/azureblob"
+	_ "gocloud.dev/blob/fileblob"
+	_ "gocloud.dev/blob/gcsblob"
+	_ "gocloud.dev/blob/memblob"
+	_ "gocloud.dev/blob/s3blob"
+	"gocloud.dev/gcerrors"
+)
+
+// EnvStorage names the environment variable that selects the location when
+// --storage is not given.
+const EnvStorage = "FERRY_STORAGE"
+
+// ErrNotFound is returned (wrapped) when a backup or restore does not exist
+// in the location.
+var ErrNotFound = errors.New("not found")
+
+// ErrIncomplete is returned (wrapped) when a backup exists but was never
+// committed: its ferry-backup.json is missing.
+var ErrIncomplete = errors.New("incomplete: the backup was interrupted before it was committed")
+
+// Location is an open backup storage location.
+type Location struct {
+	url    string
+	bucket *blob.Bucket
+}
+
+// DefaultURL is file://$XDG_DATA_HOME/ferry, or file://~/.local/share/ferry.
+func DefaultURL() string {
+	dir := os.Getenv("XDG_DATA_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		dir = filepath.Join(home, ".local", "share")
+	}
+	return "file://" + filepath.Join(dir, "ferry")
+}
+
+// Open opens the location at rawURL and checks that it is reachable with
+// the credentials in the environment. Errors name the location (without
+// credentials) and say whether the cause is access, absence or the URL.
+// file:// locations are created if missing.
+func Open(ctx context.Context, rawURL string) (*Location, error) {
+	if rawURL == "" {
+		rawURL = DefaultURL()
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" {
+		return nil, fmt.Errorf("backup storage location %q: not a URL (want file:///dir, s3://bucket?..., gs://, azblob://, mem://)", rawURL)
+	}
+	openURL := rawURL
+	if u.Scheme == "file" {
+		q := u.Query()
+		if q.Get("create_dir") == "" {
+			q.Set("create_dir", "true")
+		}
+		if _, ok := q["metadata"]; !ok {
+			q.Set("metadata", "skip")
+		}
+		u.RawQuery = q.Encode()
+		openURL = u.String()
+	}
+	b, err := blob.OpenBucket(ctx, openURL)
+	if err != nil {
+		return nil, fmt.Errorf("backup storage location %s: %w", Redact(rawURL), err)
+	}
+	loc := &Location{url: rawURL, bucket: b}
+	if err := loc.Check(ctx); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return loc, nil
+}
+
+// Check verifies that the bucket exists and that the credentials may list it.
+func (l *Location) Check(ctx context.Context) error {
+	it := l.bucket.List(&blob.ListOptions{Prefix: "backups/", Delimiter: "/"})
+	_, err := it.Next(ctx)
+	if err == nil || errors.Is(err, errEOF) {
+		return nil
+	}
+	return l.describe("checking access", err)
+}
+
+// describe wraps a storage error with the location and a plain reason.
+func (l *Location) describe(op string, err error) error {
+	reason := ""
+	switch gcerrors.Code(err) {
+	case gcerrors.PermissionDenied:
+		reason = "access denied: check the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the provider's equivalent)"
+	case gcerrors.NotFound:
+		reason = "not found: check that the bucket exists"
+	case gcerrors.Unknown, gcerrors.Internal:
+		s := err.Error()
+		switch {
+		case strings.Contains(s, "InvalidAccessKeyId"), strings.Contains(s, "SignatureDoesNotMatch"), strings.Contains(s, "AccessDenied"), strings.Contains(s, "StatusCode: 403"):
+			reason = "access denied: check the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the provider's equivalent)"
+		case strings.Contains(s, "NoSuchBucket"):
+			reason = "not found: check that the bucket exists"
+		case strings.Contains(s, "connection refused"), strings.Contains(s, "no such host"), strings.Contains(s, "i/o timeout"):
+			reason = "unreachable"
+		}
+	}
+	if reason != "" {
+		return fmt.Errorf("backup storage location %s: %s: %s: %w", Redact(l.url), op, reason, err)
+	}
+	return fmt.Errorf("backup storage location %s: %s: %w", Redact(l.url), op, err)
+}
+
+// URL returns the location's URL with any credentials removed.
+func (l *Location) URL() string { return Redact(l.url) }
+
+// Bucket exposes the underlying bucket for packages that stream to it.
+func (l *Location) Bucket() *blob.Bucket { return l.bucket }
+
+// Close releases the bucket.
+func (l *Location) Close() error { return l.bucket.Close() }
+
+// Redact removes userinfo and secret-looking query parameters from a URL.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparseable URL>"
+	}
+	u.User = nil
+	q := u.Query()
+	for k := range q {
+		lk := strings.ToLower(k)
+		if strings.Contains(lk, "secret") || strings.Contains(lk, "key") || strings.Contains(lk, "token") || strings.Contains(lk, "password") {
+			q.Set(k, "REDACTED")
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
