@@ -44,4 +44,3 @@ func phaseExit(phase v1alpha1.Phase, what string) error {
 		return &exitError{code: ExitFailed, msg: what + " " + string(phase)}
 	}
 }
-

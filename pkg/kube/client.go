@@ -69,6 +69,9 @@ func RESTConfig(kubeconfig, kubeContext string) (*rest.Config, error) {
 // API server answers. name is used in errors.
 func Connect(ctx context.Context, name string, cfg *rest.Config) (*Cluster, error) {
 	cfg = rest.CopyConfig(cfg)
+	// Deprecation warnings of the API server would interleave with results
+	// on every LIST of a deprecated resource; ferry reports its own.
+	cfg.WarningHandler = rest.NoWarnings{}
 	if cfg.QPS == 0 {
 		cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
 	}

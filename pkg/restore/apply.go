@@ -237,6 +237,19 @@ func (a *applier) existing(ctx context.Context, it *Item, client dynamic.Resourc
 	a.uids.Store(it.peek.Metadata.UID, string(cur.GetUID()))
 	d := desired.DeepCopy()
 	unstructured.RemoveNestedField(d.Object, "status")
+	// ferry's own labels differ between two restores of one backup.
+	if l := d.GetLabels(); l != nil {
+		for k := range l {
+			if strings.HasPrefix(k, ignoredLabelPrefix) {
+				delete(l, k)
+			}
+		}
+		if len(l) == 0 {
+			unstructured.RemoveNestedField(d.Object, "metadata", "labels")
+		} else {
+			d.SetLabels(l)
+		}
+	}
 	same, where := contains(cur.Object, d.Object, "")
 	if same {
 		return report.Result{Outcome: report.Unchanged, Version: res.Version, Reason: "exists, same"}

@@ -3,7 +3,6 @@ package restore
 import (
 	"fmt"
 	"reflect"
-	"strings"
 )
 
 // ignoredLabelPrefix marks labels ferry itself sets; they differ between
@@ -28,9 +27,6 @@ func contains(existing, desired any, path string) (bool, string) {
 			return false, path
 		}
 		for k, dv := range d {
-			if (path == ".metadata.labels" || path == ".metadata.annotations") && strings.HasPrefix(k, ignoredLabelPrefix) {
-				continue
-			}
 			ev, present := e[k]
 			if !present {
 				if isEmpty(dv) {

@@ -34,6 +34,7 @@ type peek struct {
 			Name      string `json:"name"`
 		} `json:"claimRef"`
 		VolumeName string          `json:"volumeName"`
+		SignerName string          `json:"signerName"`
 		Selector   json.RawMessage `json:"selector"`
 	} `json:"spec"`
 }
@@ -190,6 +191,10 @@ func (p *Plan) skipReason(it *Item, selectorServices map[string]bool) string {
 		}
 		if ns == "default" && it.peek.Metadata.Labels["kubernetes.io/service-name"] == "kubernetes" {
 			return "never restored: the target's API server manages it"
+		}
+	case "clustertrustbundles.certificates.k8s.io":
+		if it.peek.Spec.SignerName == "kubernetes.io/kube-apiserver-serving" {
+			return "never restored: published by the target's kube-controller-manager"
 		}
 	case "persistentvolumes":
 		if prov := it.peek.Metadata.Annotations["pv.kubernetes.io/provisioned-by"]; prov != "" {

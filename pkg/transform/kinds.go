@@ -238,3 +238,31 @@ func ServiceAccountToken(c *Context, u *unstructured.Unstructured) []string {
 	unstructured.RemoveNestedField(u.Object, "data")
 	return []string{"token data dropped: the target's token controller issues a new token"}
 }
+
+// CertificateSigningRequest drops the requester fields (username, uid,
+// groups, extra): the API server always sets them from the caller that
+// creates the CSR, so the source's values cannot be kept.
+func CertificateSigningRequest(c *Context, u *unstructured.Unstructured) []string {
+	var notes []string
+	for _, f := range []string{"username", "uid", "groups", "extra"} {
+		if _, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", f); ok {
+			unstructured.RemoveNestedField(u.Object, "spec", f)
+			notes = append(notes, "spec."+f+" dropped: the target's API server sets the requester")
+		}
+	}
+	return notes
+}
+
+// AggregatedClusterRole drops the rules of a ClusterRole that has an
+// aggregationRule: the target's clusterrole-aggregation controller owns
+// them and computes them from the ClusterRoles that match its selectors.
+func AggregatedClusterRole(c *Context, u *unstructured.Unstructured) []string {
+	if _, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "aggregationRule"); !ok {
+		return nil
+	}
+	if _, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "rules"); !ok {
+		return nil
+	}
+	unstructured.RemoveNestedField(u.Object, "rules")
+	return []string{"rules dropped: aggregated by the target's clusterrole-aggregation controller"}
+}

@@ -59,6 +59,8 @@ var Steps = []Step{
 	{Name: "persistent-volume", Applies: kindIs("", "PersistentVolume"), Run: PersistentVolume},
 	{Name: "persistent-volume-claim", Applies: kindIs("", "PersistentVolumeClaim"), Run: PersistentVolumeClaim},
 	{Name: "service-account-token", Applies: kindIs("", "Secret"), Run: ServiceAccountToken},
+	{Name: "certificate-signing-request", Applies: kindIs("certificates.k8s.io", "CertificateSigningRequest"), Run: CertificateSigningRequest},
+	{Name: "aggregated-cluster-role", Applies: kindIs("rbac.authorization.k8s.io", "ClusterRole"), Run: AggregatedClusterRole},
 	{Name: "labels", Run: Labels},
 }
 
