@@ -220,13 +220,11 @@ func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
 	return nil
 }
 
-// writeItem writes one listed object into the archive.
-func (r *run) writeItem(res kube.Resource, obj *unstructured.Unstructured) error {
-	data, err := json.Marshal(obj.Object)
-	if err != nil {
-		return fmt.Errorf("encoding %s %s/%s: %w", res.GroupResource(), obj.GetNamespace(), obj.GetName(), err)
-	}
-	e := archive.Entry{Group: res.Group, Version: res.Version, Resource: res.GroupVersionResource.Resource, Kind: res.Kind, Namespace: obj.GetNamespace(), Name: obj.GetName()}
+// writeItem writes one object (JSON, with apiVersion and kind) into the
+// archive. Per-item records live in the archive's manifest; the results
+// file holds only failures and warnings.
+func (r *run) writeItem(res kube.Resource, namespace, name string, data []byte) error {
+	e := archive.Entry{Group: res.Group, Version: res.Version, Resource: res.GroupVersionResource.Resource, Kind: res.Kind, Namespace: namespace, Name: name}
 	if err := r.aw.WriteItem(e, data); err != nil {
 		return err
 	}
@@ -234,7 +232,15 @@ func (r *run) writeItem(res kube.Resource, obj *unstructured.Unstructured) error
 	r.mu.Lock()
 	r.counts[res.GroupResource()]++
 	r.mu.Unlock()
-	r.results.Add(report.Result{Resource: res.GroupResource(), Version: res.Version, Namespace: obj.GetNamespace(), Name: obj.GetName(), Outcome: report.BackedUp})
 	r.progress()
 	return nil
+}
+
+// writeObject writes an object read with the dynamic client.
+func (r *run) writeObject(res kube.Resource, obj *unstructured.Unstructured) error {
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("encoding %s %s/%s: %w", res.GroupResource(), obj.GetNamespace(), obj.GetName(), err)
+	}
+	return r.writeItem(res, obj.GetNamespace(), obj.GetName(), data)
 }

@@ -1,14 +1,15 @@
 package backup
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"path"
+	"strconv"
 	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/pager"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
@@ -93,49 +94,117 @@ func (r *run) listAll(ctx context.Context, tasks []task) error {
 	return r.ctx.Err()
 }
 
-// writeError marks errors that must stop the backup (archive writes).
-type writeError struct{ error }
+// page is one page of a LIST response with its items left as raw JSON:
+// ferry stores objects exactly as the API server sent them, without a
+// decode and re-encode through unstructured maps.
+type page struct {
+	Metadata struct {
+		Continue string `json:"continue"`
+	} `json:"metadata"`
+	Items []json.RawMessage `json:"items"`
+}
 
-// list pages through one task with client-go's pager, which falls back
-// to a full LIST when a continue token expires.
+// itemMeta is what the backup reads of each item.
+type itemMeta struct {
+	Metadata struct {
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+}
+
+// listPath returns the REST path of t's collection.
+func listPath(t task) string {
+	p := "/api/" + t.res.Version
+	if t.res.Group != "" {
+		p = path.Join("/apis", t.res.Group, t.res.Version)
+	}
+	if t.res.Namespaced && t.namespace != "" {
+		p = path.Join(p, "namespaces", t.namespace)
+	}
+	return path.Join(p, t.res.GroupVersionResource.Resource)
+}
+
+// list pages through one task (limit opts.PageSize, continue tokens). When
+// a continue token expires (410 Gone) it falls back to one full LIST, as
+// client-go's pager does, skipping the items already written.
 func (r *run) list(ctx context.Context, t task) error {
-	client := r.cluster.Dynamic.Resource(t.res.GroupVersionResource)
-	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		if t.res.Namespaced && t.namespace != "" {
-			return client.Namespace(t.namespace).List(ctx, opts)
+	rc := r.cluster.Discovery.RESTClient()
+	prefix := []byte(`{"apiVersion":"` + t.res.GroupVersion().String() + `","kind":"` + t.res.Kind + `",`)
+	written := map[string]bool{}
+	cont, limit := "", r.opts.PageSize
+	for {
+		req := rc.Get().AbsPath(listPath(t)).SetHeader("Accept", "application/json")
+		if limit > 0 {
+			req = req.Param("limit", strconv.FormatInt(limit, 10))
 		}
-		return client.List(ctx, opts)
-	})
-	p.PageSize = r.opts.PageSize
-	p.PageBufferSize = 2
-	err := p.EachListItem(ctx, metav1.ListOptions{LabelSelector: t.selector}, func(o runtime.Object) error {
-		u, ok := o.(*unstructured.Unstructured)
-		if !ok {
+		if cont != "" {
+			req = req.Param("continue", cont)
+		}
+		if t.selector != "" {
+			req = req.Param("labelSelector", t.selector)
+		}
+		body, err := req.Do(ctx).Raw()
+		if err != nil && apierrors.IsResourceExpired(err) && cont != "" {
+			cont, limit = "", 0
+			continue
+		}
+		if err != nil {
+			return r.listFailed(ctx, t, err)
+		}
+		var p page
+		if err := json.Unmarshal(body, &p); err != nil {
+			return r.listFailed(ctx, t, fmt.Errorf("decoding the LIST response: %w", err))
+		}
+		for _, raw := range p.Items {
+			if err := r.writeRaw(t, prefix, raw, written); err != nil {
+				return err
+			}
+		}
+		if p.Metadata.Continue == "" {
 			return nil
 		}
-		ns := u.GetNamespace()
-		if t.matchNS {
-			name := ns
-			if !t.res.Namespaced {
-				name = u.GetName() // the Namespace objects themselves
-			}
-			if !r.nsf.Match(name) {
-				return nil
-			}
+		cont = p.Metadata.Continue
+	}
+}
+
+// writeRaw adds apiVersion and kind (which LIST items lack) to one raw
+// item and writes it.
+func (r *run) writeRaw(t task, prefix []byte, raw json.RawMessage, written map[string]bool) error {
+	var m itemMeta
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return fmt.Errorf("decoding %s item: %w", t.res.GroupResource(), err)
+	}
+	ns, name := m.Metadata.Namespace, m.Metadata.Name
+	if t.matchNS {
+		scope := ns
+		if !t.res.Namespaced {
+			scope = name // the Namespace objects themselves
 		}
-		r.total.Add(1)
-		r.refs.observe(t.res, u)
-		if err := r.writeItem(t.res, u); err != nil {
-			return writeError{err}
+		if !r.nsf.Match(scope) {
+			return nil
 		}
-		return nil
-	})
-	if err == nil {
+	}
+	if written[ns+"/"+name] {
 		return nil
 	}
-	if we, ok := err.(writeError); ok {
-		return we.error
+	written[ns+"/"+name] = true
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '{' {
+		return fmt.Errorf("%s %s/%s: item is not a JSON object", t.res.GroupResource(), ns, name)
 	}
+	data := make([]byte, 0, len(prefix)+len(raw))
+	data = append(append(data, prefix...), raw[1:]...)
+	r.total.Add(1)
+	if r.refs.interesting(t.res) {
+		if err := r.refs.observeRaw(t.res, data); err != nil {
+			return err
+		}
+	}
+	return r.writeItem(t.res, ns, name, data)
+}
+
+// listFailed records a LIST that failed; the backup goes on without it.
+func (r *run) listFailed(ctx context.Context, t task, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

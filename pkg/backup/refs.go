@@ -58,6 +58,26 @@ func (r *references) add(gr schema.GroupResource, name string) {
 	r.items[gr][name] = true
 }
 
+// interesting reports whether objects of res can refer to cluster-scoped
+// objects the backup must follow.
+func (r *references) interesting(res kube.Resource) bool {
+	if !res.Namespaced {
+		return false
+	}
+	gr := res.GroupResource()
+	return gr == "persistentvolumeclaims" || gr == "rolebindings.rbac.authorization.k8s.io" || !builtinGroups[res.Group]
+}
+
+// observeRaw decodes data and records what it refers to.
+func (r *references) observeRaw(res kube.Resource, data []byte) error {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		return fmt.Errorf("decoding %s item: %w", res.GroupResource(), err)
+	}
+	r.observe(res, u)
+	return nil
+}
+
 // observe records what a namespaced object refers to.
 func (r *references) observe(res kube.Resource, u *unstructured.Unstructured) {
 	if !res.Namespaced {
@@ -120,7 +140,7 @@ func (r *run) writeReferenced(ctx context.Context, apis *kube.APIs, res *filter.
 				sc, _, _ := unstructured.NestedString(u.Object, "spec", "storageClassName")
 				r.refs.add(grStorageClass, sc)
 			}
-			if err := r.writeItem(kr, u); err != nil {
+			if err := r.writeObject(kr, u); err != nil {
 				return err
 			}
 		}

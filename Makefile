@@ -1,0 +1,42 @@
+# ferry's make targets. `make demo` and `make test` are the quick start.
+SHELL := /usr/bin/env bash
+GO ?= go
+BIN := bin
+TOOLS_BIN := $(or $(FERRY_TOOLS_BIN),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ferry/bin)
+STATICCHECK_VERSION := v0.8.2
+
+.PHONY: all build control-plane tools demo test unit lint bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ferry ./cmd/ferry
+
+# The test control plane (etcd, kube-apiserver, kube-controller-manager built
+# from Go modules) and versitygw, cached outside the clone (DESIGN.md §6).
+control-plane:
+	hack/build-control-plane.sh >/dev/null
+	hack/install-tools.sh >/dev/null
+
+tools:
+	@test -x $(TOOLS_BIN)/staticcheck || GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+demo: control-plane build
+	$(GO) run ./test/demo -ferry $(BIN)/ferry
+
+lint: tools
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
+	$(TOOLS_BIN)/staticcheck ./...
+
+unit:
+	$(GO) test -short -count=1 ./...
+
+test: control-plane lint
+	$(GO) test -count=1 -timeout 60m ./...
+
+bench: control-plane build
+	$(GO) run ./bench/resources
+
+clean:
+	rm -rf $(BIN)
