@@ -2,11 +2,11 @@ package archive
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/gzip"
 	"hash"
 	"io"
 	"sort"

@@ -2,11 +2,11 @@ package archive
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/klauspost/compress/gzip"
 	"hash"
 	"io"
 	"sync"

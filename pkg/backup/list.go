@@ -124,13 +124,40 @@ func listPath(t task) string {
 	return path.Join(p, t.res.GroupVersionResource.Resource)
 }
 
-// list pages through one task (limit opts.PageSize, continue tokens). When
-// a continue token expires (410 Gone) it falls back to one full LIST, as
-// client-go's pager does, skipping the items already written.
+// list pages through one task (limit opts.PageSize, continue tokens). The
+// next page is fetched while the current one is written. When a continue
+// token expires (410 Gone) it falls back to one full LIST, as client-go's
+// pager does, skipping the items already written.
 func (r *run) list(ctx context.Context, t task) error {
-	rc := r.cluster.Discovery.RESTClient()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan page, 1)
+	var fetchErr error
+	go func() {
+		defer close(pages)
+		fetchErr = r.fetchPages(ctx, t, pages)
+	}()
 	prefix := []byte(`{"apiVersion":"` + t.res.GroupVersion().String() + `","kind":"` + t.res.Kind + `",`)
 	written := map[string]bool{}
+	for p := range pages {
+		for _, raw := range p.Items {
+			if err := r.writeRaw(t, prefix, raw, written); err != nil {
+				cancel()
+				for range pages {
+				}
+				return err
+			}
+		}
+	}
+	if fetchErr != nil {
+		return r.listFailed(ctx, t, fetchErr)
+	}
+	return nil
+}
+
+// fetchPages sends every page of t's LIST to out.
+func (r *run) fetchPages(ctx context.Context, t task, out chan<- page) error {
+	rc := r.cluster.Discovery.RESTClient()
 	cont, limit := "", r.opts.PageSize
 	for {
 		req := rc.Get().AbsPath(listPath(t)).SetHeader("Accept", "application/json")
@@ -149,16 +176,16 @@ func (r *run) list(ctx context.Context, t task) error {
 			continue
 		}
 		if err != nil {
-			return r.listFailed(ctx, t, err)
+			return err
 		}
 		var p page
 		if err := json.Unmarshal(body, &p); err != nil {
-			return r.listFailed(ctx, t, fmt.Errorf("decoding the LIST response: %w", err))
+			return fmt.Errorf("decoding the LIST response: %w", err)
 		}
-		for _, raw := range p.Items {
-			if err := r.writeRaw(t, prefix, raw, written); err != nil {
-				return err
-			}
+		select {
+		case out <- p:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		if p.Metadata.Continue == "" {
 			return nil

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
@@ -204,19 +205,21 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 	} else {
 		u.SetNamespace("")
 	}
-	created, err := client.Create(ctx, u, metav1.CreateOptions{})
+	created, err := a.create(ctx, res, u)
 	if err != nil && it.GroupResource == "services" && isPortAllocated(err) {
 		a.results.Warnf("service %s/%s: %v; restored with new node ports", u.GetNamespace(), u.GetName(), err)
 		transform.ClearNodePorts(u)
 		changes = append(changes, "node ports already allocated in the target: new ones allocated")
-		created, err = client.Create(ctx, u, metav1.CreateOptions{})
+		created, err = a.create(ctx, res, u)
 	}
 	switch {
 	case err == nil:
-		a.uids.Store(it.peek.Metadata.UID, string(created.GetUID()))
+		a.uids.Store(it.peek.Metadata.UID, created.Metadata.UID)
 		if status != nil {
-			created.Object["status"] = status
-			if _, serr := client.UpdateStatus(ctx, created, metav1.UpdateOptions{}); serr != nil && !apierrors.IsNotFound(serr) {
+			u.Object["status"] = status
+			u.SetResourceVersion(created.Metadata.ResourceVersion)
+			u.SetUID(types.UID(created.Metadata.UID))
+			if _, serr := client.UpdateStatus(ctx, u, metav1.UpdateOptions{}); serr != nil && !apierrors.IsNotFound(serr) {
 				return report.Result{Outcome: report.Created, Version: res.Version, Message: "status not restored: " + serr.Error(), Changes: changes}
 			}
 		}
@@ -226,6 +229,43 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 	default:
 		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: string(apierrors.ReasonForError(err)), Message: err.Error(), Changes: changes}
 	}
+}
+
+// createdMeta is what the restore reads of a CREATE response.
+type createdMeta struct {
+	Metadata struct {
+		UID             string `json:"uid"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
+// create POSTs u and decodes only the new object's UID and
+// resourceVersion from the answer: one API call per created object, and
+// no decode of the whole response (the API server's answer is the object
+// just sent, plus defaults).
+func (a *applier) create(ctx context.Context, res kube.Resource, u *unstructured.Unstructured) (*createdMeta, error) {
+	body, err := u.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	p := "/api/" + res.Version
+	if res.Group != "" {
+		p = "/apis/" + res.Group + "/" + res.Version
+	}
+	if res.Namespaced {
+		p += "/namespaces/" + u.GetNamespace()
+	}
+	p += "/" + res.GroupVersionResource.Resource
+	raw, err := a.cluster.Discovery.RESTClient().Post().AbsPath(p).SetHeader("Content-Type", "application/json").
+		SetHeader("Accept", "application/json").Body(body).Do(ctx).Raw()
+	if err != nil {
+		return nil, err
+	}
+	m := &createdMeta{}
+	if err := json.Unmarshal(raw, m); err != nil {
+		return nil, fmt.Errorf("decoding the CREATE response: %w", err)
+	}
+	return m, nil
 }
 
 // existing handles an object that is already in the target.
