@@ -55,6 +55,7 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("%s: message does not mention any of %q:\nstdout: %s\nstderr: %s", what, alts, r.stdout, r.stderr)
 			}
 		}
+		t.Logf("%s: exit %d: %s", what, r.code, strings.TrimSpace(msg))
 		checkTargetUntouched(t, dst, before)
 	}
 
@@ -164,18 +165,23 @@ current-context: dead
 			t.Fatal(err)
 		}
 		url := s3.URL("ferry")
-		wrong := []string{"AWS_ACCESS_KEY_ID=wrong-key", "AWS_SECRET_ACCESS_KEY=wrong-secret", "AWS_REGION=" + testenv.S3Region}
 		denied := []string{"access denied", "Access Denied", "AccessDenied", "credentials", "InvalidAccessKeyId"}
-		r := ferry(t, wrong, "backup", "get", "--storage", url)
-		failsCleanly(t, r, "backup get with wrong S3 credentials", denied)
-		r = ferry(t, wrong, "restore", "create", "--from-backup", "x", "--kubeconfig", e.kubeconfig, "--context", "dst", "--storage", url)
-		failsCleanly(t, r, "restore create with wrong S3 credentials", denied)
-		if contains(r.stdout+r.stderr, "wrong-secret") {
-			t.Errorf("the error message shows the secret key:\n%s%s", r.stdout, r.stderr)
+		for _, c := range []struct{ what, key, secret string }{
+			{"unknown access key", "wrong-key", "wrong-secret"},
+			{"wrong secret key", s3.AccessKey, "wrong-secret"},
+		} {
+			env := []string{"AWS_ACCESS_KEY_ID=" + c.key, "AWS_SECRET_ACCESS_KEY=" + c.secret, "AWS_REGION=" + testenv.S3Region}
+			r := ferry(t, env, "backup", "get", "--storage", url)
+			failsCleanly(t, r, "backup get with S3 credentials: "+c.what, denied)
+			r = ferry(t, env, "restore", "create", "--from-backup", "x", "--kubeconfig", e.kubeconfig, "--context", "dst", "--storage", url)
+			failsCleanly(t, r, "restore create with S3 credentials: "+c.what, denied)
+			if contains(r.stdout+r.stderr, "wrong-secret") {
+				t.Errorf("the error message shows the secret key:\n%s%s", r.stdout, r.stderr)
+			}
 		}
 
 		// The right credentials work both ways.
-		r = ferry(t, s3.Env(), "backup", "create", "s3b", "--include-namespaces", "app", "--kubeconfig", e.kubeconfig, "--context", "src", "--storage", url)
+		r := ferry(t, s3.Env(), "backup", "create", "s3b", "--include-namespaces", "app", "--kubeconfig", e.kubeconfig, "--context", "src", "--storage", url)
 		if r.code != 0 {
 			t.Fatalf("backup to S3 with the right credentials: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 		}
