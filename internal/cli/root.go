@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +48,8 @@ type globals struct {
 	stderr     io.Writer
 	log        *slog.Logger
 	ctx        context.Context
+	cpuProfile string
+	stopProf   func()
 }
 
 // Main runs ferry with args and returns the process exit code.
@@ -80,8 +83,23 @@ func NewRoot(stdout, stderr io.Writer) *cobra.Command {
 into another cluster, with nothing installed in either cluster.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPostRun: func(cmd *cobra.Command, args []string) {
+			if g.stopProf != nil {
+				g.stopProf()
+			}
+		},
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			g.ctx = cmd.Context()
+			if g.cpuProfile != "" {
+				f, err := os.Create(g.cpuProfile)
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				g.stopProf = func() { pprof.StopCPUProfile(); f.Close() }
+			}
 			level := slog.LevelWarn
 			if g.verbose {
 				level = slog.LevelInfo
@@ -106,6 +124,8 @@ into another cluster, with nothing installed in either cluster.`,
 	pf.StringVar(&g.storage, "storage", "", "backup storage location URL: file:///dir, s3://bucket?endpoint=..., gs://, azblob:// (env "+store.EnvStorage+"; default "+store.DefaultURL()+")")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log progress details to stderr")
+	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write a CPU profile to this file (for performance work)")
+	_ = pf.MarkHidden("cpuprofile")
 	root.AddCommand(newBackupCmd(g), newRestoreCmd(g), newMigrateCmd(g), newVersionCmd(g))
 	return root
 }

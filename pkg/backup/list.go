@@ -112,6 +112,32 @@ type itemMeta struct {
 	} `json:"metadata"`
 }
 
+// decodeMeta reads an item's metadata. The API server writes "metadata"
+// first in LIST items, so a streaming decoder stops long before the
+// object's bulk (data, spec); other key orders still work, just slower.
+func decodeMeta(raw []byte) (itemMeta, error) {
+	var m itemMeta
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return m, fmt.Errorf("not a JSON object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return m, err
+		}
+		if tok == "metadata" {
+			err := dec.Decode(&m.Metadata)
+			return m, err
+		}
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return m, err
+		}
+	}
+	return m, fmt.Errorf("no metadata")
+}
+
 // listPath returns the REST path of t's collection.
 func listPath(t task) string {
 	p := "/api/" + t.res.Version
@@ -157,7 +183,7 @@ func (r *run) list(ctx context.Context, t task) error {
 
 // fetchPages sends every page of t's LIST to out.
 func (r *run) fetchPages(ctx context.Context, t task, out chan<- page) error {
-	rc := r.cluster.Discovery.RESTClient()
+	rc := r.cluster.REST
 	cont, limit := "", r.opts.PageSize
 	for {
 		req := rc.Get().AbsPath(listPath(t)).SetHeader("Accept", "application/json")
@@ -170,7 +196,10 @@ func (r *run) fetchPages(ctx context.Context, t task, out chan<- page) error {
 		if t.selector != "" {
 			req = req.Param("labelSelector", t.selector)
 		}
-		body, err := req.Do(ctx).Raw()
+		result := req.Do(ctx)
+		// Error, not Raw, decodes the API server's Status into a StatusError.
+		err := result.Error()
+		body, _ := result.Raw()
 		if err != nil && apierrors.IsResourceExpired(err) && cont != "" {
 			cont, limit = "", 0
 			continue
@@ -197,8 +226,8 @@ func (r *run) fetchPages(ctx context.Context, t task, out chan<- page) error {
 // writeRaw adds apiVersion and kind (which LIST items lack) to one raw
 // item and writes it.
 func (r *run) writeRaw(t task, prefix []byte, raw json.RawMessage, written map[string]bool) error {
-	var m itemMeta
-	if err := json.Unmarshal(raw, &m); err != nil {
+	m, err := decodeMeta(raw)
+	if err != nil {
 		return fmt.Errorf("decoding %s item: %w", t.res.GroupResource(), err)
 	}
 	ns, name := m.Metadata.Namespace, m.Metadata.Name

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -37,7 +38,11 @@ type Cluster struct {
 	Dynamic   dynamic.Interface
 	Typed     kubernetes.Interface
 	Discovery discovery.DiscoveryInterface
-	Version   *version.Info
+	// REST is an unversioned REST client for raw requests (LIST pages as
+	// bytes, CREATE without decoding the answer); it decodes the API
+	// server's Status errors like the typed clients do.
+	REST    rest.Interface
+	Version *version.Info
 }
 
 // RESTConfig loads a client config from kubeconfig (empty: $KUBECONFIG or
@@ -86,7 +91,13 @@ func Connect(ctx context.Context, name string, cfg *rest.Config) (*Cluster, erro
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", name, err)
 	}
-	c := &Cluster{Name: name, Config: cfg, Dynamic: dyn, Typed: typed, Discovery: typed.Discovery()}
+	rcfg := rest.CopyConfig(cfg)
+	rcfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	raw, err := rest.UnversionedRESTClientFor(rcfg)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", name, err)
+	}
+	c := &Cluster{Name: name, Config: cfg, Dynamic: dyn, Typed: typed, Discovery: typed.Discovery(), REST: raw}
 	rctx, cancel := context.WithTimeout(ctx, ReachTimeout)
 	defer cancel()
 	body, err := typed.Discovery().RESTClient().Get().AbsPath("/version").Do(rctx).Raw()

@@ -182,7 +182,8 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 		return report.Result{Outcome: report.Skipped, Reason: "version not served", Message: why}
 	}
 	u := &unstructured.Unstructured{}
-	if err := json.Unmarshal(it.Data, &u.Object); err != nil {
+	// UnmarshalJSON keeps integers as int64, as the API machinery expects.
+	if err := u.UnmarshalJSON(it.Data); err != nil {
 		return report.Result{Outcome: report.Failed, Reason: "corrupt object", Message: err.Error()}
 	}
 	u.SetAPIVersion(schema.GroupVersion{Group: res.Group, Version: res.Version}.String())
@@ -256,11 +257,13 @@ func (a *applier) create(ctx context.Context, res kube.Resource, u *unstructured
 		p += "/namespaces/" + u.GetNamespace()
 	}
 	p += "/" + res.GroupVersionResource.Resource
-	raw, err := a.cluster.Discovery.RESTClient().Post().AbsPath(p).SetHeader("Content-Type", "application/json").
-		SetHeader("Accept", "application/json").Body(body).Do(ctx).Raw()
-	if err != nil {
+	result := a.cluster.REST.Post().AbsPath(p).SetHeader("Content-Type", "application/json").
+		SetHeader("Accept", "application/json").Body(body).Do(ctx)
+	// Error, not Raw, decodes the API server's Status into a StatusError.
+	if err := result.Error(); err != nil {
 		return nil, err
 	}
+	raw, _ := result.Raw()
 	m := &createdMeta{}
 	if err := json.Unmarshal(raw, m); err != nil {
 		return nil, fmt.Errorf("decoding the CREATE response: %w", err)
@@ -313,8 +316,11 @@ func key(u *unstructured.Unstructured) string {
 	return u.GetNamespace() + "/" + u.GetName()
 }
 
+// isPortAllocated reports a node port clash. The API server answers 422
+// for a taken nodePort and 500 for a taken healthCheckNodePort, both with
+// "provided port is already allocated".
 func isPortAllocated(err error) bool {
-	return apierrors.IsInvalid(err) && strings.Contains(err.Error(), "already allocated")
+	return strings.Contains(err.Error(), "provided port is already allocated")
 }
 
 // ensureNamespace creates namespace ns if the target lacks it (one that

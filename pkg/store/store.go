@@ -83,6 +83,12 @@ func Open(ctx context.Context, rawURL string) (*Location, error) {
 		if q.Get("create_dir") == "" {
 			q.Set("create_dir", "true")
 		}
+		// Stage uploads next to their final key, not in $TMPDIR, so that
+		// an interrupted backup's partial files are inside its folder:
+		// listed as Incomplete and removed by `ferry backup delete`.
+		if q.Get("no_tmp_dir") == "" {
+			q.Set("no_tmp_dir", "true")
+		}
 		if _, ok := q["metadata"]; !ok {
 			q.Set("metadata", "skip")
 		}
@@ -122,7 +128,7 @@ func (l *Location) describe(op string, err error) error {
 	case gcerrors.Unknown, gcerrors.Internal:
 		s := err.Error()
 		switch {
-		case strings.Contains(s, "InvalidAccessKeyId"), strings.Contains(s, "SignatureDoesNotMatch"), strings.Contains(s, "AccessDenied"), strings.Contains(s, "StatusCode: 403"):
+		case strings.Contains(s, "InvalidAccessKeyId"), strings.Contains(s, "XAdminUserNotFound"), strings.Contains(s, "InvalidClientTokenId"), strings.Contains(s, "SignatureDoesNotMatch"), strings.Contains(s, "AccessDenied"), strings.Contains(s, "StatusCode: 403"):
 			reason = "access denied: check the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the provider's equivalent)"
 		case strings.Contains(s, "NoSuchBucket"):
 			reason = "not found: check that the bucket exists"

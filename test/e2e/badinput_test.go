@@ -47,15 +47,20 @@ func TestBadInput(t *testing.T) {
 	failsCleanly := func(t *testing.T, r result, what string, want ...[]string) {
 		t.Helper()
 		msg := r.stdout + r.stderr
+		ok := true
 		if r.code != 1 {
+			ok = false
 			t.Errorf("%s: exit %d, want 1\nstdout: %s\nstderr: %s", what, r.code, r.stdout, r.stderr)
 		}
 		for _, alts := range want {
 			if !containsAny(msg, alts) {
+				ok = false
 				t.Errorf("%s: message does not mention any of %q:\nstdout: %s\nstderr: %s", what, alts, r.stdout, r.stderr)
 			}
 		}
-		t.Logf("%s: exit %d: %s", what, r.code, strings.TrimSpace(msg))
+		if ok {
+			t.Logf("%s: exit %d: %s", what, r.code, strings.TrimSpace(msg))
+		}
 		checkTargetUntouched(t, dst, before)
 	}
 
