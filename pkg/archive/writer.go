@@ -74,6 +74,7 @@ func (w *Writer) writeFile(name string, data []byte) error {
 // records it in the manifest. e's Path, Size and SHA256 are filled in.
 // Writing the same path twice is an error.
 func (w *Writer) WriteItem(e Entry, data []byte) error {
+	// Hash before taking the lock, so concurrent writers hash in parallel.
 	e.Path = ItemPath(e.Group, e.Resource, e.Namespace, e.Name)
 	sum := sha256.Sum256(data)
 	e.SHA256 = hex.EncodeToString(sum[:])

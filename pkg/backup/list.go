@@ -3,7 +3,6 @@ package backup
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"path"
 	"strconv"
@@ -94,50 +93,6 @@ func (r *run) listAll(ctx context.Context, tasks []task) error {
 	return r.ctx.Err()
 }
 
-// page is one page of a LIST response with its items left as raw JSON:
-// ferry stores objects exactly as the API server sent them, without a
-// decode and re-encode through unstructured maps.
-type page struct {
-	Metadata struct {
-		Continue string `json:"continue"`
-	} `json:"metadata"`
-	Items []json.RawMessage `json:"items"`
-}
-
-// itemMeta is what the backup reads of each item.
-type itemMeta struct {
-	Metadata struct {
-		Name      string `json:"name"`
-		Namespace string `json:"namespace"`
-	} `json:"metadata"`
-}
-
-// decodeMeta reads an item's metadata. The API server writes "metadata"
-// first in LIST items, so a streaming decoder stops long before the
-// object's bulk (data, spec); other key orders still work, just slower.
-func decodeMeta(raw []byte) (itemMeta, error) {
-	var m itemMeta
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return m, fmt.Errorf("not a JSON object")
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return m, err
-		}
-		if tok == "metadata" {
-			err := dec.Decode(&m.Metadata)
-			return m, err
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return m, err
-		}
-	}
-	return m, fmt.Errorf("no metadata")
-}
-
 // listPath returns the REST path of t's collection.
 func listPath(t task) string {
 	p := "/api/" + t.res.Version
@@ -164,21 +119,52 @@ func (r *run) list(ctx context.Context, t task) error {
 		fetchErr = r.fetchPages(ctx, t, pages)
 	}()
 	prefix := []byte(`{"apiVersion":"` + t.res.GroupVersion().String() + `","kind":"` + t.res.Kind + `",`)
-	written := map[string]bool{}
-	for p := range pages {
-		for _, raw := range p.Items {
-			if err := r.writeRaw(t, prefix, raw, written); err != nil {
-				cancel()
-				for range pages {
+	seen := &seenSet{m: map[string]bool{}}
+	// Pages are decoded and hashed by two consumers while the next page is
+	// fetched; archive writes are serialized inside the archive writer.
+	var wg sync.WaitGroup
+	var once sync.Once
+	var werr error
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range pages {
+				for _, raw := range p.Items {
+					if err := r.writeRaw(t, prefix, raw, seen); err != nil {
+						once.Do(func() { werr = err; cancel() })
+						break
+					}
 				}
-				return err
 			}
-		}
+		}()
+	}
+	wg.Wait()
+	if werr != nil {
+		return werr
 	}
 	if fetchErr != nil {
 		return r.listFailed(ctx, t, fetchErr)
 	}
 	return nil
+}
+
+// seenSet remembers the items of one LIST already written, for the
+// full-LIST fallback after an expired continue token.
+type seenSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+// add reports whether key is new, recording it.
+func (s *seenSet) add(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[key] {
+		return false
+	}
+	s.m[key] = true
+	return true
 }
 
 // fetchPages sends every page of t's LIST to out.
@@ -207,8 +193,8 @@ func (r *run) fetchPages(ctx context.Context, t task, out chan<- page) error {
 		if err != nil {
 			return err
 		}
-		var p page
-		if err := json.Unmarshal(body, &p); err != nil {
+		p, err := parsePage(body)
+		if err != nil {
 			return fmt.Errorf("decoding the LIST response: %w", err)
 		}
 		select {
@@ -216,21 +202,21 @@ func (r *run) fetchPages(ctx context.Context, t task, out chan<- page) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if p.Metadata.Continue == "" {
+		if p.Continue == "" {
 			return nil
 		}
-		cont = p.Metadata.Continue
+		cont = p.Continue
 	}
 }
 
 // writeRaw adds apiVersion and kind (which LIST items lack) to one raw
 // item and writes it.
-func (r *run) writeRaw(t task, prefix []byte, raw json.RawMessage, written map[string]bool) error {
+func (r *run) writeRaw(t task, prefix []byte, raw []byte, seen *seenSet) error {
 	m, err := decodeMeta(raw)
 	if err != nil {
 		return fmt.Errorf("decoding %s item: %w", t.res.GroupResource(), err)
 	}
-	ns, name := m.Metadata.Namespace, m.Metadata.Name
+	ns, name := m.Namespace, m.Name
 	if t.matchNS {
 		scope := ns
 		if !t.res.Namespaced {
@@ -240,10 +226,9 @@ func (r *run) writeRaw(t task, prefix []byte, raw json.RawMessage, written map[s
 			return nil
 		}
 	}
-	if written[ns+"/"+name] {
+	if !seen.add(ns + "/" + name) {
 		return nil
 	}
-	written[ns+"/"+name] = true
 	raw = bytes.TrimSpace(raw)
 	if len(raw) < 2 || raw[0] != '{' {
 		return fmt.Errorf("%s %s/%s: item is not a JSON object", t.res.GroupResource(), ns, name)
