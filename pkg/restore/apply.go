@@ -97,6 +97,9 @@ func (a *applier) run(ctx context.Context) error {
 	}
 	for t := 0; t < numTiers; t++ {
 		pending = append(pending, byTier[t]...)
+		if len(byTier[t]) > 0 {
+			a.opts.Log.Info("restoring tier", "tier", tierNames[t], "items", len(byTier[t]))
+		}
 		for len(pending) > 0 {
 			var ready, wait []*Item
 			for _, it := range pending {
