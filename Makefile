@@ -5,7 +5,7 @@ BIN := bin
 TOOLS_BIN := $(or $(FERRY_TOOLS_BIN),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ferry/bin)
 STATICCHECK_VERSION := v0.8.2
 
-.PHONY: all build control-plane tools demo test unit lint bench clean
+.PHONY: all build control-plane tools demo test unit lint bench fuzz clean
 
 all: build
 
@@ -37,6 +37,14 @@ test: control-plane lint
 
 bench: control-plane build
 	$(GO) run ./bench/resources
+
+# Each fuzz target for FUZZTIME (default 5m). Seed corpora and any crashers
+# found live in pkg/*/testdata/fuzz and run with the normal tests.
+FUZZTIME ?= 5m
+fuzz:
+	$(GO) test ./pkg/archive/ -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/archive/ -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/archive/ -run '^$$' -fuzz '^FuzzParseItemPath$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(BIN)

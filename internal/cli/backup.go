@@ -13,12 +13,13 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
 func newBackupCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "backup", Short: "Create, list, describe and delete backups"}
-	cmd.AddCommand(newBackupCreateCmd(g), newBackupGetCmd(g), newBackupDescribeCmd(g), newBackupDeleteCmd(g))
+	cmd.AddCommand(newBackupCreateCmd(g), newBackupGetCmd(g), newBackupDescribeCmd(g), newBackupDeleteCmd(g), newBackupVerifyCmd(g))
 	return cmd
 }
 
@@ -278,4 +279,30 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func newBackupVerifyCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "verify NAME",
+		Short: "Check a backup's archive against its manifest and commit marker, without restoring it",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			loc, err := g.openStore(ctx)
+			if err != nil {
+				return err
+			}
+			defer loc.Close()
+			a, b, err := restore.Load(ctx, loc, args[0])
+			if err != nil {
+				return err
+			}
+			if g.output != "table" {
+				return printObject(g.stdout, g.output, map[string]any{"backup": b.Name, "verified": true, "items": len(a.Items), "archive": b.Status.Archive})
+			}
+			fmt.Fprintf(g.stdout, "Backup %s verified: %d items, archive %s (%s, sha256:%s) matches its manifest and commit\n",
+				b.Name, len(a.Items), b.Status.Archive.Key, humanBytes(b.Status.Archive.Size), b.Status.Archive.SHA256)
+			return nil
+		},
+	}
 }

@@ -121,9 +121,14 @@ func ParseItemPath(p string) (gr, version, namespace, name string, ok bool) {
 	}
 	switch {
 	case len(rest) == 2 && rest[0] == "cluster":
-		return gr, version, "", strings.TrimSuffix(rest[1], ".json"), true
-	case len(rest) == 3 && rest[0] == "namespaces":
-		return gr, version, rest[1], strings.TrimSuffix(rest[2], ".json"), true
+		namespace, name = "", strings.TrimSuffix(rest[1], ".json")
+	case len(rest) == 3 && rest[0] == "namespaces" && rest[1] != "":
+		namespace, name = rest[1], strings.TrimSuffix(rest[2], ".json")
+	default:
+		return "", "", "", "", false
 	}
-	return "", "", "", "", false
+	if gr == "" || name == "" {
+		return "", "", "", "", false
+	}
+	return gr, version, namespace, name, true
 }
