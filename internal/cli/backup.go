@@ -51,6 +51,7 @@ func (f *backupFlags) spec() v1alpha1.BackupSpec {
 
 func newBackupCreateCmd(g *globals) *cobra.Command {
 	var f backupFlags
+	var cf cryptFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Back up the cluster's API objects into the backup storage location",
@@ -60,17 +61,25 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			if err := backup.ValidateName(args[0]); err != nil {
 				return err
 			}
+			if err := cf.validate(); err != nil {
+				return err
+			}
 			loc, err := g.openStore(ctx)
 			if err != nil {
 				return err
 			}
 			defer loc.Close()
+			if err := cf.apply(loc); err != nil {
+				return err
+			}
 			cluster, err := connect(ctx, g.kubeconfig, g.context)
 			if err != nil {
 				return err
 			}
 			pr := newProgress(g.stderr, "backup "+args[0])
-			b, res, err := backup.Run(ctx, cluster, loc, backup.Options{Name: args[0], Spec: f.spec(), Log: g.log, OnProgress: pr.update})
+			spec := f.spec()
+			spec.EncryptionRecipients = cf.recipients
+			b, res, err := backup.Run(ctx, cluster, loc, backup.Options{Name: args[0], Spec: spec, Log: g.log, OnProgress: pr.update})
 			pr.stop()
 			if err != nil {
 				return err
@@ -82,6 +91,7 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	cf.registerRecipients(cmd)
 	return cmd
 }
 
@@ -177,6 +187,7 @@ func humanBytes(n int64) string {
 
 func newBackupDescribeCmd(g *globals) *cobra.Command {
 	var details bool
+	var cf cryptFlags
 	cmd := &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Show a backup's spec, status, resource counts, warnings and errors",
@@ -188,12 +199,17 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer loc.Close()
+			if err := cf.apply(loc); err != nil {
+				return err
+			}
 			b, err := loc.GetBackup(ctx, args[0])
 			if err != nil && !errors.Is(err, store.ErrIncomplete) {
 				return err
 			}
 			res := &report.Results{}
-			_ = loc.GetJSON(ctx, store.BackupResultsKey(b.Name), res)
+			if err := loc.GetJSON(ctx, store.BackupResultsKey(b.Name), res); errors.Is(err, store.ErrEncrypted) {
+				res.Warnf("the results are encrypted: pass --encryption-identity FILE to see them")
+			}
 			if g.output != "table" {
 				return printObject(g.stdout, g.output, map[string]any{"backup": b, "results": res})
 			}
@@ -236,6 +252,7 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&details, "details", false, "list every item")
+	cf.registerIdentity(cmd)
 	return cmd
 }
 
@@ -282,7 +299,8 @@ func orDash(s string) string {
 }
 
 func newBackupVerifyCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var cf cryptFlags
+	cmd := &cobra.Command{
 		Use:   "verify NAME",
 		Short: "Check a backup's archive against its manifest and commit marker, without restoring it",
 		Args:  cobra.ExactArgs(1),
@@ -293,6 +311,9 @@ func newBackupVerifyCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer loc.Close()
+			if err := cf.apply(loc); err != nil {
+				return err
+			}
 			a, b, err := restore.Load(ctx, loc, args[0])
 			if err != nil {
 				return err
@@ -305,4 +326,6 @@ func newBackupVerifyCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	cf.registerIdentity(cmd)
+	return cmd
 }

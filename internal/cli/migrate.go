@@ -21,6 +21,7 @@ func contextOf(g *globals) context.Context {
 func newMigrateCmd(g *globals) *cobra.Command {
 	var bf backupFlags
 	var rf restoreFlags
+	var cf cryptFlags
 	var fromKubeconfig, fromContext, toKubeconfig, toContext, name string
 	cmd := &cobra.Command{
 		Use:   "migrate",
@@ -54,11 +55,20 @@ The two clusters never talk to each other.`,
 			if fromContext == "" && toContext == "" && fromKubeconfig == toKubeconfig {
 				return fmt.Errorf("migrate needs two clusters: set --from-context and --to-context (or --from-kubeconfig and --to-kubeconfig)")
 			}
+			if err := cf.validate(); err != nil {
+				return err
+			}
+			if len(cf.recipients) > 0 && cf.identity == "" {
+				return fmt.Errorf("migrate with --encryption-recipient needs --encryption-identity too, to read the backup back for the restore")
+			}
 			loc, err := g.openStore(ctx)
 			if err != nil {
 				return err
 			}
 			defer loc.Close()
+			if err := cf.apply(loc); err != nil {
+				return err
+			}
 			src, err := connect(ctx, fromKubeconfig, fromContext)
 			if err != nil {
 				return fmt.Errorf("source: %w", err)
@@ -68,7 +78,9 @@ The two clusters never talk to each other.`,
 				return fmt.Errorf("target: %w", err)
 			}
 			pr := newProgress(g.stderr, "backup "+name)
-			b, bres, err := backup.Run(ctx, src, loc, backup.Options{Name: name, Spec: bf.spec(), Log: g.log, OnProgress: pr.update})
+			bspec := bf.spec()
+			bspec.EncryptionRecipients = cf.recipients
+			b, bres, err := backup.Run(ctx, src, loc, backup.Options{Name: name, Spec: bspec, Log: g.log, OnProgress: pr.update})
 			pr.stop()
 			if err != nil {
 				return err
@@ -113,5 +125,7 @@ The two clusters never talk to each other.`,
 	fl.StringVar(&toContext, "to-context", "", "context of the target cluster")
 	bf.register(cmd)
 	rf.register(cmd, false)
+	cf.registerRecipients(cmd)
+	cf.registerIdentity(cmd)
 	return cmd
 }

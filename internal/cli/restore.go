@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"text/tabwriter"
 
@@ -63,6 +64,7 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 
 func newRestoreCreateCmd(g *globals) *cobra.Command {
 	var f restoreFlags
+	var cf cryptFlags
 	var from string
 	cmd := &cobra.Command{
 		Use:   "create [NAME] --from-backup BACKUP",
@@ -85,11 +87,17 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			if err := opts.Validate(); err != nil {
 				return err
 			}
+			if err := cf.validate(); err != nil {
+				return err
+			}
 			loc, err := g.openStore(ctx)
 			if err != nil {
 				return err
 			}
 			defer loc.Close()
+			if err := cf.apply(loc); err != nil {
+				return err
+			}
 			cluster, err := connect(ctx, g.kubeconfig, g.context)
 			if err != nil {
 				return err
@@ -99,6 +107,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&from, "from-backup", "", "name of the backup to restore (required)")
 	f.register(cmd, true)
+	cf.registerIdentity(cmd)
 	return cmd
 }
 
@@ -173,6 +182,7 @@ func newRestoreGetCmd(g *globals) *cobra.Command {
 
 func newRestoreDescribeCmd(g *globals) *cobra.Command {
 	var details bool
+	var cf cryptFlags
 	cmd := &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Show a restore's status, counts, skipped and failed items, warnings and errors",
@@ -184,12 +194,17 @@ func newRestoreDescribeCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer loc.Close()
+			if err := cf.apply(loc); err != nil {
+				return err
+			}
 			r, err := loc.GetRestore(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			res := &report.Results{}
-			_ = loc.GetJSON(ctx, store.RestoreResultsKey(r.Name), res)
+			if err := loc.GetJSON(ctx, store.RestoreResultsKey(r.Name), res); errors.Is(err, store.ErrEncrypted) {
+				res.Warnf("the results are encrypted: pass --encryption-identity FILE to see them")
+			}
 			if g.output != "table" {
 				return printObject(g.stdout, g.output, map[string]any{"restore": r, "results": res})
 			}
@@ -226,5 +241,6 @@ func newRestoreDescribeCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&details, "details", false, "list every item, not only skipped and failed ones")
+	cf.registerIdentity(cmd)
 	return cmd
 }

@@ -126,7 +126,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	default:
 		b.Status.Phase = v1alpha1.PhaseCompleted
 	}
-	if err := loc.PutJSON(ctx, store.BackupResultsKey(opts.Name), results); err != nil {
+	if err := loc.PutSealedJSON(ctx, store.BackupResultsKey(opts.Name), results); err != nil {
 		return b, results, err
 	}
 	// The commit: only now is the backup visible as restorable.
@@ -175,33 +175,29 @@ func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
 	key := store.ArchiveKey(r.opts.Name)
 	ctx, cancel := context.WithCancel(r.ctx)
 	defer cancel()
-	w, err := loc.NewWriter(ctx, key)
+	w, err := loc.NewSealedWriter(ctx, key)
 	if err != nil {
 		return err
 	}
 	aw, err := archive.NewWriter(w)
 	if err != nil {
-		cancel()
-		w.Close()
+		w.Abort()
 		return err
 	}
 	r.aw = aw
 	r.refs = newReferences()
 
 	if err := r.listAll(ctx, r.namespacedTasks(sel)); err != nil {
-		cancel()
-		w.Close()
+		w.Abort()
 		return err
 	}
 	if err := r.listAll(ctx, r.clusterTasks(sel)); err != nil {
-		cancel()
-		w.Close()
+		w.Abort()
 		return err
 	}
 	if !sel.clusterAll && !sel.clusterNone {
 		if err := r.writeReferenced(ctx, apis, res); err != nil {
-			cancel()
-			w.Close()
+			w.Abort()
 			return err
 		}
 	}
@@ -209,14 +205,16 @@ func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
 	spec, _ := json.Marshal(r.opts.Spec)
 	sum, err := aw.Close(archive.Manifest{BackupName: r.opts.Name, Spec: spec, SourceVersion: r.cluster.Version.GitVersion, PreferredVersions: apis.Preferred})
 	if err != nil {
-		cancel()
-		w.Close()
+		w.Abort()
 		return err
 	}
 	if err := w.Close(); err != nil {
 		return fmt.Errorf("uploading %s: %w", key, err)
 	}
 	b.Status.Archive = &v1alpha1.ArchiveSummary{Key: key, Size: sum.Size, SHA256: sum.SHA256, ManifestSHA256: sum.ManifestSHA256, Entries: sum.Entries}
+	if loc.Encrypted() {
+		b.Status.Archive.Encryption = "age"
+	}
 	return nil
 }
 

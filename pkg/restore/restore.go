@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,7 +153,7 @@ func fail(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results
 }
 
 func save(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results *report.Results) error {
-	if err := loc.PutJSON(ctx, store.RestoreResultsKey(r.Name), results); err != nil {
+	if err := loc.PutSealedJSON(ctx, store.RestoreResultsKey(r.Name), results); err != nil {
 		return err
 	}
 	return loc.PutJSON(ctx, store.RestoreDir(r.Name)+store.RestoreMarker, r)
@@ -175,7 +176,10 @@ func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archi
 	if b.Status.Archive == nil {
 		return nil, nil, fmt.Errorf("%w: backup %q has no archive record in its ferry-backup.json", ErrBackupNotRestorable, name)
 	}
-	rd, err := loc.NewReader(ctx, b.Status.Archive.Key)
+	rd, err := loc.NewOpenedReader(ctx, b.Status.Archive.Key)
+	if errors.Is(err, store.ErrEncrypted) {
+		return nil, nil, fmt.Errorf("backup %q is encrypted with age for %s: pass --encryption-identity FILE", name, strings.Join(b.Spec.EncryptionRecipients, ", "))
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: backup %q: %v", ErrBackupNotRestorable, name, err)
 	}

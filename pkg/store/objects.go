@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"filippo.io/age"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
@@ -19,21 +20,45 @@ import (
 
 // PutJSON writes v as JSON at key, or gzipped JSON when key ends in ".gz".
 // The write is atomic per object: readers see the old object or the new one.
+// It never encrypts: use PutSealedJSON for what must not be readable in the bucket.
 func (l *Location) PutJSON(ctx context.Context, key string, v any) error {
+	return l.putJSON(ctx, key, v, false)
+}
+
+// PutSealedJSON is PutJSON, encrypted when the location has recipients
+// (results files, which name every object of a backup).
+func (l *Location) PutSealedJSON(ctx context.Context, key string, v any) error {
+	return l.putJSON(ctx, key, v, l.Encrypted())
+}
+
+func (l *Location) putJSON(ctx context.Context, key string, v any, seal bool) error {
 	var buf bytes.Buffer
 	var w io.Writer = &buf
+	var enc io.WriteCloser
+	if seal {
+		e, err := age.Encrypt(&buf, l.enc.Recipients...)
+		if err != nil {
+			return fmt.Errorf("encrypting %s: %w", key, err)
+		}
+		enc, w = e, e
+	}
 	var gz *gzip.Writer
 	if strings.HasSuffix(key, ".gz") {
-		gz = gzip.NewWriter(&buf)
+		gz = gzip.NewWriter(w)
 		w = gz
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
+	je := json.NewEncoder(w)
+	je.SetIndent("", "  ")
+	if err := je.Encode(v); err != nil {
 		return fmt.Errorf("encoding %s: %w", key, err)
 	}
 	if gz != nil {
 		if err := gz.Close(); err != nil {
+			return err
+		}
+	}
+	if enc != nil {
+		if err := enc.Close(); err != nil {
 			return err
 		}
 	}
@@ -43,17 +68,16 @@ func (l *Location) PutJSON(ctx context.Context, key string, v any) error {
 	return nil
 }
 
-// GetJSON reads key (gunzipping ".gz" keys) into v. A missing key gives an
-// error wrapping ErrNotFound.
+// GetJSON reads key (gunzipping ".gz" keys, decrypting age-encrypted ones)
+// into v. A missing key gives an error wrapping ErrNotFound; an encrypted
+// one without identities, ErrEncrypted.
 func (l *Location) GetJSON(ctx context.Context, key string, v any) error {
-	data, err := l.bucket.ReadAll(ctx, key)
+	rc, err := l.NewOpenedReader(ctx, key)
 	if err != nil {
-		if gcerrors.Code(err) == gcerrors.NotFound {
-			return fmt.Errorf("%s: %w", key, ErrNotFound)
-		}
-		return l.describe("reading "+key, err)
+		return err
 	}
-	var r io.Reader = bytes.NewReader(data)
+	defer rc.Close()
+	var r io.Reader = rc
 	if strings.HasSuffix(key, ".gz") {
 		gz, err := gzip.NewReader(r)
 		if err != nil {

@@ -50,6 +50,7 @@ var ErrIncomplete = errors.New("incomplete: the backup was interrupted before it
 type Location struct {
 	url    string
 	bucket *blob.Bucket
+	enc    *Encryption
 }
 
 // DefaultURL is file://$XDG_DATA_HOME/ferry, or file://~/.local/share/ferry.

@@ -61,6 +61,9 @@ type BackupSpec struct {
 	IncludeClusterResources string `json:"includeClusterResources,omitempty"`
 	// StorageLocation is the URL of the backup storage location (credentials never included).
 	StorageLocation string `json:"storageLocation,omitempty"`
+	// EncryptionRecipients are the age public keys the archive and the
+	// results were encrypted for (empty: not encrypted).
+	EncryptionRecipients []string `json:"encryptionRecipients,omitempty"`
 }
 
 // BackupStatus reports a backup's outcome.
@@ -100,6 +103,9 @@ type ArchiveSummary struct {
 	SHA256         string `json:"sha256"`
 	ManifestSHA256 string `json:"manifestSHA256"`
 	Entries        int    `json:"entries"`
+	// Encryption is "age" when the stored archive is age-encrypted; Size
+	// and SHA256 are then those of the tar.gz inside.
+	Encryption string `json:"encryption,omitempty"`
 }
 
 // Restore is one restore of a backup into a cluster.
