@@ -38,6 +38,12 @@ test: control-plane lint
 bench: control-plane build
 	$(GO) run ./bench/resources
 
+# The load test (bench/load): a whole-cluster migration of 50,000 objects in
+# 200 namespaces, timed, with ferry's peak RSS (target < 512 MiB).
+.PHONY: load
+load: control-plane build
+	$(GO) run ./bench/load -ferry $(BIN)/ferry
+
 # Each fuzz target for FUZZTIME (default 5m). Seed corpora and any crashers
 # found live in pkg/*/testdata/fuzz and run with the normal tests.
 FUZZTIME ?= 5m

@@ -74,6 +74,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strings"
@@ -243,12 +244,21 @@ type Run struct {
 type Problems struct {
 	// Outcomes counts items per outcome.
 	Outcomes map[string]int `json:"outcomes"`
-	// Skipped counts skipped items per "resource: reason".
-	Skipped map[string]int `json:"skipped,omitempty"`
-	// Failed lists the first 50 failed items, verbatim.
-	Failed   []string `json:"failed,omitempty"`
-	Warnings []string `json:"warnings,omitempty"`
-	Errors   []string `json:"errors,omitempty"`
+	// ByResource counts items per "outcome resource".
+	ByResource map[string]int `json:"byResource"`
+	// Skipped counts skipped items per "resource: reason", the reason cut
+	// before its object-specific part ("left to controllers: Deployment x
+	// recreates it" counts as "left to controllers"); SkippedExample holds
+	// one full reason of each.
+	Skipped        map[string]int    `json:"skipped,omitempty"`
+	SkippedExample map[string]string `json:"skippedExample,omitempty"`
+	// Failed lists the first 50 failed items, verbatim; FailedByMessage
+	// counts all of them per "resource: reason: message", with quoted
+	// names in the message replaced by "…".
+	Failed          []string       `json:"failed,omitempty"`
+	FailedByMessage map[string]int `json:"failedByMessage,omitempty"`
+	Warnings        []string       `json:"warnings,omitempty"`
+	Errors          []string       `json:"errors,omitempty"`
 	// WarningsTotal and ErrorsTotal are the full counts (the lists keep 20).
 	WarningsTotal int `json:"warningsTotal"`
 	ErrorsTotal   int `json:"errorsTotal"`
@@ -958,14 +968,23 @@ func describeRestore(ctx context.Context, ferry, kubeconfig, storage, name strin
 	if err := json.Unmarshal(out, &d); err != nil {
 		return nil, fmt.Errorf("decoding ferry restore describe %s: %w", name, err)
 	}
-	p := &Problems{Outcomes: map[string]int{}, Skipped: map[string]int{},
-		WarningsTotal: len(d.Results.Warnings), ErrorsTotal: len(d.Results.Errors)}
+	p := &Problems{
+		Outcomes: map[string]int{}, ByResource: map[string]int{}, Skipped: map[string]int{},
+		SkippedExample: map[string]string{}, FailedByMessage: map[string]int{},
+		WarningsTotal: len(d.Results.Warnings), ErrorsTotal: len(d.Results.Errors),
+	}
 	for _, it := range d.Results.Items {
 		p.Outcomes[string(it.Outcome)]++
+		p.ByResource[string(it.Outcome)+" "+it.Resource]++
 		switch it.Outcome {
 		case report.Skipped:
-			p.Skipped[it.Resource+": "+it.Reason]++
+			reason, _, _ := strings.Cut(it.Reason, ":")
+			k := it.Resource + ": " + reason
+			if p.Skipped[k]++; p.Skipped[k] == 1 {
+				p.SkippedExample[k] = it.Reason
+			}
 		case report.Failed:
+			p.FailedByMessage[it.Resource+": "+it.Reason+": "+quoted.ReplaceAllString(it.Message, `"…"`)]++
 			if len(p.Failed) < 50 {
 				p.Failed = append(p.Failed, fmt.Sprintf("%s %s/%s: %s: %s", it.Resource, it.Namespace, it.Name, it.Reason, it.Message))
 			}
@@ -975,6 +994,9 @@ func describeRestore(ctx context.Context, ferry, kubeconfig, storage, name strin
 	p.Errors = d.Results.Errors[:min(20, len(d.Results.Errors))]
 	return p, nil
 }
+
+// quoted matches a double-quoted name in an API server message.
+var quoted = regexp.MustCompile(`"[^"]*"`)
 
 func seconds(start, end *metav1.Time) float64 {
 	if start == nil || end == nil {
@@ -990,10 +1012,20 @@ func logRun(r *Run) {
 		r.Operation, r.Seconds, r.PerSecond, r.MaxRSSMiB, r.ExitCode, r.ItemsBackedUp, r.Created)
 	if p := r.Problems; p != nil {
 		logf("  outcomes %v; %d warnings, %d errors", p.Outcomes, p.WarningsTotal, p.ErrorsTotal)
-		for _, k := range sortedKeys(p.Skipped) {
-			logf("  skipped %6d  %s", p.Skipped[k], k)
+		for _, k := range sortedKeys(p.ByResource) {
+			logf("  %6d  %s", p.ByResource[k], k)
 		}
-		for _, f := range p.Failed {
+		for _, k := range sortedKeys(p.Skipped) {
+			logf("  skipped %6d  %s (e.g. %q)", p.Skipped[k], k, p.SkippedExample[k])
+		}
+		for _, k := range sortedKeys(p.FailedByMessage) {
+			logf("  FAILED %6d  %s", p.FailedByMessage[k], k)
+		}
+		for i, f := range p.Failed {
+			if i == 10 {
+				logf("  (the JSON result lists the first %d failed items)", len(p.Failed))
+				break
+			}
 			logf("  FAILED %s", f)
 		}
 		for _, w := range p.Warnings {
@@ -1040,7 +1072,18 @@ func printMarkdown(w io.Writer, res *Result) {
 		"objects/s = seeded objects ÷ wall time; ferry's item counts include what the cluster adds "+
 		"(ReplicaSets, Endpoints, EndpointSlices, ServiceAccounts, system namespaces). migrate: source → target; "+
 		"backup and restore: the same source backed up again and restored into a third, empty cluster.\n")
-	fmt.Fprintf(w, "Seed (client-go, %d goroutines): %.0f objects/s; Services: %d ClusterIP, %d headless (service CIDR /24).\n",
+	for _, r := range res.Runs {
+		if r.Error == "" {
+			continue
+		}
+		fmt.Fprintf(w, "\n**%s failed**: %s\n", r.Operation, strings.ReplaceAll(tail(r.Error, 1500), "\n", "; "))
+		if p := r.Problems; p != nil {
+			for _, k := range sortedKeys(p.FailedByMessage) {
+				fmt.Fprintf(w, "- %d × %s\n", p.FailedByMessage[k], k)
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nSeed (client-go, %d goroutines): %.0f objects/s; Services: %d ClusterIP, %d headless (service CIDR /24).\n",
 		res.Seed.Workers, res.Seed.PerSecond, res.Seed.ClusterIPServices, res.Seed.HeadlessServices)
 }
 

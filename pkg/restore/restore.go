@@ -133,6 +133,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	default:
 		r.Status.Phase = v1alpha1.PhaseCompleted
 	}
+	r.Status.Retries = &v1alpha1.RetryCounts{ObjectStore: store.Retries(), APIServer: kube.Retries()}
 	if err := save(ctx, loc, r, results); err != nil {
 		return r, results, err
 	}

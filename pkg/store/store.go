@@ -96,7 +96,12 @@ func Open(ctx context.Context, rawURL string) (*Location, error) {
 		u.RawQuery = q.Encode()
 		openURL = u.String()
 	}
-	b, err := blob.OpenBucket(ctx, openURL)
+	var b *blob.Bucket
+	if u.Scheme == "s3" {
+		b, err = openS3(ctx, u)
+	} else {
+		b, err = blob.OpenBucket(ctx, openURL)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("backup storage location %s: %w", Redact(rawURL), err)
 	}

@@ -79,6 +79,17 @@ type BackupStatus struct {
 	Archive             *ArchiveSummary `json:"archive,omitempty"`
 	// ResourceCounts counts backed-up items by group-resource ("deployments.apps").
 	ResourceCounts map[string]int `json:"resourceCounts,omitempty"`
+	// Retries counts the requests retried after transient failures.
+	Retries *RetryCounts `json:"retries,omitempty"`
+}
+
+// RetryCounts counts requests retried after transient failures: to the
+// object store (5xx, timeouts, connection resets) and to the API server
+// (429 with Retry-After). They count the whole ferry process up to the
+// commit, so a migrate's restore includes its backup's retries.
+type RetryCounts struct {
+	ObjectStore int64 `json:"objectStore"`
+	APIServer   int64 `json:"apiServer"`
 }
 
 // BackupProgress counts items. TotalItems is the number of items selected,
@@ -151,6 +162,8 @@ type RestoreStatus struct {
 	Errors              int           `json:"errors"`
 	FailureReason       string        `json:"failureReason,omitempty"`
 	TargetCluster       *ClusterInfo  `json:"targetCluster,omitempty"`
+	// Retries counts the requests retried after transient failures.
+	Retries *RetryCounts `json:"retries,omitempty"`
 }
 
 // RestoreCounts counts items by outcome. Every item of the plan lands in
