@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"gocloud.dev/blob"
 	gcaws "gocloud.dev/aws"
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/s3blob"
 )
 

@@ -126,4 +126,3 @@ func sourceData(t *testing.T, cs kubernetes.Interface, ns string) map[string]str
 	}
 	return out
 }
-
