@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // contextOf returns the running command's context.
@@ -42,7 +44,7 @@ The two clusters never talk to each other.`,
 			if err != nil {
 				return err
 			}
-			ropts := restore.Options{Name: name, Spec: rspec, Log: g.log}
+			ropts := restore.Options{Name: name, Spec: rspec, Log: g.log, CRDTimeout: rf.crdTimeout}
 			if err := ropts.Validate(); err != nil {
 				return err
 			}
@@ -69,6 +71,15 @@ The two clusters never talk to each other.`,
 			if err := cf.apply(loc); err != nil {
 				return err
 			}
+			if fromKubeconfig == toKubeconfig && fromContext == toContext {
+				return fmt.Errorf("--from-context and --to-context name the same cluster (%q); migrate moves between two clusters", fromContext)
+			}
+			if _, err := loc.GetBackup(ctx, name); err == nil || !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("backup %q already exists in %s: choose another --name", name, loc.URL())
+			}
+			if _, err := loc.GetRestore(ctx, name); err == nil || !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("restore %q already exists in %s: choose another --name", name, loc.URL())
+			}
 			src, err := connect(ctx, fromKubeconfig, fromContext)
 			if err != nil {
 				return fmt.Errorf("source: %w", err)
@@ -76,6 +87,9 @@ The two clusters never talk to each other.`,
 			dst, err := connect(ctx, toKubeconfig, toContext)
 			if err != nil {
 				return fmt.Errorf("target: %w", err)
+			}
+			if src.Config.Host == dst.Config.Host {
+				return fmt.Errorf("source %s and target %s are the same API server (%s); migrate moves between two clusters", src.Name, dst.Name, src.Config.Host)
 			}
 			pr := newProgress(g.stderr, "backup "+name)
 			bspec := bf.spec()
@@ -111,10 +125,11 @@ The two clusters never talk to each other.`,
 				fmt.Fprintf(g.stdout, "Migrated %s -> %s through %s: %d items backed up; %d created, %d unchanged, %d skipped, %d failed\n",
 					src.Name, dst.Name, loc.URL(), b.Status.Progress.ItemsBackedUp, r.Status.Counts.Created, r.Status.Counts.Unchanged, r.Status.Counts.Skipped, r.Status.Counts.Failed)
 			}
-			if err := phaseExit(b.Status.Phase, "backup "+name); err != nil {
-				return err
+			// The worse of the two phases decides the exit code.
+			if r.Status.Phase == "Failed" || b.Status.Phase == "Completed" {
+				return phaseExit(r.Status.Phase, "restore "+name)
 			}
-			return phaseExit(r.Status.Phase, "restore "+name)
+			return phaseExit(b.Status.Phase, "backup "+name)
 		},
 	}
 	fl := cmd.Flags()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,7 @@ type restoreFlags struct {
 	existingPolicy                       string
 	preserveNodePorts                    bool
 	restoreStatus                        []string
+	crdTimeout                           time.Duration
 }
 
 // register adds the flags; prefix is "" for restore create and
@@ -44,6 +46,7 @@ func (f *restoreFlags) register(cmd *cobra.Command, withFilters bool) {
 	fl.StringVar(&f.existingPolicy, "existing-resource-policy", "none", "for objects already in the target: none (compare and report) or update")
 	fl.BoolVar(&f.preserveNodePorts, "preserve-nodeports", false, "keep Services' nodePort and healthCheckNodePort (a port taken in the target gets a new one, with a warning)")
 	fl.StringSliceVar(&f.restoreStatus, "restore-status", nil, "resources whose .status is restored too (default none)")
+	fl.DurationVar(&f.crdTimeout, "crd-timeout", 60*time.Second, "how long to wait for each restored CRD to be Established before going on without it")
 }
 
 func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
@@ -83,7 +86,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts := restore.Options{Name: name, Spec: spec, Log: g.log}
+			opts := restore.Options{Name: name, Spec: spec, Log: g.log, CRDTimeout: f.crdTimeout}
 			if err := opts.Validate(); err != nil {
 				return err
 			}

@@ -16,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
 
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -105,6 +107,11 @@ into another cluster, with nothing installed in either cluster.`,
 				level = slog.LevelInfo
 			}
 			g.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+			if !g.verbose {
+				// client-go logs through klog; its messages (a canceled
+				// request, say) would bury ferry's own.
+				klog.SetLogger(logr.Discard())
+			}
 			switch g.output {
 			case "table", "json", "yaml":
 			default:
@@ -148,9 +155,10 @@ func connect(ctx context.Context, kubeconfig, kubeContext string) (*kube.Cluster
 	return kube.Connect(ctx, name, cfg)
 }
 
-// defaultName returns prefix-YYYYMMDDhhmmss.
+// defaultName returns prefix-YYYYMMDDhhmmss-mmm (milliseconds).
 func defaultName(prefix string) string {
-	return prefix + "-" + time.Now().UTC().Format("20060102150405")
+	now := time.Now().UTC()
+	return fmt.Sprintf("%s-%s-%03d", prefix, now.Format("20060102150405"), now.Nanosecond()/1e6)
 }
 
 // parseMappings parses "a:b,c:d" (also "a=b") into a map.

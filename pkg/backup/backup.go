@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
@@ -44,13 +43,8 @@ type Options struct {
 var ErrExists = errors.New("backup already exists")
 
 // ValidateName checks that name can be a store folder and an object name
-// (a DNS-1123 subdomain).
-func ValidateName(name string) error {
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-		return fmt.Errorf("backup name %q: %s", name, errs[0])
-	}
-	return nil
-}
+// (store.ValidateBackupName).
+func ValidateName(name string) error { return store.ValidateBackupName(name) }
 
 // Run takes a backup of cluster into loc. It returns the committed Backup
 // and its per-item results. The error is non-nil only when the backup could
@@ -125,6 +119,10 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		b.Status.Phase = v1alpha1.PhasePartiallyFailed
 	default:
 		b.Status.Phase = v1alpha1.PhaseCompleted
+	}
+	if ctx.Err() != nil {
+		// Interrupted: leave it Incomplete (no commit), as a crash would.
+		return b, results, fmt.Errorf("backup %s interrupted (%v): it is Incomplete; remove it with `ferry backup delete %s`", opts.Name, ctx.Err(), opts.Name)
 	}
 	if err := loc.PutSealedJSON(ctx, store.BackupResultsKey(opts.Name), results); err != nil {
 		return b, results, err

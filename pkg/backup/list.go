@@ -233,8 +233,11 @@ func (r *run) writeRaw(t task, prefix []byte, raw []byte, seen *seenSet) error {
 	if len(raw) < 2 || raw[0] != '{' {
 		return fmt.Errorf("%s %s/%s: item is not a JSON object", t.res.GroupResource(), ns, name)
 	}
-	data := make([]byte, 0, len(prefix)+len(raw))
-	data = append(append(data, prefix...), raw[1:]...)
+	data := raw
+	if !m.TypeMeta {
+		data = make([]byte, 0, len(prefix)+len(raw))
+		data = append(append(data, prefix...), raw[1:]...)
+	}
 	r.total.Add(1)
 	if r.refs.interesting(t.res) {
 		if err := r.refs.observeRaw(t.res, data); err != nil {

@@ -105,9 +105,12 @@ func readStrings(dec *jsontext.Decoder, keys ...string) (map[string]string, erro
 	return out, err
 }
 
-// itemMeta is what the backup reads of each item.
+// itemMeta is what the backup reads of each item. TypeMeta is true when
+// the item carries apiVersion and kind itself (custom resources do; the
+// built-in types' LIST items do not).
 type itemMeta struct {
 	Name, Namespace string
+	TypeMeta        bool
 }
 
 // decodeMeta reads an item's metadata.name and metadata.namespace. The API
@@ -118,17 +121,21 @@ func decodeMeta(raw []byte) (itemMeta, error) {
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return itemMeta{}, fmt.Errorf("not a JSON object")
 	}
+	typeMeta := 0
 	for dec.PeekKind() != '}' {
 		key, err := dec.ReadToken()
 		if err != nil {
 			return itemMeta{}, err
 		}
-		if key.String() == "metadata" {
+		switch key.String() {
+		case "apiVersion", "kind":
+			typeMeta++
+		case "metadata":
 			m, err := readStrings(dec, "name", "namespace")
 			if err != nil {
 				return itemMeta{}, err
 			}
-			return itemMeta{Name: m["name"], Namespace: m["namespace"]}, nil
+			return itemMeta{Name: m["name"], Namespace: m["namespace"], TypeMeta: typeMeta == 2}, nil
 		}
 		if err := dec.SkipValue(); err != nil {
 			return itemMeta{}, err

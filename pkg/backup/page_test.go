@@ -25,6 +25,10 @@ func TestParsePage(t *testing.T) {
 			t.Errorf("decodeMeta(item %d) = %+v, %v; want %+v", i, m, err, want)
 		}
 	}
+	cr, err := decodeMeta([]byte(`{"apiVersion":"x/v1","kind":"Gadget","metadata":{"name":"g"}}`))
+	if err != nil || !cr.TypeMeta || cr.Name != "g" {
+		t.Errorf("a custom resource's own apiVersion/kind not seen: %+v %v", cr, err)
+	}
 	empty, err := parsePage([]byte(`{"metadata":{},"items":null}`))
 	if err != nil || len(empty.Items) != 0 || empty.Continue != "" {
 		t.Errorf("empty page: %+v, %v", empty, err)

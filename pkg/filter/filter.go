@@ -25,6 +25,9 @@ func NewNamespaces(include, exclude []string) (*Namespaces, error) {
 		if _, err := path.Match(p, ""); err != nil {
 			return nil, fmt.Errorf("namespace pattern %q: %w", p, err)
 		}
+		if p == "" || strings.ContainsAny(p, "/ ") {
+			return nil, fmt.Errorf("namespace pattern %q: not a namespace name or glob", p)
+		}
 	}
 	return &Namespaces{include: include, exclude: exclude}, nil
 }

@@ -18,8 +18,10 @@ func TestNamespaces(t *testing.T) {
 	if _, ok := n.Literal(); ok {
 		t.Error("Literal() = true with a glob")
 	}
-	if _, err := NewNamespaces([]string{"[bad"}, nil); err == nil {
-		t.Error("bad glob accepted")
+	for _, bad := range []string{"[bad", "demo/../kube-system", ""} {
+		if _, err := NewNamespaces([]string{bad}, nil); err == nil {
+			t.Errorf("namespace pattern %q accepted", bad)
+		}
 	}
 	all, _ := NewNamespaces(nil, []string{"kube-*"})
 	if !all.All() || all.Match("kube-system") || !all.Match("x") {

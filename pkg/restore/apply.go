@@ -91,6 +91,7 @@ func (a *applier) run(ctx context.Context) error {
 	for _, it := range a.plan.Items {
 		if it.Skip != "" {
 			a.finish(it, report.Result{Outcome: report.Skipped, Reason: it.Skip})
+			it.Data = nil // let the archive's bytes go as the restore proceeds
 			continue
 		}
 		byTier[it.Tier] = append(byTier[it.Tier], it)
@@ -118,9 +119,7 @@ func (a *applier) run(ctx context.Context) error {
 			pending = wait
 		}
 		if t == tierCRD && len(byTier[t]) > 0 {
-			if err := a.waitForCRDs(ctx, byTier[t]); err != nil {
-				return err
-			}
+			a.waitForCRDs(ctx, byTier[t])
 		}
 	}
 	// Owners that never came (failed): apply without those references.
@@ -149,6 +148,9 @@ func (a *applier) applyAll(ctx context.Context, items []*Item) error {
 			defer wg.Done()
 			for it := range ch {
 				a.finish(it, a.apply(ctx, it))
+				if it.Tier != tierCRD { // waitForCRDs reads CRDs again
+					it.Data = nil
+				}
 			}
 		}()
 	}
@@ -357,12 +359,17 @@ func (a *applier) ensureNamespace(ctx context.Context, ns string) error {
 
 // waitForCRDs waits until every restored CRD is Established and its
 // versions are served, then refreshes discovery for the tiers after it.
-func (a *applier) waitForCRDs(ctx context.Context, crds []*Item) error {
+// A CRD that does not get there within CRDTimeout (a names conflict, say)
+// is a warning: its custom resources then fail or are skipped one by one,
+// and the rest of the restore goes on.
+func (a *applier) waitForCRDs(ctx context.Context, crds []*Item) {
 	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	ctx, cancel := context.WithTimeout(ctx, a.opts.CRDTimeout)
+	wctx, cancel := context.WithTimeout(ctx, a.opts.CRDTimeout)
 	defer cancel()
+	var ready []*Item
 	for _, it := range crds {
-		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var why string
+		err := wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			u, err := a.cluster.Dynamic.Resource(gvr).Get(ctx, it.TargetName, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return true, nil // not restored (failed or skipped): nothing to wait for
@@ -374,23 +381,29 @@ func (a *applier) waitForCRDs(ctx context.Context, crds []*Item) error {
 			for _, c := range conds {
 				m, _ := c.(map[string]any)
 				if m["type"] == "Established" && m["status"] == "True" {
+					ready = append(ready, it)
 					return true, nil
+				}
+				if m["status"] == "False" && m["message"] != nil {
+					why = fmt.Sprintf(" (%v: %v)", m["reason"], m["message"])
 				}
 			}
 			return false, nil
 		})
 		if err != nil {
-			a.results.Warnf("CRD %s is not Established after %s; its custom resources may fail", it.TargetName, a.opts.CRDTimeout)
+			a.results.Warnf("CRD %s is not Established after %s%s; its custom resources will fail or be skipped", it.TargetName, a.opts.CRDTimeout, why)
 		}
 	}
 	// Discovery lags Established by a moment: poll until the CRDs' groups show.
-	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer dcancel()
+	_ = wait.PollUntilContextCancel(dctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		apis, err := kube.Discover(a.cluster.Discovery)
 		if err != nil {
 			return false, nil
 		}
 		a.apis = apis
-		for _, it := range crds {
+		for _, it := range ready {
 			var spec struct {
 				Spec struct {
 					Group string `json:"group"`
@@ -399,13 +412,8 @@ func (a *applier) waitForCRDs(ctx context.Context, crds []*Item) error {
 					} `json:"names"`
 				} `json:"spec"`
 			}
-			if json.Unmarshal(it.Data, &spec) == nil && spec.Spec.Group != "" {
-				if _, ok := a.processed.Load(it.peek.Metadata.UID); ok && len(apis.Versions(spec.Spec.Group, spec.Spec.Names.Plural)) == 0 {
-					if _, err := a.cluster.Dynamic.Resource(gvr).Get(ctx, it.TargetName, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-						continue
-					}
-					return false, nil
-				}
+			if json.Unmarshal(it.Data, &spec) == nil && spec.Spec.Group != "" && len(apis.Versions(spec.Spec.Group, spec.Spec.Names.Plural)) == 0 {
+				return false, nil
 			}
 		}
 		return true, nil

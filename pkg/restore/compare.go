@@ -26,6 +26,13 @@ func contains(existing, desired any, path string) (bool, string) {
 			}
 			return false, path
 		}
+		if exactMaps[path] && len(e) != len(d) {
+			for k := range e {
+				if _, ok := d[k]; !ok {
+					return false, path + "." + k + " (only in the target)"
+				}
+			}
+		}
 		for k, dv := range d {
 			ev, present := e[k]
 			if !present {
@@ -62,6 +69,11 @@ func contains(existing, desired any, path string) (bool, string) {
 	}
 }
 
+// exactMaps are maps that hold user content, not server defaults: a key
+// the target has and the backup does not is a difference (a stale
+// credential in a Secret, say), and an update replaces them whole.
+var exactMaps = map[string]bool{".data": true, ".binaryData": true, ".stringData": true}
+
 func isEmpty(v any) bool {
 	switch t := v.(type) {
 	case nil:
@@ -92,7 +104,12 @@ func number(v any) (float64, bool) {
 // recursively, lists of equal length merge element by element, anything
 // else takes desired's value. Fields the target's API server allocated
 // (clusterIP, nodePorts, a Job's selector) survive an update this way.
-func overlay(existing, desired any) any {
+func overlay(existing, desired any) any { return overlayAt(existing, desired, "") }
+
+func overlayAt(existing, desired any, path string) any {
+	if exactMaps[path] {
+		return desired
+	}
 	switch d := desired.(type) {
 	case map[string]any:
 		e, ok := existing.(map[string]any)
@@ -104,7 +121,7 @@ func overlay(existing, desired any) any {
 			out[k] = v
 		}
 		for k, v := range d {
-			out[k] = overlay(e[k], v)
+			out[k] = overlayAt(e[k], v, path+"."+k)
 		}
 		return out
 	case []any:
@@ -114,7 +131,7 @@ func overlay(existing, desired any) any {
 		}
 		out := make([]any, len(d))
 		for i := range d {
-			out[i] = overlay(e[i], d[i])
+			out[i] = overlayAt(e[i], d[i], fmt.Sprintf("%s[%d]", path, i))
 		}
 		return out
 	}

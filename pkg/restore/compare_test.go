@@ -1,6 +1,11 @@
 package restore
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+)
 
 func TestContains(t *testing.T) {
 	existing := map[string]any{"spec": map[string]any{"a": int64(1), "defaulted": "x", "list": []any{map[string]any{"n": "p", "extra": true}}}}
@@ -31,5 +36,34 @@ func TestOverlay(t *testing.T) {
 	p := got["ports"].([]any)[0].(map[string]any)
 	if got["clusterIP"] != "10.0.0.1" || p["port"] != int64(81) || p["nodePort"] != int64(30000) {
 		t.Errorf("overlay = %v", got)
+	}
+}
+
+// A target Secret with a key the backup lacks is not "the same", and an
+// update replaces the data whole (a stale credential must not survive).
+func TestExactData(t *testing.T) {
+	existing := map[string]any{"data": map[string]any{"a": "1", "extra": "stale"}, "metadata": map[string]any{"labels": map[string]any{"x": "y"}}}
+	desired := map[string]any{"data": map[string]any{"a": "1"}, "metadata": map[string]any{"labels": map[string]any{}}}
+	if same, where := contains(existing, desired, ""); same || !strings.HasPrefix(where, ".data.extra") {
+		t.Errorf("contains = %v at %q, want a difference at .data.extra", same, where)
+	}
+	merged := overlay(existing, desired).(map[string]any)
+	if d := merged["data"].(map[string]any); len(d) != 1 || d["a"] != "1" {
+		t.Errorf("overlay kept stale data: %v", d)
+	}
+}
+
+func contains2(s, sub string) bool {
+	return len(s) >= len(sub) && (s == sub || len(s) > 0 && (s[:len(sub)] == sub))
+}
+
+func TestValidateMappings(t *testing.T) {
+	o := &Options{Name: "r", Spec: v1alpha1.RestoreSpec{BackupName: "b", NamespaceMapping: map[string]string{"a": "m", "b": "m"}}}
+	if err := o.Validate(); err == nil {
+		t.Error("two sources mapped to one target accepted")
+	}
+	o.Spec.NamespaceMapping = map[string]string{"a": "x", "b": "y"}
+	if err := o.Validate(); err != nil {
+		t.Errorf("valid mapping refused: %v", err)
 	}
 }

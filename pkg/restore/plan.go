@@ -22,8 +22,8 @@ type peek struct {
 		Name              string                  `json:"name"`
 		Namespace         string                  `json:"namespace"`
 		UID               string                  `json:"uid"`
-		Labels            map[string]string       `json:"labels"`
-		Annotations       map[string]string       `json:"annotations"`
+		Labels            selectedKeys            `json:"labels"`
+		Annotations       selectedKeys            `json:"annotations"`
 		OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
 		DeletionTimestamp *string                 `json:"deletionTimestamp"`
 	} `json:"metadata"`
@@ -37,6 +37,34 @@ type peek struct {
 		SignerName string          `json:"signerName"`
 		Selector   json.RawMessage `json:"selector"`
 	} `json:"spec"`
+}
+
+// plannerKeys are the only labels and annotations the planner reads.
+var plannerKeys = map[string]bool{
+	"endpointslice.kubernetes.io/managed-by": true,
+	"kubernetes.io/service-name":             true,
+	"pv.kubernetes.io/provisioned-by":        true,
+}
+
+// selectedKeys decodes a label or annotation map keeping only plannerKeys,
+// so that a plan of many objects does not hold every label in memory.
+type selectedKeys map[string]string
+
+// UnmarshalJSON keeps the planner's keys.
+func (s *selectedKeys) UnmarshalJSON(b []byte) error {
+	var all map[string]string
+	if err := json.Unmarshal(b, &all); err != nil {
+		return err
+	}
+	for k, v := range all {
+		if plannerKeys[k] {
+			if *s == nil {
+				*s = selectedKeys{}
+			}
+			(*s)[k] = v
+		}
+	}
+	return nil
 }
 
 // Item is one planned restore item.

@@ -49,8 +49,11 @@ var ErrBackupNotRestorable = errors.New("backup is not restorable")
 
 // Validate checks the options before anything is read or written.
 func (o *Options) Validate() error {
-	if errs := validation.IsDNS1123Subdomain(o.Name); len(errs) > 0 {
-		return fmt.Errorf("restore name %q: %s", o.Name, errs[0])
+	if err := store.ValidateRestoreName(o.Name); err != nil {
+		return err
+	}
+	if err := store.ValidateBackupName(o.Spec.BackupName); err != nil && o.Spec.BackupName != "" {
+		return err
 	}
 	if o.Spec.BackupName == "" {
 		return fmt.Errorf("restore %s: no backup named (--from-backup)", o.Name)
@@ -60,7 +63,12 @@ func (o *Options) Validate() error {
 	default:
 		return fmt.Errorf("--existing-resource-policy %q: want none or update", o.Spec.ExistingResourcePolicy)
 	}
+	targets := map[string]string{}
 	for src, dst := range o.Spec.NamespaceMapping {
+		if other, dup := targets[dst]; dup {
+			return fmt.Errorf("--namespace-mappings: %s and %s are both mapped to %s; a target namespace takes one source", other, src, dst)
+		}
+		targets[dst] = src
 		for _, n := range []string{src, dst} {
 			if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
 				return fmt.Errorf("--namespace-mappings %s:%s: %q: %s", src, dst, n, errs[0])
@@ -90,7 +98,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	if err := opts.Validate(); err != nil {
 		return nil, nil, err
 	}
-	if _, err := loc.GetRestore(ctx, opts.Name); err == nil {
+	if prev, err := loc.GetRestore(ctx, opts.Name); err == nil && !interrupted(prev) {
 		return nil, nil, fmt.Errorf("restore %q already exists in %s", opts.Name, loc.URL())
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, nil, err
@@ -134,11 +142,24 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		r.Status.Phase = v1alpha1.PhaseCompleted
 	}
 	r.Status.Retries = &v1alpha1.RetryCounts{ObjectStore: store.Retries(), APIServer: kube.Retries()}
-	if err := save(ctx, loc, r, results); err != nil {
+	if ctx.Err() != nil {
+		r.Status.Phase = v1alpha1.PhaseFailed
+		r.Status.FailureReason = "interrupted: " + ctx.Err().Error() + "; run the same restore again to finish it"
+	}
+	// The record is written even when the restore was interrupted.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := save(sctx, loc, r, results); err != nil {
 		return r, results, err
 	}
 	opts.Log.Info("restore done", "restore", r.Name, "phase", r.Status.Phase, "took", end.Sub(start.Time).Round(time.Millisecond))
 	return r, results, nil
+}
+
+// interrupted reports whether r is the record of a restore that was
+// stopped (SIGINT, SIGTERM) before it finished, which may be run again.
+func interrupted(r *v1alpha1.Restore) bool {
+	return r.Status.Phase == v1alpha1.PhaseFailed && strings.HasPrefix(r.Status.FailureReason, "interrupted: ")
 }
 
 // fail records a restore that could not start and returns err.

@@ -139,9 +139,15 @@ func (l *Location) ListBackups(ctx context.Context) ([]BackupEntry, error) {
 	}
 	var out []BackupEntry
 	for _, n := range names {
+		if ValidateBackupName(n) != nil {
+			continue // not a folder ferry wrote
+		}
 		b, err := l.GetBackup(ctx, n)
 		if err != nil && !errors.Is(err, ErrIncomplete) {
-			return nil, err
+			// A damaged marker is shown, not allowed to hide the rest.
+			b = v1alpha1.NewBackup(n)
+			b.Status.Phase = v1alpha1.PhaseFailed
+			b.Status.FailureReason = err.Error()
 		}
 		out = append(out, BackupEntry{Name: n, Backup: b})
 	}
@@ -152,6 +158,9 @@ func (l *Location) ListBackups(ctx context.Context) ([]BackupEntry, error) {
 // commit marker it returns the started marker with phase Incomplete and an
 // error wrapping ErrIncomplete; if nothing exists, an error wrapping ErrNotFound.
 func (l *Location) GetBackup(ctx context.Context, name string) (*v1alpha1.Backup, error) {
+	if err := ValidateBackupName(name); err != nil {
+		return nil, err
+	}
 	b := &v1alpha1.Backup{}
 	err := l.GetJSON(ctx, BackupDir(name)+BackupMarker, b)
 	if err == nil {
@@ -177,11 +186,17 @@ func (l *Location) GetBackup(ctx context.Context, name string) (*v1alpha1.Backup
 // marker first so that a delete interrupted half way leaves an Incomplete
 // backup, never a Completed one with missing parts.
 func (l *Location) DeleteBackup(ctx context.Context, name string) error {
+	if err := ValidateBackupName(name); err != nil {
+		return err
+	}
 	return l.deletePrefix(ctx, BackupDir(name), BackupDir(name)+BackupMarker)
 }
 
 // GetRestore reads restore name's ferry-restore.json.
 func (l *Location) GetRestore(ctx context.Context, name string) (*v1alpha1.Restore, error) {
+	if err := ValidateRestoreName(name); err != nil {
+		return nil, err
+	}
 	r := &v1alpha1.Restore{}
 	if err := l.GetJSON(ctx, RestoreDir(name)+RestoreMarker, r); err != nil {
 		if errors.Is(err, ErrNotFound) {
@@ -200,6 +215,9 @@ func (l *Location) ListRestores(ctx context.Context) ([]*v1alpha1.Restore, error
 	}
 	var out []*v1alpha1.Restore
 	for _, n := range names {
+		if ValidateRestoreName(n) != nil {
+			continue
+		}
 		r, err := l.GetRestore(ctx, n)
 		if errors.Is(err, ErrNotFound) {
 			r = v1alpha1.NewRestore(n)

@@ -79,6 +79,9 @@ func Open(ctx context.Context, rawURL string) (*Location, error) {
 		return nil, fmt.Errorf("backup storage location %q: not a URL (want file:///dir, s3://bucket?..., gs://, azblob://, mem://)", rawURL)
 	}
 	openURL := rawURL
+	if u.Scheme == "file" && (u.Host != "" || !strings.HasPrefix(u.Path, "/")) {
+		return nil, fmt.Errorf("backup storage location %q: a file URL needs an absolute path: file:///abs/dir", rawURL)
+	}
 	if u.Scheme == "file" {
 		q := u.Query()
 		if q.Get("create_dir") == "" {

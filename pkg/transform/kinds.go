@@ -212,6 +212,10 @@ func PersistentVolumeClaim(c *Context, u *unstructured.Unstructured) []string {
 		return nil
 	}
 	if c.RestoredPVs[vn] {
+		// The PV comes back with a claimRef without UID: the target's PV
+		// controller must bind the pair again, which it does only for a claim
+		// not marked bound (else it sees two claims and marks this one Lost).
+		dropAnnotations(u, "pv.kubernetes.io/bind-completed", "pv.kubernetes.io/bound-by-controller")
 		if t, ok := c.PVNames[vn]; ok && t != vn {
 			_ = unstructured.SetNestedField(u.Object, t, "spec", "volumeName")
 			return []string{"volumeName " + vn + " changed to " + t}
@@ -219,12 +223,7 @@ func PersistentVolumeClaim(c *Context, u *unstructured.Unstructured) []string {
 		return nil
 	}
 	unstructured.RemoveNestedField(u.Object, "spec", "volumeName")
-	if ann := u.GetAnnotations(); ann != nil {
-		for _, a := range pvcBindingAnnotations {
-			delete(ann, a)
-		}
-		u.SetAnnotations(ann)
-	}
+	dropAnnotations(u, pvcBindingAnnotations...)
 	return []string{"volumeName " + vn + " cleared: the PV is not in this restore, the target provisions a new one"}
 }
 
@@ -236,6 +235,9 @@ func ServiceAccountToken(c *Context, u *unstructured.Unstructured) []string {
 		return nil
 	}
 	unstructured.RemoveNestedField(u.Object, "data")
+	// The source ServiceAccount's UID would make the target's token
+	// controller delete the Secret; without it, it fills the token in.
+	dropAnnotations(u, "kubernetes.io/service-account.uid")
 	return []string{"token data dropped: the target's token controller issues a new token"}
 }
 
@@ -265,4 +267,19 @@ func AggregatedClusterRole(c *Context, u *unstructured.Unstructured) []string {
 	}
 	unstructured.RemoveNestedField(u.Object, "rules")
 	return []string{"rules dropped: aggregated by the target's clusterrole-aggregation controller"}
+}
+
+// dropAnnotations removes annotations keys from u.
+func dropAnnotations(u *unstructured.Unstructured, keys ...string) {
+	ann := u.GetAnnotations()
+	if ann == nil {
+		return
+	}
+	for _, k := range keys {
+		delete(ann, k)
+	}
+	if len(ann) == 0 {
+		ann = nil
+	}
+	u.SetAnnotations(ann)
 }

@@ -92,6 +92,16 @@ func TestVolumesAndOwners(t *testing.T) {
 	if v, _, _ := unstructured.NestedString(pvc.Object, "spec", "volumeName"); v != "pv1-x" || pvc.GetNamespace() != "b" {
 		t.Errorf("PVC volumeName %q namespace %q", v, pvc.GetNamespace())
 	}
+	bound := obj(t, `{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"d","namespace":"a","annotations":{"pv.kubernetes.io/bind-completed":"yes","pv.kubernetes.io/bound-by-controller":"yes","keep":"me"}},"spec":{"volumeName":"pv1"}}`)
+	Apply(c, "", bound)
+	if ann := bound.GetAnnotations(); len(ann) != 1 || ann["keep"] != "me" {
+		t.Errorf("a claim of a restored PV keeps its binding annotations (the target then marks it Lost): %v", ann)
+	}
+	tok := obj(t, `{"apiVersion":"v1","kind":"Secret","type":"kubernetes.io/service-account-token","metadata":{"name":"t","annotations":{"kubernetes.io/service-account.name":"bot","kubernetes.io/service-account.uid":"old-uid"}},"data":{"token":"eA=="}}`)
+	Apply(c, "", tok)
+	if ann := tok.GetAnnotations(); ann["kubernetes.io/service-account.uid"] != "" || ann["kubernetes.io/service-account.name"] != "bot" || tok.Object["data"] != nil {
+		t.Errorf("token Secret: annotations %v data %v", ann, tok.Object["data"])
+	}
 	orphan := obj(t, `{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"o","annotations":{"pv.kubernetes.io/bind-completed":"yes"}},"spec":{"volumeName":"gone"}}`)
 	Apply(c, "", orphan)
 	if v, _, _ := unstructured.NestedString(orphan.Object, "spec", "volumeName"); v != "" || len(orphan.GetAnnotations()) != 0 {

@@ -74,6 +74,11 @@ func content(u *unstructured.Unstructured, nsMap map[string]string) map[string]a
 		}
 	}
 	delete(ann, "deployment.kubernetes.io/revision")
+	// The PV controller's binding bookkeeping: the target's controller
+	// binds the restored pair again and writes its own.
+	for _, k := range []string{"pv.kubernetes.io/bind-completed", "pv.kubernetes.io/bound-by-controller"} {
+		delete(ann, k)
+	}
 	// autoscaling/v1 renders an HPA's status as these annotations.
 	delete(ann, "autoscaling.alpha.kubernetes.io/conditions")
 	delete(ann, "autoscaling.alpha.kubernetes.io/current-metrics")

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -200,6 +201,8 @@ func TestCorpusMigration(t *testing.T) {
 		t.Fatalf("first restore counts %v, want 0 failed and at least %d created", first, len(objs))
 	}
 	checkTarget(t, e, "corpus", objs, nil)
+	// A statically bound PV and claim must bind again in the target, not end Lost.
+	waitBound(t, e, "nginx-example", "nginx-logs")
 	for _, it := range e.results(t, "corpus") {
 		if it["outcome"] == "skipped" && strings.HasPrefix(fmt.Sprint(it["reason"]), "exists") {
 			t.Logf("first restore: %v %v/%v exists and differs: %v", it["resource"], it["namespace"], it["name"], it["message"])
@@ -304,4 +307,22 @@ func checkClonedPV(t *testing.T, e *env, ns, claim, pv string) {
 	if cr := orig.Spec.ClaimRef; cr != nil && cr.Namespace == ns {
 		t.Errorf("original PV %s was taken by the clone's claim %s/%s", pv, cr.Namespace, cr.Name)
 	}
+}
+
+// waitBound waits up to 30 s for claim ns/name in the target to be Bound.
+func waitBound(t *testing.T, e *env, ns, name string) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(e.dst.Config)
+	var phase string
+	for i := 0; i < 60; i++ {
+		pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err == nil {
+			phase = string(pvc.Status.Phase)
+			if phase == "Bound" {
+				return
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	t.Errorf("claim %s/%s in the target is %q, want Bound", ns, name, phase)
 }
