@@ -133,7 +133,7 @@ func newBackupGetCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer loc.Close()
-			var backups []*v1alpha1.Backup
+			backups := []*v1alpha1.Backup{}
 			if len(args) == 1 {
 				b, err := loc.GetBackup(ctx, args[0])
 				if err != nil && !errors.Is(err, store.ErrIncomplete) {
@@ -245,13 +245,23 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 				}
 			}
 			printProblems(g, res)
-			if details {
-				return res.WriteTable(w, nil)
+			if !details {
+				return nil
 			}
-			return nil
+			// The item list is the archive's manifest, read and verified.
+			a, _, err := restore.Load(ctx, loc, b.Name)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "\nRESOURCE\tVERSION\tNAMESPACE\tNAME\tSIZE")
+			for _, it := range a.Items {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", it.GroupResource(), it.Version, orDash(it.Namespace), it.Name, it.Size)
+			}
+			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&details, "details", false, "list every item")
+	cmd.Flags().BoolVar(&details, "details", false, "list every item of the archive (reads and verifies it)")
 	cf.registerIdentity(cmd)
 	return cmd
 }

@@ -166,6 +166,9 @@ func newRestoreGetCmd(g *globals) *cobra.Command {
 			} else if restores, err = loc.ListRestores(ctx); err != nil {
 				return err
 			}
+			if restores == nil {
+				restores = []*v1alpha1.Restore{}
+			}
 			if g.output != "table" {
 				if len(args) == 1 {
 					return printObject(g.stdout, g.output, restores[0])

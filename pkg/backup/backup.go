@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -168,6 +169,16 @@ func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
 	}
 	for gv, e := range apis.Failed {
 		r.results.Errorf("discovery of %s failed, its resources are not in the backup: %v", gv, e)
+	}
+	for _, inc := range unmatchedIncludes(apis, r.opts.Spec.IncludedResources) {
+		r.results.Warnf("--include-resources %s matches no resource the cluster serves", inc)
+	}
+	if literal, ok := r.nsf.Literal(); ok {
+		for _, ns := range literal {
+			if _, err := r.cluster.Typed.CoreV1().Namespaces().Get(r.ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				r.results.Warnf("--include-namespaces %s: no such namespace in the cluster", ns)
+			}
+		}
 	}
 	res := filter.NewResources(r.opts.Spec.IncludedResources, r.opts.Spec.ExcludedResources)
 	sel := selectResources(apis, res, r.nsf, r.opts.Spec.IncludeClusterResources)

@@ -52,3 +52,26 @@ func selectResources(apis *kube.APIs, res *filter.Resources, ns *filter.Namespac
 	}
 	return sel
 }
+
+// unmatchedIncludes returns the --include-resources entries that match no
+// served resource (a typo gives an empty backup otherwise).
+func unmatchedIncludes(apis *kube.APIs, include []string) []string {
+	var out []string
+	for _, inc := range include {
+		if inc == "*" {
+			continue
+		}
+		one := filter.NewResources([]string{inc}, nil)
+		found := false
+		for _, r := range apis.PreferredResources() {
+			if one.Match(r.Group, r.GroupVersionResource.Resource, r.Kind) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			out = append(out, inc)
+		}
+	}
+	return out
+}

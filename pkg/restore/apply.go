@@ -37,6 +37,7 @@ type applier struct {
 	nsMu       sync.Mutex
 	done       atomic.Int64
 	total      int
+	unserved   sync.Map // group-resource -> why, for the summary warnings
 }
 
 func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report.Results) *applier {
@@ -123,7 +124,13 @@ func (a *applier) run(ctx context.Context) error {
 		}
 	}
 	// Owners that never came (failed): apply without those references.
-	return a.applyAll(ctx, pending)
+	err = a.applyAll(ctx, pending)
+	// Objects the target cannot take must not hide in the item list.
+	a.unserved.Range(func(gr, why any) bool {
+		a.results.Warnf("%s: every object skipped: %s", gr, why)
+		return true
+	})
+	return err
 }
 
 func (a *applier) ownersDone(it *Item) bool {
@@ -184,6 +191,7 @@ func (a *applier) resolve(it *Item) (kube.Resource, string) {
 func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 	res, why := a.resolve(it)
 	if why != "" {
+		a.unserved.Store(it.GroupResource, why)
 		return report.Result{Outcome: report.Skipped, Reason: "version not served", Message: why}
 	}
 	u := &unstructured.Unstructured{}

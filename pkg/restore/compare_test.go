@@ -53,10 +53,6 @@ func TestExactData(t *testing.T) {
 	}
 }
 
-func contains2(s, sub string) bool {
-	return len(s) >= len(sub) && (s == sub || len(s) > 0 && (s[:len(sub)] == sub))
-}
-
 func TestValidateMappings(t *testing.T) {
 	o := &Options{Name: "r", Spec: v1alpha1.RestoreSpec{BackupName: "b", NamespaceMapping: map[string]string{"a": "m", "b": "m"}}}
 	if err := o.Validate(); err == nil {
