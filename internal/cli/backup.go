@@ -64,14 +64,11 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			if err := cf.validate(); err != nil {
 				return err
 			}
-			loc, err := g.openStore(ctx)
+			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
 				return err
 			}
 			defer loc.Close()
-			if err := cf.apply(loc); err != nil {
-				return err
-			}
 			cluster, err := connect(ctx, g.kubeconfig, g.context)
 			if err != nil {
 				return err
@@ -194,14 +191,11 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			loc, err := g.openStore(ctx)
+			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
 				return err
 			}
 			defer loc.Close()
-			if err := cf.apply(loc); err != nil {
-				return err
-			}
 			b, err := loc.GetBackup(ctx, args[0])
 			if err != nil && !errors.Is(err, store.ErrIncomplete) {
 				return err
@@ -316,14 +310,11 @@ func newBackupVerifyCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			loc, err := g.openStore(ctx)
+			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
 				return err
 			}
 			defer loc.Close()
-			if err := cf.apply(loc); err != nil {
-				return err
-			}
 			a, b, err := restore.Load(ctx, loc, args[0])
 			if err != nil {
 				return err

@@ -63,14 +63,11 @@ The two clusters never talk to each other.`,
 			if len(cf.recipients) > 0 && cf.identity == "" {
 				return fmt.Errorf("migrate with --encryption-recipient needs --encryption-identity too, to read the backup back for the restore")
 			}
-			loc, err := g.openStore(ctx)
+			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
 				return err
 			}
 			defer loc.Close()
-			if err := cf.apply(loc); err != nil {
-				return err
-			}
 			if fromKubeconfig == toKubeconfig && fromContext == toContext {
 				return fmt.Errorf("--from-context and --to-context name the same cluster (%q); migrate moves between two clusters", fromContext)
 			}

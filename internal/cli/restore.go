@@ -93,14 +93,11 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			if err := cf.validate(); err != nil {
 				return err
 			}
-			loc, err := g.openStore(ctx)
+			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
 				return err
 			}
 			defer loc.Close()
-			if err := cf.apply(loc); err != nil {
-				return err
-			}
 			cluster, err := connect(ctx, g.kubeconfig, g.context)
 			if err != nil {
 				return err
@@ -195,14 +192,11 @@ func newRestoreDescribeCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			loc, err := g.openStore(ctx)
+			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
 				return err
 			}
 			defer loc.Close()
-			if err := cf.apply(loc); err != nil {
-				return err
-			}
 			r, err := loc.GetRestore(ctx, args[0])
 			if err != nil {
 				return err

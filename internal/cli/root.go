@@ -137,9 +137,20 @@ into another cluster, with nothing installed in either cluster.`,
 	return root
 }
 
-// openStore opens the backup storage location.
-func (g *globals) openStore(ctx context.Context) (*store.Location, error) {
-	return store.Open(ctx, g.storage)
+// openStore opens the backup storage location, with the encryption keys
+// of cf when given.
+func (g *globals) openStore(ctx context.Context, cf ...*cryptFlags) (*store.Location, error) {
+	loc, err := store.Open(ctx, g.storage)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cf {
+		if err := c.apply(loc); err != nil {
+			loc.Close()
+			return nil, err
+		}
+	}
+	return loc, nil
 }
 
 // connect loads a kubeconfig context and checks the API server answers.
