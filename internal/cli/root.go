@@ -29,6 +29,8 @@ const (
 	ExitOK              = 0
 	ExitFailed          = 1
 	ExitPartiallyFailed = 2
+	// ExitInterrupted is 128+SIGINT, as shells report an interrupted command.
+	ExitInterrupted = 130
 )
 
 // exitError carries an exit code out of a command.
@@ -63,6 +65,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
+	}
+	if ctx.Err() != nil {
+		// Interrupted (SIGINT/SIGTERM): say so, exit as shells expect.
+		fmt.Fprintln(stderr, "ferry: interrupted:", err)
+		return ExitInterrupted
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {

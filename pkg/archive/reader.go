@@ -15,7 +15,7 @@ import (
 
 // ErrCorrupt is wrapped by every error that means the archive is damaged,
 // truncated or does not match its manifest or commit marker.
-var ErrCorrupt = errors.New("archive is corrupt")
+var ErrCorrupt = errors.New("the archive is damaged or was modified; it is not restored")
 
 // MaxEntrySize bounds one entry (bytes), so a hostile archive cannot make
 // the reader allocate without limit. The API server's own limit for one
@@ -82,7 +82,7 @@ func Read(r io.Reader, name string, exp Expect) (*Archive, error) {
 	if exp.SHA256 != "" && sum != exp.SHA256 {
 		detail := ""
 		if perr != nil {
-			detail = " (" + perr.Error() + ")"
+			detail = " (" + strings.TrimSuffix(perr.Error(), ": "+ErrCorrupt.Error()) + ")"
 		}
 		return nil, fmt.Errorf("archive %s does not match the backup's commit: SHA-256 %s, want %s%s: %w", name, sum, exp.SHA256, detail, ErrCorrupt)
 	}

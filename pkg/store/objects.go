@@ -267,7 +267,8 @@ func (l *Location) deletePrefix(ctx context.Context, prefix, first string) error
 		return err
 	}
 	if !found {
-		return fmt.Errorf("%s in %s: %w", strings.TrimSuffix(prefix, "/"), l.URL(), ErrNotFound)
+		kind, name, _ := strings.Cut(strings.TrimSuffix(prefix, "/"), "/")
+		return fmt.Errorf("%s %q in %s: %w", strings.TrimSuffix(kind, "s"), name, l.URL(), ErrNotFound)
 	}
 	if first != "" {
 		if err := l.bucket.Delete(ctx, first); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
