@@ -26,6 +26,7 @@ type restoreFlags struct {
 	includeNamespaces, excludeNamespaces []string
 	includeResources, excludeResources   []string
 	namespaceMappings                    []string
+	storageClassMappings                 []string
 	existingPolicy                       string
 	preserveNodePorts                    bool
 	restoreStatus                        []string
@@ -43,6 +44,7 @@ func (f *restoreFlags) register(cmd *cobra.Command, withFilters bool) {
 		fl.StringSliceVar(&f.excludeResources, "exclude-resources", nil, "resources to leave out")
 	}
 	fl.StringSliceVar(&f.namespaceMappings, "namespace-mappings", nil, "restore namespaces under new names: src1:dst1,src2:dst2")
+	fl.StringSliceVar(&f.storageClassMappings, "storage-class-mappings", nil, "map storage classes in PVCs, PVs, StatefulSet volumeClaimTemplates and ephemeral volumes: old1:new1,...")
 	fl.StringVar(&f.existingPolicy, "existing-resource-policy", "none", "for objects already in the target: none (compare and report) or update")
 	fl.BoolVar(&f.preserveNodePorts, "preserve-nodeports", false, "keep Services' nodePort and healthCheckNodePort (a port taken in the target gets a new one, with a warning)")
 	fl.StringSliceVar(&f.restoreStatus, "restore-status", nil, "resources whose .status is restored too (default none)")
@@ -54,11 +56,16 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 	if err != nil {
 		return v1alpha1.RestoreSpec{}, err
 	}
+	sc, err := parseMappings("storage-class-mappings", f.storageClassMappings)
+	if err != nil {
+		return v1alpha1.RestoreSpec{}, err
+	}
 	return v1alpha1.RestoreSpec{
 		BackupName:         backupName,
 		IncludedNamespaces: f.includeNamespaces, ExcludedNamespaces: f.excludeNamespaces,
 		IncludedResources: f.includeResources, ExcludedResources: f.excludeResources,
 		NamespaceMapping:       m,
+		StorageClassMapping:    sc,
 		ExistingResourcePolicy: v1alpha1.ExistingResourcePolicy(f.existingPolicy),
 		PreserveNodePorts:      f.preserveNodePorts,
 		RestoreStatus:          f.restoreStatus,

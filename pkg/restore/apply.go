@@ -45,6 +45,7 @@ func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report
 	a.tctx = transform.Context{
 		BackupName: backup, RestoreName: o.Name, NamespaceMapping: o.Spec.NamespaceMapping,
 		PreserveNodePorts: o.Spec.PreserveNodePorts, PVNames: p.PVNames, RestoredPVs: p.RestoredPVs,
+		StorageClassMapping: o.Spec.StorageClassMapping,
 		OwnerUIDs: func(uid string) (string, bool) {
 			v, ok := a.uids.Load(uid)
 			if !ok {

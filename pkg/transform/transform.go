@@ -26,6 +26,8 @@ type Context struct {
 	PVNames map[string]string
 	// RestoredPVs is the set of source PV names this restore creates.
 	RestoredPVs map[string]bool
+	// StorageClassMapping maps source storage-class names to target ones.
+	StorageClassMapping map[string]string
 	// OwnerUIDs maps source UIDs of restored owners to their target UIDs.
 	OwnerUIDs func(uid string) (string, bool)
 }
@@ -61,6 +63,7 @@ var Steps = []Step{
 	{Name: "service-account-token", Applies: kindIs("", "Secret"), Run: ServiceAccountToken},
 	{Name: "certificate-signing-request", Applies: kindIs("certificates.k8s.io", "CertificateSigningRequest"), Run: CertificateSigningRequest},
 	{Name: "aggregated-cluster-role", Applies: kindIs("rbac.authorization.k8s.io", "ClusterRole"), Run: AggregatedClusterRole},
+	{Name: "storage-class-mapping", Run: StorageClasses},
 	{Name: "labels", Run: Labels},
 }
 

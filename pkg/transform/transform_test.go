@@ -132,3 +132,43 @@ func TestLabelValue(t *testing.T) {
 		t.Error("short value changed")
 	}
 }
+
+func TestStorageClassMapping(t *testing.T) {
+	c := &Context{StorageClassMapping: map[string]string{"alicloud-disk-ssd": "cbs-ssd", "fast": "premium"}}
+	pvc := obj(t, `{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"c"},"spec":{"storageClassName":"alicloud-disk-ssd"}}`)
+	pv := obj(t, `{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"p"},"spec":{"storageClassName":"alicloud-disk-ssd"}}`)
+	sts := obj(t, `{"apiVersion":"apps/v1","kind":"StatefulSet","metadata":{"name":"s"},"spec":{"volumeClaimTemplates":[
+	  {"metadata":{"name":"data","annotations":{"volume.beta.kubernetes.io/storage-class":"fast"}},"spec":{}},
+	  {"metadata":{"name":"logs"},"spec":{"storageClassName":"alicloud-disk-ssd"}},
+	  {"metadata":{"name":"other"},"spec":{"storageClassName":"unmapped"}}]}}`)
+	dep := obj(t, `{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d"},"spec":{"template":{"spec":{"volumes":[
+	  {"name":"scratch","ephemeral":{"volumeClaimTemplate":{"spec":{"storageClassName":"fast"}}}},{"name":"cfg","configMap":{"name":"x"}}]}}}}`)
+	cron := obj(t, `{"apiVersion":"batch/v1","kind":"CronJob","metadata":{"name":"cj"},"spec":{"jobTemplate":{"spec":{"template":{"spec":{"volumes":[
+	  {"name":"tmp","ephemeral":{"volumeClaimTemplate":{"spec":{"storageClassName":"alicloud-disk-ssd"}}}}]}}}}}}`)
+	for _, u := range []*unstructured.Unstructured{pvc, pv, sts, dep, cron} {
+		if notes := Apply(c, "", u); len(notes) == 0 {
+			t.Errorf("%s: no change reported", u.GetKind())
+		}
+	}
+	get := func(u *unstructured.Unstructured, path ...string) string {
+		v, _, _ := unstructured.NestedString(u.Object, path...)
+		return v
+	}
+	if get(pvc, "spec", "storageClassName") != "cbs-ssd" || get(pv, "spec", "storageClassName") != "cbs-ssd" {
+		t.Errorf("PVC/PV not mapped: %v %v", pvc.Object["spec"], pv.Object["spec"])
+	}
+	tpls, _, _ := unstructured.NestedSlice(sts.Object, "spec", "volumeClaimTemplates")
+	ann := tpls[0].(map[string]any)["metadata"].(map[string]any)["annotations"].(map[string]any)
+	if ann["volume.beta.kubernetes.io/storage-class"] != "premium" || tpls[1].(map[string]any)["spec"].(map[string]any)["storageClassName"] != "cbs-ssd" ||
+		tpls[2].(map[string]any)["spec"].(map[string]any)["storageClassName"] != "unmapped" {
+		t.Errorf("volumeClaimTemplates: %v", tpls)
+	}
+	vols, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "volumes")
+	if sc, _, _ := unstructured.NestedString(vols[0].(map[string]any), "ephemeral", "volumeClaimTemplate", "spec", "storageClassName"); sc != "premium" {
+		t.Errorf("ephemeral volume: %v", vols[0])
+	}
+	cvols, _, _ := unstructured.NestedSlice(cron.Object, "spec", "jobTemplate", "spec", "template", "spec", "volumes")
+	if sc, _, _ := unstructured.NestedString(cvols[0].(map[string]any), "ephemeral", "volumeClaimTemplate", "spec", "storageClassName"); sc != "cbs-ssd" {
+		t.Errorf("CronJob ephemeral volume: %v", cvols[0])
+	}
+}

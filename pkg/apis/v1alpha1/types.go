@@ -150,6 +150,8 @@ type RestoreSpec struct {
 	PreserveNodePorts      bool                   `json:"preserveNodePorts,omitempty"`
 	// RestoreStatus lists resources whose .status is restored too.
 	RestoreStatus []string `json:"restoreStatus,omitempty"`
+	// StorageClassMapping maps source storage classes to target ones.
+	StorageClassMapping map[string]string `json:"storageClassMapping,omitempty"`
 }
 
 // RestoreStatus reports a restore's outcome.
