@@ -112,7 +112,11 @@ The two clusters never talk to each other.`,
 				return err
 			}
 			if g.output != "table" {
-				if err := printObject(g.stdout, g.output, map[string]any{"backup": b, "restore": r}); err != nil {
+				out := map[string]any{"backup": b, "restore": r}
+				if r.Spec.DryRun {
+					out["results"] = rres
+				}
+				if err := printObject(g.stdout, g.output, out); err != nil {
 					return err
 				}
 			} else {

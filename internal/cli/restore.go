@@ -31,6 +31,7 @@ type restoreFlags struct {
 	preserveNodePorts                    bool
 	restoreStatus                        []string
 	crdTimeout                           time.Duration
+	dryRun                               bool
 }
 
 // register adds the flags; prefix is "" for restore create and
@@ -48,6 +49,7 @@ func (f *restoreFlags) register(cmd *cobra.Command, withFilters bool) {
 	fl.StringVar(&f.existingPolicy, "existing-resource-policy", "none", "for objects already in the target: none (compare and report) or update")
 	fl.BoolVar(&f.preserveNodePorts, "preserve-nodeports", false, "keep Services' nodePort and healthCheckNodePort (a port taken in the target gets a new one, with a warning)")
 	fl.StringSliceVar(&f.restoreStatus, "restore-status", nil, "resources whose .status is restored too (default none)")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "plan the restore and check every object with server-side dry-run requests; print what would be created, updated (with a diff), left unchanged or skipped; write nothing")
 	fl.DurationVar(&f.crdTimeout, "crd-timeout", 60*time.Second, "how long to wait for each restored CRD to be Established before going on without it")
 }
 
@@ -66,6 +68,7 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 		IncludedResources: f.includeResources, ExcludedResources: f.excludeResources,
 		NamespaceMapping:       m,
 		StorageClassMapping:    sc,
+		DryRun:                 f.dryRun,
 		ExistingResourcePolicy: v1alpha1.ExistingResourcePolicy(f.existingPolicy),
 		PreserveNodePorts:      f.preserveNodePorts,
 		RestoreStatus:          f.restoreStatus,
@@ -133,6 +136,9 @@ func runRestore(g *globals, cluster *kube.Cluster, loc *store.Location, opts res
 }
 
 func printRestore(g *globals, r *v1alpha1.Restore, res *report.Results) error {
+	if r.Spec.DryRun {
+		return printDryRun(g, r, res)
+	}
 	if g.output != "table" {
 		return printObject(g.stdout, g.output, r)
 	}
@@ -250,4 +256,54 @@ func newRestoreDescribeCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&details, "details", false, "list every item, not only skipped and failed ones")
 	cf.registerIdentity(cmd)
 	return cmd
+}
+
+// dryRunVerbs names outcomes as what a dry run says would happen.
+var dryRunVerbs = map[report.Outcome]string{
+	report.Created: "would create", report.Updated: "would update", report.Unchanged: "unchanged",
+	report.Skipped: "skipped", report.Failed: "would fail",
+}
+
+// printDryRun prints a dry run: per object what would happen, then the
+// diffs of objects that exist and differ. -o json|yaml prints the same
+// data as {restore, results}.
+func printDryRun(g *globals, r *v1alpha1.Restore, res *report.Results) error {
+	if g.output != "table" {
+		return printObject(g.stdout, g.output, map[string]any{"restore": r, "results": res})
+	}
+	c := r.Status.Counts
+	fmt.Fprintf(g.stdout, "Dry run of restoring backup %s into %s: nothing was written\n", r.Spec.BackupName, r.Status.TargetCluster.Server)
+	fmt.Fprintf(g.stdout, "  would create %d, would update %d, unchanged %d, skipped %d, would fail %d\n\n", c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed)
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESOURCE\tNAMESPACE\tNAME\tPLAN\tDETAIL")
+	items := res.Sorted()
+	for _, it := range items {
+		ns := it.Namespace
+		if it.TargetNamespace != "" {
+			ns = it.TargetNamespace
+		}
+		detail := it.Reason
+		if it.Message != "" {
+			if detail != "" {
+				detail += ": "
+			}
+			detail += it.Message
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", it.Resource, orDash(ns), it.Name, dryRunVerbs[it.Outcome], detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, it := range items {
+		if it.Diff != "" {
+			fmt.Fprintf(g.stdout, "\n# %s %s/%s (%s)\n%s", it.Resource, it.Namespace, it.Name, dryRunVerbs[it.Outcome], it.Diff)
+		}
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(g.stdout, "Warning: %s\n", w)
+	}
+	for _, e := range res.Errors {
+		fmt.Fprintf(g.stdout, "Error: %s\n", e)
+	}
+	return nil
 }

@@ -41,6 +41,9 @@ type Result struct {
 	Message         string  `json:"message,omitempty"`
 	// Changes lists what the restore's transforms changed in the object.
 	Changes []string `json:"changes,omitempty"`
+	// Diff is a unified diff from the target's object to what the restore
+	// writes (or would write), for objects that exist and differ.
+	Diff string `json:"diff,omitempty"`
 }
 
 // Results collects item results, warnings and errors. It is safe for
@@ -71,6 +74,13 @@ func (r *Results) Errorf(format string, args ...any) {
 	r.mu.Lock()
 	r.Errors = append(r.Errors, fmt.Sprintf(format, args...))
 	r.mu.Unlock()
+}
+
+// Update lets f change recorded items in place, under the lock.
+func (r *Results) Update(f func(items []Result)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(r.Items)
 }
 
 // Count returns how many items ended in outcome o.

@@ -120,12 +120,15 @@ func (a *applier) run(ctx context.Context) error {
 			}
 			pending = wait
 		}
-		if t == tierCRD && len(byTier[t]) > 0 {
+		if t == tierCRD && len(byTier[t]) > 0 && !a.opts.Spec.DryRun {
 			a.waitForCRDs(ctx, byTier[t])
 		}
 	}
 	// Owners that never came (failed): apply without those references.
 	err = a.applyAll(ctx, pending)
+	if a.opts.Spec.DryRun {
+		a.checkQuotas(ctx)
+	}
 	// Objects the target cannot take must not hide in the item list.
 	a.unserved.Range(func(gr, why any) bool {
 		a.results.Warnf("%s: every object skipped: %s", gr, why)
@@ -191,6 +194,9 @@ func (a *applier) resolve(it *Item) (kube.Resource, string) {
 // the existing-resource policy.
 func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 	res, why := a.resolve(it)
+	if why != "" && a.opts.Spec.DryRun && a.plan.crdInPlan(it.Group, it.Resource) {
+		return report.Result{Outcome: report.Created, Version: it.Version, Reason: "not validated", Message: "its CRD is created by this restore"}
+	}
 	if why != "" {
 		a.unserved.Store(it.GroupResource, why)
 		return report.Result{Outcome: report.Skipped, Reason: "version not served", Message: why}
@@ -209,10 +215,13 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 		status = u.Object["status"]
 	}
 	var client dynamic.ResourceInterface = a.cluster.Dynamic.Resource(res.GroupVersionResource)
+	if res.Namespaced && u.GetNamespace() == "" {
+		u.SetNamespace(it.TargetNamespace)
+	}
+	if a.opts.Spec.DryRun {
+		return a.dryRun(ctx, it, res, u, changes)
+	}
 	if res.Namespaced {
-		if u.GetNamespace() == "" {
-			u.SetNamespace(it.TargetNamespace)
-		}
 		if err := a.ensureNamespace(ctx, u.GetNamespace()); err != nil {
 			return report.Result{Outcome: report.Failed, Reason: "namespace", Message: err.Error(), Changes: changes}
 		}
@@ -292,21 +301,7 @@ func (a *applier) existing(ctx context.Context, it *Item, client dynamic.Resourc
 		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: "exists", Message: "exists in the target but cannot be read: " + err.Error()}
 	}
 	a.uids.Store(it.peek.Metadata.UID, string(cur.GetUID()))
-	d := desired.DeepCopy()
-	unstructured.RemoveNestedField(d.Object, "status")
-	// ferry's own labels differ between two restores of one backup.
-	if l := d.GetLabels(); l != nil {
-		for k := range l {
-			if strings.HasPrefix(k, ignoredLabelPrefix) {
-				delete(l, k)
-			}
-		}
-		if len(l) == 0 {
-			unstructured.RemoveNestedField(d.Object, "metadata", "labels")
-		} else {
-			d.SetLabels(l)
-		}
-	}
+	d := comparable(desired)
 	same, where := contains(cur.Object, d.Object, "")
 	if same {
 		return report.Result{Outcome: report.Unchanged, Version: res.Version, Reason: "exists, same"}
@@ -321,6 +316,27 @@ func (a *applier) existing(ctx context.Context, it *Item, client dynamic.Resourc
 		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: string(apierrors.ReasonForError(err)), Message: "update: " + err.Error(), Changes: changes}
 	}
 	return report.Result{Outcome: report.Updated, Version: res.Version, Message: "differed at " + where, Changes: changes}
+}
+
+// comparable returns desired without what a comparison with the live
+// object must ignore: status and ferry's own labels, which differ between
+// two restores of one backup.
+func comparable(desired *unstructured.Unstructured) *unstructured.Unstructured {
+	d := desired.DeepCopy()
+	unstructured.RemoveNestedField(d.Object, "status")
+	if l := d.GetLabels(); l != nil {
+		for k := range l {
+			if strings.HasPrefix(k, ignoredLabelPrefix) {
+				delete(l, k)
+			}
+		}
+		if len(l) == 0 {
+			unstructured.RemoveNestedField(d.Object, "metadata", "labels")
+		} else {
+			d.SetLabels(l)
+		}
+	}
+	return d
 }
 
 func key(u *unstructured.Unstructured) string {

@@ -98,7 +98,9 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	if err := opts.Validate(); err != nil {
 		return nil, nil, err
 	}
-	if prev, err := loc.GetRestore(ctx, opts.Name); err == nil && !interrupted(prev) {
+	if prev, err := loc.GetRestore(ctx, opts.Name); opts.Spec.DryRun {
+		// A dry run records nothing, so its name may be any.
+	} else if err == nil && !interrupted(prev) {
 		return nil, nil, fmt.Errorf("restore %q already exists in %s", opts.Name, loc.URL())
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, nil, err
@@ -146,11 +148,14 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		r.Status.Phase = v1alpha1.PhaseFailed
 		r.Status.FailureReason = "interrupted: " + ctx.Err().Error() + "; run the same restore again to finish it"
 	}
-	// The record is written even when the restore was interrupted.
+	// The record is written even when the restore was interrupted; a dry
+	// run writes nothing at all.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := save(sctx, loc, r, results); err != nil {
-		return r, results, err
+	if !opts.Spec.DryRun {
+		if err := save(sctx, loc, r, results); err != nil {
+			return r, results, err
+		}
 	}
 	opts.Log.Info("restore done", "restore", r.Name, "phase", r.Status.Phase, "took", end.Sub(start.Time).Round(time.Millisecond))
 	return r, results, nil
@@ -170,7 +175,9 @@ func fail(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results
 	r.Status.CompletionTimestamp = &now
 	r.Status.Errors = 1
 	results.Errorf("%v", err)
-	_ = save(ctx, loc, r, results)
+	if !r.Spec.DryRun {
+		_ = save(ctx, loc, r, results)
+	}
 	return r, results, err
 }
 

@@ -83,7 +83,7 @@ func TestFlakyObjectStore(t *testing.T) {
 		return ferry(t, s3.Env(), append(args, "--kubeconfig", e.kubeconfig, "--storage", storage, "-o", "json")...)
 	}
 	var retried int
-	for _, name := range []string{"wobbly-1", "wobbly-2", "wobbly-3"} {
+	for _, name := range []string{"wobbly-1", "wobbly-2", "wobbly-3", "wobbly-4", "wobbly-5"} {
 		b := run("backup", "create", name, "--context", "src", "--include-namespaces", "wobbly")
 		if b.code != 0 {
 			t.Fatalf("backup %s through the flaky proxy: exit %d\n%s\n%s", name, b.code, b.stdout, b.stderr)

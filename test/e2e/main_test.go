@@ -144,3 +144,5 @@ func mustJSON(t *testing.T, s string, v any) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func sleep() { time.Sleep(500 * time.Millisecond) }

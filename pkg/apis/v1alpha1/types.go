@@ -152,6 +152,9 @@ type RestoreSpec struct {
 	RestoreStatus []string `json:"restoreStatus,omitempty"`
 	// StorageClassMapping maps source storage classes to target ones.
 	StorageClassMapping map[string]string `json:"storageClassMapping,omitempty"`
+	// DryRun plans the restore and checks every object with server-side
+	// dry-run requests; nothing is written to the target or the store.
+	DryRun bool `json:"dryRun,omitempty"`
 }
 
 // RestoreStatus reports a restore's outcome.

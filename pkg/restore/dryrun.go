@@ -1,0 +1,186 @@
+package restore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/aymanbagabas/go-udiff"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/report"
+)
+
+// dryRunAll is the API server's dry-run mode: admission and validation
+// run in full, nothing is persisted.
+var dryRunAll = []string{metav1.DryRunAll}
+
+// dryRun decides what applying u would do, writing nothing: an object
+// the target lacks is sent as a server-side dry-run CREATE (so validation,
+// admission and quota errors show now); one it has is compared, and under
+// policy update sent as a dry-run UPDATE, with a unified diff.
+func (a *applier) dryRun(ctx context.Context, it *Item, res kube.Resource, u *unstructured.Unstructured, changes []string) report.Result {
+	var client dynamic.ResourceInterface = a.cluster.Dynamic.Resource(res.GroupVersionResource)
+	if res.Namespaced {
+		client = a.cluster.Dynamic.Resource(res.GroupVersionResource).Namespace(u.GetNamespace())
+	}
+	out := report.Result{Version: res.Version, Changes: changes}
+	cur, err := client.Get(ctx, u.GetName(), metav1.GetOptions{})
+	switch {
+	case err == nil:
+		d := comparable(u)
+		if same, _ := contains(cur.Object, d.Object, ""); same {
+			out.Outcome, out.Reason = report.Unchanged, "exists, same"
+			return out
+		}
+		merged := &unstructured.Unstructured{Object: overlay(cur.Object, d.Object).(map[string]any)}
+		out.Diff = diff(cur, merged)
+		if a.opts.Spec.ExistingResourcePolicy != v1alpha1.PolicyUpdate {
+			out.Outcome, out.Reason = report.Skipped, "exists, differs"
+			return out
+		}
+		merged.SetResourceVersion(cur.GetResourceVersion())
+		if _, err := client.Update(ctx, merged, metav1.UpdateOptions{DryRun: dryRunAll}); err != nil {
+			out.Outcome, out.Reason, out.Message = report.Failed, string(apierrors.ReasonForError(err)), "update: "+err.Error()
+			return out
+		}
+		out.Outcome = report.Updated
+		return out
+	case !apierrors.IsNotFound(err):
+		out.Outcome, out.Reason, out.Message = report.Failed, string(apierrors.ReasonForError(err)), err.Error()
+		return out
+	}
+	if res.Namespaced && !a.namespaceExists(ctx, u.GetNamespace()) {
+		out.Outcome, out.Reason, out.Message = report.Created, "not validated", "namespace "+u.GetNamespace()+" is created by this restore"
+		return out
+	}
+	if _, err := client.Create(ctx, u, metav1.CreateOptions{DryRun: dryRunAll}); err != nil {
+		if it.GroupResource == "services" && isPortAllocated(err) {
+			out.Outcome, out.Message = report.Created, "node ports already allocated in the target: new ones would be allocated"
+			return out
+		}
+		out.Outcome, out.Reason, out.Message = report.Failed, string(apierrors.ReasonForError(err)), err.Error()
+		return out
+	}
+	out.Outcome = report.Created
+	return out
+}
+
+// namespaceExists reports whether the target has namespace ns.
+func (a *applier) namespaceExists(ctx context.Context, ns string) bool {
+	if _, ok := a.namespaces.Load(ns); ok {
+		return true
+	}
+	_, err := a.cluster.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, ns, metav1.GetOptions{})
+	if err == nil {
+		a.namespaces.Store(ns, true)
+	}
+	return err == nil
+}
+
+// crdInPlan reports whether the plan restores the CRD of group/resource.
+func (p *Plan) crdInPlan(group, resource string) bool {
+	for _, it := range p.Items {
+		if it.GroupResource == "customresourcedefinitions.apiextensions.k8s.io" && it.Name == resource+"."+group && it.Skip == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// diff renders a unified diff of two objects as YAML, without the fields
+// the server keeps for itself.
+func diff(from, to *unstructured.Unstructured) string {
+	return udiff.Unified("target", "restore", render(from), render(to))
+}
+
+func render(u *unstructured.Unstructured) string {
+	c := u.DeepCopy()
+	for _, f := range []string{"managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"} {
+		unstructured.RemoveNestedField(c.Object, "metadata", f)
+	}
+	unstructured.RemoveNestedField(c.Object, "status")
+	b, err := json.Marshal(c.Object)
+	if err != nil {
+		return fmt.Sprint(c.Object)
+	}
+	y, err := yaml.JSONToYAML(b)
+	if err != nil {
+		return string(b)
+	}
+	return string(y)
+}
+
+// legacyQuotaNames are the object-count quota keys that predate count/<resource>.
+var legacyQuotaNames = map[string]string{
+	"pods": "pods", "services": "services", "secrets": "secrets", "configmaps": "configmaps",
+	"persistentvolumeclaims": "persistentvolumeclaims", "replicationcontrollers": "replicationcontrollers",
+	"resourcequotas": "resourcequotas",
+}
+
+// checkQuotas finds what server-side dry runs cannot: each object was
+// checked alone, so a namespace whose ResourceQuota fits each new object
+// but not all of them passes. For every object-count quota (count/<gr> and
+// the legacy names) it adds the objects the restore would create to the
+// quota's current use, and marks those beyond its hard limit as failing.
+func (a *applier) checkQuotas(ctx context.Context) {
+	type key struct{ ns, gr string }
+	planned := map[key][]int{}
+	a.results.Update(func(items []report.Result) {
+		for i, it := range items {
+			if it.Outcome != report.Created {
+				continue
+			}
+			ns := it.TargetNamespace
+			if ns == "" {
+				ns = it.Namespace
+			}
+			if ns != "" {
+				planned[key{ns, it.Resource}] = append(planned[key{ns, it.Resource}], i)
+			}
+		}
+	})
+	seen := map[string]bool{}
+	for k := range planned {
+		if seen[k.ns] {
+			continue
+		}
+		seen[k.ns] = true
+		quotas, err := a.cluster.Typed.CoreV1().ResourceQuotas(k.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, q := range quotas.Items {
+			for name, hard := range q.Status.Hard {
+				gr, ok := legacyQuotaNames[string(name)]
+				if !ok {
+					after, isCount := strings.CutPrefix(string(name), "count/")
+					if !isCount {
+						continue
+					}
+					gr = after
+				}
+				idx := planned[key{k.ns, gr}]
+				used := q.Status.Used[name]
+				room := hard.Value() - used.Value()
+				if int64(len(idx)) <= room {
+					continue
+				}
+				a.results.Update(func(items []report.Result) {
+					for _, i := range idx[max(room, 0):] {
+						items[i].Outcome, items[i].Reason = report.Failed, "exceeded quota"
+						items[i].Message = fmt.Sprintf("%s, %s: %d used + %d this restore creates > %d hard", q.Name, name, used.Value(), len(idx), hard.Value())
+					}
+				})
+			}
+		}
+	}
+}
