@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/transform"
 )
 
 func newRestoreCmd(g *globals) *cobra.Command {
@@ -32,6 +34,7 @@ type restoreFlags struct {
 	restoreStatus                        []string
 	crdTimeout                           time.Duration
 	dryRun                               bool
+	fromCloud, toCloud                   string
 }
 
 // register adds the flags; prefix is "" for restore create and
@@ -49,6 +52,8 @@ func (f *restoreFlags) register(cmd *cobra.Command, withFilters bool) {
 	fl.StringVar(&f.existingPolicy, "existing-resource-policy", "none", "for objects already in the target: none (compare and report) or update")
 	fl.BoolVar(&f.preserveNodePorts, "preserve-nodeports", false, "keep Services' nodePort and healthCheckNodePort (a port taken in the target gets a new one, with a warning)")
 	fl.StringSliceVar(&f.restoreStatus, "restore-status", nil, "resources whose .status is restored too (default none)")
+	fl.StringVar(&f.fromCloud, "from-cloud", "", "cloud profile of the source: "+strings.Join(transform.CloudNames(), ", ")+" (default generic)")
+	fl.StringVar(&f.toCloud, "to-cloud", "", "cloud profile of the target, to translate load-balancer annotations, node labels, storage provisioners and the ingress class into")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "plan the restore and check every object with server-side dry-run requests; print what would be created, updated (with a diff), left unchanged or skipped; write nothing")
 	fl.DurationVar(&f.crdTimeout, "crd-timeout", 60*time.Second, "how long to wait for each restored CRD to be Established before going on without it")
 }
@@ -69,6 +74,8 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 		NamespaceMapping:       m,
 		StorageClassMapping:    sc,
 		DryRun:                 f.dryRun,
+		FromCloud:              f.fromCloud,
+		ToCloud:                f.toCloud,
 		ExistingResourcePolicy: v1alpha1.ExistingResourcePolicy(f.existingPolicy),
 		PreserveNodePorts:      f.preserveNodePorts,
 		RestoreStatus:          f.restoreStatus,

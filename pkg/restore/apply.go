@@ -46,6 +46,7 @@ func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report
 		BackupName: backup, RestoreName: o.Name, NamespaceMapping: o.Spec.NamespaceMapping,
 		PreserveNodePorts: o.Spec.PreserveNodePorts, PVNames: p.PVNames, RestoredPVs: p.RestoredPVs,
 		StorageClassMapping: o.Spec.StorageClassMapping,
+		Cloud:               mustCloud(o.Spec.FromCloud, o.Spec.ToCloud),
 		OwnerUIDs: func(uid string) (string, bool) {
 			v, ok := a.uids.Load(uid)
 			if !ok {
@@ -55,6 +56,12 @@ func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report
 		},
 	}
 	return a
+}
+
+// mustCloud loads the cloud translation Validate already checked.
+func mustCloud(from, to string) *transform.CloudTranslation {
+	ct, _ := transform.NewCloudTranslation(from, to)
+	return ct
 }
 
 func (a *applier) finish(it *Item, res report.Result) {

@@ -21,6 +21,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/transform"
 )
 
 // Options configure one restore.
@@ -62,6 +63,9 @@ func (o *Options) Validate() error {
 	case "", v1alpha1.PolicyNone, v1alpha1.PolicyUpdate:
 	default:
 		return fmt.Errorf("--existing-resource-policy %q: want none or update", o.Spec.ExistingResourcePolicy)
+	}
+	if _, err := transform.NewCloudTranslation(o.Spec.FromCloud, o.Spec.ToCloud); err != nil {
+		return err
 	}
 	targets := map[string]string{}
 	for src, dst := range o.Spec.NamespaceMapping {

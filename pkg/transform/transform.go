@@ -26,6 +26,9 @@ type Context struct {
 	PVNames map[string]string
 	// RestoredPVs is the set of source PV names this restore creates.
 	RestoredPVs map[string]bool
+	// Cloud translates one cloud's annotations, labels and fields to
+	// another's (--from-cloud, --to-cloud); nil for none.
+	Cloud *CloudTranslation
 	// StorageClassMapping maps source storage-class names to target ones.
 	StorageClassMapping map[string]string
 	// OwnerUIDs maps source UIDs of restored owners to their target UIDs.
@@ -63,6 +66,7 @@ var Steps = []Step{
 	{Name: "service-account-token", Applies: kindIs("", "Secret"), Run: ServiceAccountToken},
 	{Name: "certificate-signing-request", Applies: kindIs("certificates.k8s.io", "CertificateSigningRequest"), Run: CertificateSigningRequest},
 	{Name: "aggregated-cluster-role", Applies: kindIs("rbac.authorization.k8s.io", "ClusterRole"), Run: AggregatedClusterRole},
+	{Name: "cloud-profile", Run: Cloud},
 	{Name: "storage-class-mapping", Run: StorageClasses},
 	{Name: "labels", Run: Labels},
 }

@@ -152,6 +152,10 @@ type RestoreSpec struct {
 	RestoreStatus []string `json:"restoreStatus,omitempty"`
 	// StorageClassMapping maps source storage classes to target ones.
 	StorageClassMapping map[string]string `json:"storageClassMapping,omitempty"`
+	// FromCloud and ToCloud name the cloud profiles (alibaba, tencent, aws,
+	// gcp, azure, generic) to translate cloud-specific fields between.
+	FromCloud string `json:"fromCloud,omitempty"`
+	ToCloud   string `json:"toCloud,omitempty"`
 	// DryRun plans the restore and checks every object with server-side
 	// dry-run requests; nothing is written to the target or the store.
 	DryRun bool `json:"dryRun,omitempty"`
