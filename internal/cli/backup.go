@@ -203,6 +203,8 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 			res := &report.Results{}
 			if err := loc.GetJSON(ctx, store.BackupResultsKey(b.Name), res); errors.Is(err, store.ErrEncrypted) {
 				res.Warnf("the results are encrypted: pass --encryption-identity FILE to see them")
+			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+				res.Warnf("the results cannot be read: %v", err)
 			}
 			if g.output != "table" {
 				return printObject(g.stdout, g.output, map[string]any{"backup": b, "results": res})

@@ -85,8 +85,10 @@ The two clusters never talk to each other.`,
 			if err != nil {
 				return fmt.Errorf("target: %w", err)
 			}
-			if src.Config.Host == dst.Config.Host {
-				return fmt.Errorf("source %s and target %s are the same API server (%s); migrate moves between two clusters", src.Name, dst.Name, src.Config.Host)
+			srcID, err1 := src.ID(ctx)
+			dstID, err2 := dst.ID(ctx)
+			if src.Config.Host == dst.Config.Host || (err1 == nil && err2 == nil && srcID == dstID) {
+				return fmt.Errorf("source %s (%s) and target %s (%s) are the same cluster; migrate moves between two clusters", src.Name, src.Config.Host, dst.Name, dst.Config.Host)
 			}
 			pr := newProgress(g.stderr, "backup "+name)
 			bspec := bf.spec()

@@ -18,8 +18,12 @@ import (
 // references collects the cluster-scoped objects that included namespaced
 // objects depend on. With --include-cluster-resources=auto on a
 // namespace-filtered backup only these go in (issue 2): the PVs of
-// included PVCs (and their StorageClasses), the CRDs of included custom
-// resources, and the ClusterRoles bound by included RoleBindings.
+// included PVCs, the StorageClasses of claims, PVs and StatefulSet
+// volumeClaimTemplates (storageClassName or the beta annotation), the CRDs
+// of included custom resources, the ClusterRoles bound by included
+// RoleBindings, and the PriorityClasses, RuntimeClasses and IngressClasses
+// that workloads and Ingresses name: without them the restored workloads
+// would not start.
 type references struct {
 	mu    sync.Mutex
 	items map[schema.GroupResource]map[string]bool
@@ -30,7 +34,25 @@ var (
 	grStorageClass = schema.GroupResource{Group: "storage.k8s.io", Resource: "storageclasses"}
 	grCRD          = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
 	grClusterRole  = schema.GroupResource{Group: "rbac.authorization.k8s.io", Resource: "clusterroles"}
+	grPriority     = schema.GroupResource{Group: "scheduling.k8s.io", Resource: "priorityclasses"}
+	grRuntime      = schema.GroupResource{Group: "node.k8s.io", Resource: "runtimeclasses"}
+	grIngressClass = schema.GroupResource{Group: "networking.k8s.io", Resource: "ingressclasses"}
 )
+
+// podSpecPaths are where each workload resource keeps its pod spec.
+var podSpecPaths = map[string][]string{
+	"pods":                   {"spec"},
+	"deployments.apps":       {"spec", "template", "spec"},
+	"replicasets.apps":       {"spec", "template", "spec"},
+	"statefulsets.apps":      {"spec", "template", "spec"},
+	"daemonsets.apps":        {"spec", "template", "spec"},
+	"jobs.batch":             {"spec", "template", "spec"},
+	"cronjobs.batch":         {"spec", "jobTemplate", "spec", "template", "spec"},
+	"replicationcontrollers": {"spec", "template", "spec"},
+}
+
+// betaStorageClass is the deprecated annotation a claim may name its class in.
+const betaStorageClass = "volume.beta.kubernetes.io/storage-class"
 
 // builtinGroups are groups served by kube-apiserver itself, never by CRDs.
 var builtinGroups = map[string]bool{
@@ -65,7 +87,9 @@ func (r *references) interesting(res kube.Resource) bool {
 		return false
 	}
 	gr := res.GroupResource()
-	return gr == "persistentvolumeclaims" || gr == "rolebindings.rbac.authorization.k8s.io" || !builtinGroups[res.Group]
+	_, workload := podSpecPaths[gr]
+	return workload || gr == "persistentvolumeclaims" || gr == "rolebindings.rbac.authorization.k8s.io" ||
+		gr == "ingresses.networking.k8s.io" || !builtinGroups[res.Group]
 }
 
 // observeRaw decodes data and records what it refers to.
@@ -83,12 +107,33 @@ func (r *references) observe(res kube.Resource, u *unstructured.Unstructured) {
 	if !res.Namespaced {
 		return
 	}
+	gr := res.GroupResource()
+	if path, ok := podSpecPaths[gr]; ok {
+		pc, _, _ := unstructured.NestedString(u.Object, append(append([]string{}, path...), "priorityClassName")...)
+		r.add(grPriority, pc)
+		rc, _, _ := unstructured.NestedString(u.Object, append(append([]string{}, path...), "runtimeClassName")...)
+		r.add(grRuntime, rc)
+	}
 	switch {
+	case gr == "statefulsets.apps":
+		tpls, _, _ := unstructured.NestedSlice(u.Object, "spec", "volumeClaimTemplates")
+		for _, t := range tpls {
+			m, _ := t.(map[string]any)
+			sc, _, _ := unstructured.NestedString(m, "spec", "storageClassName")
+			r.add(grStorageClass, sc)
+			beta, _, _ := unstructured.NestedString(m, "metadata", "annotations", betaStorageClass)
+			r.add(grStorageClass, beta)
+		}
+	case gr == "ingresses.networking.k8s.io":
+		cls, _, _ := unstructured.NestedString(u.Object, "spec", "ingressClassName")
+		r.add(grIngressClass, cls)
+		r.add(grIngressClass, u.GetAnnotations()["kubernetes.io/ingress.class"])
 	case res.Group == "" && res.GroupVersionResource.Resource == "persistentvolumeclaims":
 		v, _, _ := unstructured.NestedString(u.Object, "spec", "volumeName")
 		r.add(grPV, v)
 		sc, _, _ := unstructured.NestedString(u.Object, "spec", "storageClassName")
 		r.add(grStorageClass, sc)
+		r.add(grStorageClass, u.GetAnnotations()[betaStorageClass])
 	case res.Group == "rbac.authorization.k8s.io" && res.GroupVersionResource.Resource == "rolebindings":
 		kind, _, _ := unstructured.NestedString(u.Object, "roleRef", "kind")
 		name, _, _ := unstructured.NestedString(u.Object, "roleRef", "name")
@@ -105,7 +150,7 @@ func (r *references) observe(res kube.Resource, u *unstructured.Unstructured) {
 // gone, or not CRD-backed, are skipped; resources excluded by the
 // resource filter are not added.
 func (r *run) writeReferenced(ctx context.Context, apis *kube.APIs, res *filter.Resources) error {
-	for _, gr := range []schema.GroupResource{grPV, grStorageClass, grCRD, grClusterRole} {
+	for _, gr := range []schema.GroupResource{grPV, grStorageClass, grCRD, grClusterRole, grPriority, grRuntime, grIngressClass} {
 		versions := apis.Versions(gr.Group, gr.Resource)
 		if len(versions) == 0 {
 			continue

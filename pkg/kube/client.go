@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -117,4 +118,15 @@ func truncate(b []byte, n int) string {
 		return string(b[:n]) + "…"
 	}
 	return string(b)
+}
+
+// ID returns the cluster's identity: the UID of its kube-system namespace,
+// which two names for one API server (localhost, 127.0.0.1, a load
+// balancer) share and two clusters never do.
+func (c *Cluster) ID(ctx context.Context) (string, error) {
+	ns, err := c.Typed.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("cluster %s: reading namespace kube-system: %w", c.Name, err)
+	}
+	return string(ns.UID), nil
 }

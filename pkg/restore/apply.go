@@ -257,6 +257,11 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 		return report.Result{Outcome: report.Created, Version: res.Version, Changes: changes}
 	case apierrors.IsAlreadyExists(err):
 		return a.existing(ctx, it, client, u, res, changes)
+	case !apierrors.IsNotFound(err) && a.exists(ctx, client, u.GetName()):
+		// Admission (a restored webhook whose backend is not up yet, say)
+		// can refuse a CREATE before the API server sees the object is
+		// already there: an existing object is compared, not failed.
+		return a.existing(ctx, it, client, u, res, changes)
 	default:
 		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: string(apierrors.ReasonForError(err)), Message: err.Error(), Changes: changes}
 	}
@@ -301,6 +306,12 @@ func (a *applier) create(ctx context.Context, res kube.Resource, u *unstructured
 	return m, nil
 }
 
+// exists reports whether the target has the object called name.
+func (a *applier) exists(ctx context.Context, client dynamic.ResourceInterface, name string) bool {
+	_, err := client.Get(ctx, name, metav1.GetOptions{})
+	return err == nil
+}
+
 // existing handles an object that is already in the target.
 func (a *applier) existing(ctx context.Context, it *Item, client dynamic.ResourceInterface, desired *unstructured.Unstructured, res kube.Resource, changes []string) report.Result {
 	cur, err := client.Get(ctx, desired.GetName(), metav1.GetOptions{})
@@ -313,11 +324,22 @@ func (a *applier) existing(ctx context.Context, it *Item, client dynamic.Resourc
 	if same {
 		return report.Result{Outcome: report.Unchanged, Version: res.Version, Reason: "exists, same"}
 	}
+	if it.GroupResource == "serviceaccounts" && it.Name == "default" {
+		// The target's controller creates "default" as soon as its
+		// namespace exists; the backup's settings (imagePullSecrets,
+		// automountServiceAccountToken) are merged into it, as Velero does.
+		merged := &unstructured.Unstructured{Object: overlay(cur.Object, d.Object).(map[string]any)}
+		merged.SetResourceVersion(cur.GetResourceVersion())
+		if _, err := client.Update(ctx, merged, metav1.UpdateOptions{}); err != nil {
+			return report.Result{Outcome: report.Failed, Version: res.Version, Reason: string(apierrors.ReasonForError(err)), Message: "merging into the target's default ServiceAccount: " + err.Error()}
+		}
+		return report.Result{Outcome: report.Updated, Version: res.Version, Message: "merged into the target's default ServiceAccount (differed at " + where + ")", Changes: changes}
+	}
 	if a.opts.Spec.ExistingResourcePolicy != v1alpha1.PolicyUpdate {
 		a.results.Warnf("%s %s: exists in the target and differs at %s; not changed (policy none)", it.GroupResource, key(desired), where)
 		return report.Result{Outcome: report.Skipped, Version: res.Version, Reason: "exists, differs", Message: "first difference at " + where}
 	}
-	merged := &unstructured.Unstructured{Object: overlay(cur.Object, d.Object).(map[string]any)}
+	merged := replacement(cur, desired)
 	merged.SetResourceVersion(cur.GetResourceVersion())
 	if _, err := client.Update(ctx, merged, metav1.UpdateOptions{}); err != nil {
 		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: string(apierrors.ReasonForError(err)), Message: "update: " + err.Error(), Changes: changes}
@@ -396,11 +418,11 @@ func (a *applier) ensureNamespace(ctx context.Context, ns string) error {
 // and the rest of the restore goes on.
 func (a *applier) waitForCRDs(ctx context.Context, crds []*Item) {
 	gvr := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	wctx, cancel := context.WithTimeout(ctx, a.opts.CRDTimeout)
-	defer cancel()
 	var ready []*Item
 	for _, it := range crds {
 		var why string
+		// Each CRD gets the whole timeout (started once it may be waited on).
+		wctx, cancel := context.WithTimeout(ctx, a.opts.CRDTimeout)
 		err := wait.PollUntilContextCancel(wctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 			u, err := a.cluster.Dynamic.Resource(gvr).Get(ctx, it.TargetName, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
@@ -422,7 +444,8 @@ func (a *applier) waitForCRDs(ctx context.Context, crds []*Item) {
 			}
 			return false, nil
 		})
-		if err != nil {
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			a.results.Warnf("CRD %s is not Established after %s%s; its custom resources will fail or be skipped", it.TargetName, a.opts.CRDTimeout, why)
 		}
 	}

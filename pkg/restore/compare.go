@@ -3,6 +3,8 @@ package restore
 import (
 	"fmt"
 	"reflect"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // ignoredLabelPrefix marks labels ferry itself sets; they differ between
@@ -136,4 +138,65 @@ func overlayAt(existing, desired any, path string) any {
 		return out
 	}
 	return desired
+}
+
+// allocatedFields are fields the target's API server or controllers set
+// on an object and that an update may not take away (immutable once set),
+// which a backed-up object lacks because the restore cleared them.
+var allocatedFields = map[string][][]string{
+	"Service":               {{"spec", "clusterIP"}, {"spec", "clusterIPs"}, {"spec", "healthCheckNodePort"}},
+	"Job":                   {{"spec", "selector"}},
+	"PersistentVolumeClaim": {{"spec", "volumeName"}},
+}
+
+// replacement is what --existing-resource-policy=update writes: the
+// backup's object as it is (so fields it does not set are gone, as with
+// kubectl replace), with the live object's metadata bookkeeping, status,
+// and the allocated fields the backup lacks.
+func replacement(cur, desired *unstructured.Unstructured) *unstructured.Unstructured {
+	out := desired.DeepCopy()
+	out.SetResourceVersion(cur.GetResourceVersion())
+	out.SetUID(cur.GetUID())
+	if st, ok := cur.Object["status"]; ok {
+		out.Object["status"] = st
+	}
+	for _, path := range allocatedFields[cur.GetKind()] {
+		if _, ok, _ := unstructured.NestedFieldNoCopy(out.Object, path...); ok {
+			continue
+		}
+		if v, ok, _ := unstructured.NestedFieldCopy(cur.Object, path...); ok {
+			_ = unstructured.SetNestedField(out.Object, v, path...)
+		}
+	}
+	if cur.GetKind() == "Job" {
+		// The selector names the controller-uid label of the template.
+		if l, ok, _ := unstructured.NestedStringMap(cur.Object, "spec", "template", "metadata", "labels"); ok {
+			dl, _, _ := unstructured.NestedStringMap(out.Object, "spec", "template", "metadata", "labels")
+			if dl == nil {
+				dl = map[string]string{}
+			}
+			for _, k := range []string{"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"} {
+				if v, ok := l[k]; ok {
+					dl[k] = v
+				}
+			}
+			_ = unstructured.SetNestedStringMap(out.Object, dl, "spec", "template", "metadata", "labels")
+		}
+	}
+	if cur.GetKind() == "Service" {
+		// Node ports the backup no longer names stay as the target allocated them.
+		cp, _, _ := unstructured.NestedSlice(cur.Object, "spec", "ports")
+		dp, _, _ := unstructured.NestedSlice(out.Object, "spec", "ports")
+		if len(cp) == len(dp) {
+			for i := range dp {
+				dm, _ := dp[i].(map[string]any)
+				cm, _ := cp[i].(map[string]any)
+				if _, ok := dm["nodePort"]; !ok && cm["nodePort"] != nil {
+					dm["nodePort"] = cm["nodePort"]
+				}
+			}
+			_ = unstructured.SetNestedSlice(out.Object, dp, "spec", "ports")
+		}
+	}
+	return out
 }

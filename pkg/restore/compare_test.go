@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
@@ -61,5 +63,29 @@ func TestValidateMappings(t *testing.T) {
 	o.Spec.NamespaceMapping = map[string]string{"a": "x", "b": "y"}
 	if err := o.Validate(); err != nil {
 		t.Errorf("valid mapping refused: %v", err)
+	}
+}
+
+// Update replaces: a field the backup does not set is gone (a Deployment
+// moved to Recreate must lose rollingUpdate), allocated fields stay.
+func TestReplacement(t *testing.T) {
+	cur := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "d", "resourceVersion": "7", "uid": "u"},
+		"spec":     map[string]any{"strategy": map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxSurge": "25%"}}}}}
+	desired := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "d"}, "spec": map[string]any{"strategy": map[string]any{"type": "Recreate"}}}}
+	got := replacement(cur, desired)
+	if _, ok, _ := unstructured.NestedFieldNoCopy(got.Object, "spec", "strategy", "rollingUpdate"); ok || got.GetResourceVersion() != "7" {
+		t.Errorf("replacement = %v", got.Object)
+	}
+	svc := &unstructured.Unstructured{Object: map[string]any{"kind": "Service", "metadata": map[string]any{"name": "s"},
+		"spec": map[string]any{"clusterIP": "10.0.0.9", "ports": []any{map[string]any{"port": int64(80), "nodePort": int64(30001)}}}}}
+	dsvc := &unstructured.Unstructured{Object: map[string]any{"kind": "Service", "metadata": map[string]any{"name": "s"},
+		"spec": map[string]any{"ports": []any{map[string]any{"port": int64(80)}}}}}
+	g := replacement(svc, dsvc)
+	ip, _, _ := unstructured.NestedString(g.Object, "spec", "clusterIP")
+	ports, _, _ := unstructured.NestedSlice(g.Object, "spec", "ports")
+	if ip != "10.0.0.9" || ports[0].(map[string]any)["nodePort"] != int64(30001) {
+		t.Errorf("allocated fields lost: %v", g.Object)
 	}
 }

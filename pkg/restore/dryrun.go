@@ -41,7 +41,7 @@ func (a *applier) dryRun(ctx context.Context, it *Item, res kube.Resource, u *un
 			out.Outcome, out.Reason = report.Unchanged, "exists, same"
 			return out
 		}
-		merged := &unstructured.Unstructured{Object: overlay(cur.Object, d.Object).(map[string]any)}
+		merged := replacement(cur, u)
 		out.Diff = diff(cur, merged)
 		if a.opts.Spec.ExistingResourcePolicy != v1alpha1.PolicyUpdate {
 			out.Outcome, out.Reason = report.Skipped, "exists, differs"

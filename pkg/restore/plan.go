@@ -93,11 +93,18 @@ type Plan struct {
 	byUID map[string]*Item
 }
 
-// workloadOwnerKinds are the built-in controllers that recreate their
-// dependents (DESIGN.md §5 "Left to controllers").
-var workloadOwnerKinds = map[string]bool{
-	"apps/Deployment": true, "apps/ReplicaSet": true, "apps/StatefulSet": true, "apps/DaemonSet": true,
-	"batch/Job": true, "batch/CronJob": true, "/ReplicationController": true,
+// recreatedBy lists, per kind of dependent, the built-in controllers
+// (owner kinds) that create it from their own spec (DESIGN.md §5 "Left to
+// controllers"): a Deployment's ReplicaSets, the Pods of ReplicaSets,
+// StatefulSets, DaemonSets, Jobs and ReplicationControllers, the
+// ControllerRevisions of StatefulSets and DaemonSets, a CronJob's Jobs.
+// Anything else a workload owns (a ConfigMap, an HPA) is not recreated
+// and is restored.
+var recreatedBy = map[string]map[string]bool{
+	"replicasets.apps":         {"apps/Deployment": true},
+	"pods":                     {"apps/ReplicaSet": true, "apps/StatefulSet": true, "apps/DaemonSet": true, "batch/Job": true, "/ReplicationController": true},
+	"controllerrevisions.apps": {"apps/StatefulSet": true, "apps/DaemonSet": true},
+	"jobs.batch":               {"batch/CronJob": true},
 }
 
 // managedEndpointSlices are the managed-by values of EndpointSlices that a
@@ -248,7 +255,7 @@ func (p *Plan) leftToController(it *Item, depth int) string {
 		if !ok {
 			continue
 		}
-		if !workloadOwnerKinds[gv+"/"+ref.Kind] && it.GroupResource != "controllerrevisions.apps" {
+		if !recreatedBy[it.GroupResource][gv+"/"+ref.Kind] {
 			continue
 		}
 		if owner.Skip == "" || p.leftToController(owner, depth+1) != "" {

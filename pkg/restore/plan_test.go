@@ -21,6 +21,7 @@ func TestPlanSkips(t *testing.T) {
 		item("apps", "replicasets", "a", "d-1", `{"kind":"ReplicaSet","metadata":{"name":"d-1","uid":"r1","ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":"d","uid":"d1","controller":true}]}}`),
 		item("", "pods", "a", "d-1-x", `{"kind":"Pod","metadata":{"name":"d-1-x","uid":"p1","ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"d-1","uid":"r1","controller":true}]}}`),
 		item("", "pods", "a", "solo", `{"kind":"Pod","metadata":{"name":"solo","uid":"p2"}}`),
+		item("", "configmaps", "a", "web-config", `{"kind":"ConfigMap","metadata":{"name":"web-config","ownerReferences":[{"apiVersion":"apps/v1","kind":"Deployment","name":"d","uid":"d1","controller":true}]}}`),
 		item("", "persistentvolumes", "", "dyn", `{"kind":"PersistentVolume","metadata":{"name":"dyn","annotations":{"pv.kubernetes.io/provisioned-by":"ebs.csi.aws.com"}}}`),
 		item("", "persistentvolumes", "", "static", `{"kind":"PersistentVolume","metadata":{"name":"static"},"spec":{"claimRef":{"namespace":"a","name":"c"}}}`),
 	}
@@ -32,6 +33,7 @@ func TestPlanSkips(t *testing.T) {
 	want := map[string]bool{ // applied?
 		"10.0.0.7": false, "kube-root-ca.crt": false, "web/services": true, "web/endpoints": false,
 		"d": true, "d-1": false, "d-1-x": false, "solo": true, "dyn": false, "static": true,
+		"web-config": true, // owned by a Deployment, but no controller recreates it
 	}
 	for _, it := range p.Items {
 		key := it.Name

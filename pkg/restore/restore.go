@@ -102,11 +102,16 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	if err := opts.Validate(); err != nil {
 		return nil, nil, err
 	}
-	if prev, err := loc.GetRestore(ctx, opts.Name); opts.Spec.DryRun {
+	prev, err := loc.GetRestore(ctx, opts.Name)
+	switch {
+	case opts.Spec.DryRun:
 		// A dry run records nothing, so its name may be any.
-	} else if err == nil && !interrupted(prev) {
+	case err == nil && prev.Status.Phase != v1alpha1.PhaseFailed:
 		return nil, nil, fmt.Errorf("restore %q already exists in %s", opts.Name, loc.URL())
-	} else if !errors.Is(err, store.ErrNotFound) {
+	case err == nil:
+		// A Failed or interrupted restore may be run again under its name:
+		// what it applied comes out unchanged.
+	case !errors.Is(err, store.ErrNotFound):
 		return nil, nil, err
 	}
 	r := v1alpha1.NewRestore(opts.Name)
@@ -163,12 +168,6 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	}
 	opts.Log.Info("restore done", "restore", r.Name, "phase", r.Status.Phase, "took", end.Sub(start.Time).Round(time.Millisecond))
 	return r, results, nil
-}
-
-// interrupted reports whether r is the record of a restore that was
-// stopped (SIGINT, SIGTERM) before it finished, which may be run again.
-func interrupted(r *v1alpha1.Restore) bool {
-	return r.Status.Phase == v1alpha1.PhaseFailed && strings.HasPrefix(r.Status.FailureReason, "interrupted: ")
 }
 
 // fail records a restore that could not start and returns err.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,11 @@ func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 		bopts.KMSEncryptionID = v
 	}
 	q.Del("awssdk")
+	prefix := q.Get("prefix")
+	q.Del("prefix")
+	if strings.Trim(u.Path, "/") != "" {
+		return nil, fmt.Errorf("an s3 URL names a bucket, not a folder: use s3://%s?prefix=%s/ for a key prefix", u.Host, strings.Trim(u.Path, "/"))
+	}
 	cfg, err := gcaws.V2ConfigFromURLParams(ctx, q)
 	if err != nil {
 		return nil, err
@@ -93,5 +99,9 @@ func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 		})}
 	}
 	bopts.RequestChecksumCalculation = cfg.RequestChecksumCalculation
-	return s3blob.OpenBucket(ctx, s3.NewFromConfig(cfg, s3opts...), u.Host, bopts)
+	b, err := s3blob.OpenBucket(ctx, s3.NewFromConfig(cfg, s3opts...), u.Host, bopts)
+	if err != nil || prefix == "" {
+		return b, err
+	}
+	return blob.PrefixedBucket(b, prefix), nil
 }

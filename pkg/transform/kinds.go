@@ -135,6 +135,11 @@ func Pod(c *Context, u *unstructured.Unstructured) []string {
 		unstructured.RemoveNestedField(u.Object, "spec", "nodeName")
 		notes = append(notes, "nodeName "+n+" cleared")
 	}
+	if ec, _, _ := unstructured.NestedSlice(u.Object, "spec", "ephemeralContainers"); len(ec) > 0 {
+		// Debug containers are added to a running pod; the API refuses them on create.
+		unstructured.RemoveNestedField(u.Object, "spec", "ephemeralContainers")
+		notes = append(notes, fmt.Sprintf("%d ephemeral (debug) containers dropped: they cannot be set on create", len(ec)))
+	}
 	vols, _, _ := unstructured.NestedSlice(u.Object, "spec", "volumes")
 	var drop = map[string]bool{}
 	kept := vols[:0]

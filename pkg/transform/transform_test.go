@@ -61,7 +61,7 @@ func TestJobAndPod(t *testing.T) {
 	if _, ok, _ := unstructured.NestedFieldNoCopy(manual.Object, "spec", "selector"); !ok {
 		t.Error("manualSelector Job lost its selector")
 	}
-	pod := obj(t, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"nodeName":"n1","volumes":[{"name":"kube-api-access-x1"},{"name":"data"}],
+	pod := obj(t, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p"},"spec":{"nodeName":"n1","ephemeralContainers":[{"name":"debugger"}],"volumes":[{"name":"kube-api-access-x1"},{"name":"data"}],
 	  "containers":[{"name":"c","volumeMounts":[{"name":"kube-api-access-x1"},{"name":"data"}]}]}}`)
 	Apply(&Context{}, "", pod)
 	vols, _, _ := unstructured.NestedSlice(pod.Object, "spec", "volumes")
@@ -72,6 +72,9 @@ func TestJobAndPod(t *testing.T) {
 	}
 	if n, _, _ := unstructured.NestedString(pod.Object, "spec", "nodeName"); n != "" {
 		t.Error("nodeName kept")
+	}
+	if _, ok, _ := unstructured.NestedFieldNoCopy(pod.Object, "spec", "ephemeralContainers"); ok {
+		t.Error("ephemeralContainers kept: the API server refuses them on create")
 	}
 }
 

@@ -104,6 +104,28 @@ apiVersion: v1
 kind: ConfigMap
 metadata: {name: other, namespace: team-b}
 data: {k: v}
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: team-a-high}
+value: 1000
+---
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: unused-pc}
+value: 10
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: team-a}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec:
+      priorityClassName: team-a-high
+      containers: [{name: api, image: busybox}]
 `
 
 // TestNamespaceFilteredBackup checks --include-cluster-resources=auto on a
@@ -150,6 +172,10 @@ func TestNamespaceFilteredBackup(t *testing.T) {
 	must("PVC team-a/data", err)
 	_, err = dst.Discovery().ServerResourcesForGroupVersion("test.ferry.dev/v1")
 	must("CRD gadgets.test.ferry.dev", err)
+	_, err = dst.SchedulingV1().PriorityClasses().Get(ctx, "team-a-high", metav1.GetOptions{})
+	must("PriorityClass team-a-high (named by a Deployment in team-a)", err)
+	_, err = dst.SchedulingV1().PriorityClasses().Get(ctx, "unused-pc", metav1.GetOptions{})
+	mustNot("PriorityClass unused-pc", err)
 	_, err = dst.CoreV1().PersistentVolumes().Get(ctx, "pv-unrelated", metav1.GetOptions{})
 	mustNot("PV pv-unrelated", err)
 	_, err = dst.RbacV1().ClusterRoles().Get(ctx, "unrelated-role", metav1.GetOptions{})
