@@ -51,6 +51,7 @@ fuzz:
 	$(GO) test ./pkg/archive/ -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/archive/ -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/archive/ -run '^$$' -fuzz '^FuzzParseItemPath$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/modifiers/ -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(BIN)

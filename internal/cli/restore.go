@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/modifiers"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -35,6 +37,7 @@ type restoreFlags struct {
 	crdTimeout                           time.Duration
 	dryRun                               bool
 	fromCloud, toCloud                   string
+	resourceModifiers                    string
 }
 
 // register adds the flags; prefix is "" for restore create and
@@ -52,6 +55,7 @@ func (f *restoreFlags) register(cmd *cobra.Command, withFilters bool) {
 	fl.StringVar(&f.existingPolicy, "existing-resource-policy", "none", "for objects already in the target: none (compare and report) or update")
 	fl.BoolVar(&f.preserveNodePorts, "preserve-nodeports", false, "keep Services' nodePort and healthCheckNodePort (a port taken in the target gets a new one, with a warning)")
 	fl.StringSliceVar(&f.restoreStatus, "restore-status", nil, "resources whose .status is restored too (default none)")
+	fl.StringVar(&f.resourceModifiers, "resource-modifiers", "", "YAML file of resource-modifier rules (Velero's format: JSON, merge and strategic patches with conditions) applied to restored objects")
 	fl.StringVar(&f.fromCloud, "from-cloud", "", "cloud profile of the source: "+strings.Join(transform.CloudNames(), ", ")+" (default generic)")
 	fl.StringVar(&f.toCloud, "to-cloud", "", "cloud profile of the target, to translate load-balancer annotations, node labels, storage provisioners and the ingress class into")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "plan the restore and check every object with server-side dry-run requests; print what would be created, updated (with a diff), left unchanged or skipped; write nothing")
@@ -67,6 +71,17 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 	if err != nil {
 		return v1alpha1.RestoreSpec{}, err
 	}
+	var rules string
+	if f.resourceModifiers != "" {
+		data, err := os.ReadFile(f.resourceModifiers)
+		if err != nil {
+			return v1alpha1.RestoreSpec{}, fmt.Errorf("--resource-modifiers: %w", err)
+		}
+		if _, err := modifiers.Load(f.resourceModifiers); err != nil {
+			return v1alpha1.RestoreSpec{}, err // names the file, the rule and the field
+		}
+		rules = string(data)
+	}
 	return v1alpha1.RestoreSpec{
 		BackupName:         backupName,
 		IncludedNamespaces: f.includeNamespaces, ExcludedNamespaces: f.excludeNamespaces,
@@ -75,6 +90,7 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 		StorageClassMapping:    sc,
 		DryRun:                 f.dryRun,
 		FromCloud:              f.fromCloud,
+		ResourceModifiers:      rules,
 		ToCloud:                f.toCloud,
 		ExistingResourcePolicy: v1alpha1.ExistingResourcePolicy(f.existingPolicy),
 		PreserveNodePorts:      f.preserveNodePorts,

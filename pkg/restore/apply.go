@@ -19,6 +19,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/modifiers"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/transform"
 )
@@ -38,10 +39,14 @@ type applier struct {
 	done       atomic.Int64
 	total      int
 	unserved   sync.Map // group-resource -> why, for the summary warnings
+	modifiers  *modifiers.Rules
 }
 
 func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report.Results) *applier {
 	a := &applier{cluster: c, opts: o, plan: p, results: res, total: len(p.Items)}
+	if o.Spec.ResourceModifiers != "" {
+		a.modifiers, _ = modifiers.Parse([]byte(o.Spec.ResourceModifiers)) // Validate parsed it
+	}
 	a.tctx = transform.Context{
 		BackupName: backup, RestoreName: o.Name, NamespaceMapping: o.Spec.NamespaceMapping,
 		PreserveNodePorts: o.Spec.PreserveNodePorts, PVNames: p.PVNames, RestoredPVs: p.RestoredPVs,
@@ -217,6 +222,12 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 	tctx := a.tctx
 	tctx.KeepStatus = it.KeepStatus
 	changes := transform.Apply(&tctx, it.Group, u)
+	// The user's rules see the object as the built-in transforms left it.
+	notes, err := a.modifiers.Apply(u, it.GroupResource)
+	if err != nil {
+		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: "resource modifier", Message: err.Error(), Changes: changes}
+	}
+	changes = append(changes, notes...)
 	var status any
 	if it.KeepStatus {
 		status = u.Object["status"]

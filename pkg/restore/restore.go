@@ -19,6 +19,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/modifiers"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
@@ -66,6 +67,11 @@ func (o *Options) Validate() error {
 	}
 	if _, err := transform.NewCloudTranslation(o.Spec.FromCloud, o.Spec.ToCloud); err != nil {
 		return err
+	}
+	if o.Spec.ResourceModifiers != "" {
+		if _, err := modifiers.Parse([]byte(o.Spec.ResourceModifiers)); err != nil {
+			return fmt.Errorf("--resource-modifiers: %w", err)
+		}
 	}
 	targets := map[string]string{}
 	for src, dst := range o.Spec.NamespaceMapping {

@@ -152,6 +152,9 @@ type RestoreSpec struct {
 	RestoreStatus []string `json:"restoreStatus,omitempty"`
 	// StorageClassMapping maps source storage classes to target ones.
 	StorageClassMapping map[string]string `json:"storageClassMapping,omitempty"`
+	// ResourceModifiers is a resource-modifier rule file (YAML, Velero's
+	// format, see pkg/modifiers) applied to every restored object.
+	ResourceModifiers string `json:"resourceModifiers,omitempty"`
 	// FromCloud and ToCloud name the cloud profiles (alibaba, tencent, aws,
 	// gcp, azure, generic) to translate cloud-specific fields between.
 	FromCloud string `json:"fromCloud,omitempty"`
