@@ -101,15 +101,20 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 func newRestoreCreateCmd(g *globals) *cobra.Command {
 	var f restoreFlags
 	var cf cryptFlags
-	var from string
+	var from, fromVelero string
 	cmd := &cobra.Command{
 		Use:   "create [NAME] --from-backup BACKUP",
 		Short: "Restore a backup into the cluster",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			if from == "" {
-				return fmt.Errorf("--from-backup is required")
+			switch {
+			case from != "" && fromVelero != "":
+				return fmt.Errorf("--from-backup and --from-velero-backup: give one")
+			case fromVelero != "":
+				from = fromVelero
+			case from == "":
+				return fmt.Errorf("--from-backup (or --from-velero-backup) is required")
 			}
 			name := defaultName(from)
 			if len(args) == 1 {
@@ -119,6 +124,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			spec.FromVelero = fromVelero != ""
 			opts := restore.Options{Name: name, Spec: spec, Log: g.log, CRDTimeout: f.crdTimeout}
 			if err := opts.Validate(); err != nil {
 				return err
@@ -139,6 +145,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&from, "from-backup", "", "name of the backup to restore (required)")
+	cmd.Flags().StringVar(&fromVelero, "from-velero-backup", "", "name of a backup made by Velero in --storage (its backups/<name>/velero-backup.json and <name>.tar.gz) to restore instead")
 	f.register(cmd, true)
 	cf.registerIdentity(cmd)
 	return cmd

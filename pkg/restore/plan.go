@@ -133,6 +133,10 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 		if kind == "" {
 			kind = ai.Kind
 		}
+		if it.Version == "" {
+			// A Velero legacy path names no version: the object's own does.
+			_, it.Version = splitAPIVersion(it.peek.APIVersion)
+		}
 		if !resf.Match(ai.Group, ai.Resource, kind) {
 			continue
 		}

@@ -128,7 +128,11 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	r.Status.TargetCluster = &v1alpha1.ClusterInfo{Server: cluster.Config.Host, GitVersion: cluster.Version.GitVersion}
 	results := &report.Results{}
 
-	a, b, err := Load(ctx, loc, opts.Spec.BackupName)
+	load := Load
+	if opts.Spec.FromVelero {
+		load = LoadVelero
+	}
+	a, b, err := load(ctx, loc, opts.Spec.BackupName)
 	if err != nil {
 		return fail(ctx, loc, r, results, err)
 	}

@@ -139,7 +139,10 @@ const (
 
 // RestoreSpec says what to restore and how.
 type RestoreSpec struct {
-	BackupName         string   `json:"backupName"`
+	BackupName string `json:"backupName"`
+	// FromVelero says BackupName is a backup made by Velero, read from its
+	// own object-store and archive layout.
+	FromVelero         bool     `json:"fromVelero,omitempty"`
 	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
 	IncludedResources  []string `json:"includedResources,omitempty"`
