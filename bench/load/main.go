@@ -63,7 +63,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -82,6 +81,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/kubeferry/ferry/bench/internal/benchutil"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -337,7 +338,7 @@ func run(ctx context.Context, o options) (*Result, error) {
 	storage := "file://" + storeDir
 
 	res := &Result{
-		Time: time.Now().UTC(), Commit: gitCommit(root), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
+		Time: time.Now().UTC(), Commit: benchutil.GitCommit(root), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
 		Namespaces: o.namespaces, Objects: o.objects, TargetMiB: rssTargetMiB,
 	}
 
@@ -401,7 +402,7 @@ func run(ctx context.Context, o options) (*Result, error) {
 		errs = append(errs, errors.New("restore: not run, the backup has no archive"))
 	}
 
-	if err := writeJSON(o.out, res); err != nil {
+	if err := benchutil.WriteJSON(o.out, res); err != nil {
 		errs = append(errs, err)
 	} else {
 		logf("wrote %s", o.out)
@@ -845,29 +846,14 @@ func waitReplicaSets(ctx context.Context, mc metadata.Interface, want int, timeo
 
 // child runs one process and returns its stdout, stderr, wall time, peak
 // RSS and exit code.
-func child(ctx context.Context, name string, args ...string) (stdout, stderr []byte, wall time.Duration, rssMiB float64, code int, err error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err = cmd.Run()
-	wall = time.Since(start)
-	if cmd.ProcessState != nil {
-		code = cmd.ProcessState.ExitCode()
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rssMiB = float64(ru.Maxrss) / 1024 // KiB on Linux
-		}
-	}
-	return out.Bytes(), errb.Bytes(), wall, rssMiB, code, err
-}
 
 // ferryRun runs one timed ferry command and decodes what it printed:
 // {"backup","restore"} for migrate, a Backup or a Restore otherwise.
 func ferryRun(ctx context.Context, op string, objects int, ferry string, args ...string) *Run {
-	out, stderr, wall, rss, code, err := child(ctx, ferry, args...)
+	out, stderr, wall, rss, code, err := benchutil.Child(ctx, ferry, args...)
 	r := &Run{
 		Operation: op, Args: args, Objects: objects, Seconds: wall.Seconds(), MaxRSSMiB: rss,
-		UnderTarget: rss < rssTargetMiB, ExitCode: code, StderrTail: tail(string(stderr), 4000),
+		UnderTarget: rss < rssTargetMiB, ExitCode: code, StderrTail: benchutil.Tail(string(stderr), 4000),
 	}
 	r.PerSecond = float64(objects) / r.Seconds
 	var jerr error
@@ -891,7 +877,7 @@ func ferryRun(ctx context.Context, op string, objects int, ferry string, args ..
 		errs = append(errs, fmt.Errorf("ferry %s: %w", strings.Join(args[:min(3, len(args))], " "), err))
 	}
 	if jerr != nil {
-		errs = append(errs, fmt.Errorf("decoding ferry's output: %w; stdout: %s", jerr, tail(string(out), 500)))
+		errs = append(errs, fmt.Errorf("decoding ferry's output: %w; stdout: %s", jerr, benchutil.Tail(string(out), 500)))
 		r.Backup, r.Restore = nil, nil
 	}
 	if b := r.Backup; b != nil {
@@ -915,7 +901,7 @@ func ferryRun(ctx context.Context, op string, objects int, ferry string, args ..
 	if len(errs) > 0 {
 		r.Error = errors.Join(errs...).Error()
 		if len(stderr) > 0 {
-			r.Error += "; stderr: " + tail(string(stderr), 2000)
+			r.Error += "; stderr: " + benchutil.Tail(string(stderr), 2000)
 		}
 	}
 	return r
@@ -958,9 +944,9 @@ func finishRestore(ctx context.Context, r *Run, ferry, kubeconfig, storage strin
 }
 
 func describeRestore(ctx context.Context, ferry, kubeconfig, storage, name string) (*Problems, error) {
-	out, stderr, _, _, _, err := child(ctx, ferry, "restore", "describe", name, "--kubeconfig", kubeconfig, "--storage", storage, "-o", "json")
+	out, stderr, _, _, _, err := benchutil.Child(ctx, ferry, "restore", "describe", name, "--kubeconfig", kubeconfig, "--storage", storage, "-o", "json")
 	if err != nil {
-		return nil, fmt.Errorf("ferry restore describe %s: %w; stderr: %s", name, err, tail(string(stderr), 1000))
+		return nil, fmt.Errorf("ferry restore describe %s: %w; stderr: %s", name, err, benchutil.Tail(string(stderr), 1000))
 	}
 	var d struct {
 		Results report.Results `json:"results"`
@@ -1045,7 +1031,7 @@ func logRun(r *Run) {
 
 func printMarkdown(w io.Writer, res *Result) {
 	fmt.Fprintf(w, "%d objects in %d namespaces (%s), %d CPUs, %s, commit %s, %s\n\n",
-		res.Seed.Total, res.Seed.Namespaces, fmtCounts(res.Seed.Objects), res.CPUs, res.GoVersion, orDash(res.Commit), res.Time.Format(time.RFC3339))
+		res.Seed.Total, res.Seed.Namespaces, fmtCounts(res.Seed.Objects), res.CPUs, res.GoVersion, benchutil.OrDash(res.Commit), res.Time.Format(time.RFC3339))
 	fmt.Fprintln(w, "| operation | objects | ferry items | wall time | objects/s | ferry peak RSS | < 512 MiB | result |")
 	fmt.Fprintln(w, "|---|--:|---|--:|--:|--:|:-:|---|")
 	for _, r := range res.Runs {
@@ -1066,7 +1052,7 @@ func printMarkdown(w io.Writer, res *Result) {
 			result = string(r.Backup.Status.Phase)
 		}
 		fmt.Fprintf(w, "| %s | %d | %s | %.1f s | %.0f | %.0f MiB | %s | %s |\n",
-			r.Operation, r.Objects, orDash(strings.Join(items, ", ")), r.Seconds, r.PerSecond, r.MaxRSSMiB, mark(r.UnderTarget), result)
+			r.Operation, r.Objects, benchutil.OrDash(strings.Join(items, ", ")), r.Seconds, r.PerSecond, r.MaxRSSMiB, mark(r.UnderTarget), result)
 	}
 	fmt.Fprintf(w, "\nEach row is one ferry process, timed from start to exit (wall clock), peak RSS from getrusage. "+
 		"objects/s = seeded objects ÷ wall time; ferry's item counts include what the cluster adds "+
@@ -1076,7 +1062,7 @@ func printMarkdown(w io.Writer, res *Result) {
 		if r.Error == "" {
 			continue
 		}
-		fmt.Fprintf(w, "\n**%s failed**: %s\n", r.Operation, strings.ReplaceAll(tail(r.Error, 1500), "\n", "; "))
+		fmt.Fprintf(w, "\n**%s failed**: %s\n", r.Operation, strings.ReplaceAll(benchutil.Tail(r.Error, 1500), "\n", "; "))
 		if p := r.Problems; p != nil {
 			for _, k := range sortedKeys(p.FailedByMessage) {
 				fmt.Fprintf(w, "- %d × %s\n", p.FailedByMessage[k], k)
@@ -1130,45 +1116,4 @@ func progress(what string, done *atomic.Int64, total int) func() {
 	return func() { close(stop); wg.Wait() }
 }
 
-func writeJSON(path string, res *Result) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
-}
-
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s load: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
-
-func tail(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// gitCommit returns HEAD's short hash, with "+dirty" for local changes, or "".
-func gitCommit(root string) string {
-	out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return ""
-	}
-	c := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "-C", root, "status", "--porcelain").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-		c += "+dirty"
-	}
-	return c
-}
+func logf(format string, args ...any) { benchutil.Logf("load", format, args...) }

@@ -50,7 +50,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -68,6 +67,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/kubeferry/ferry/bench/internal/benchutil"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -246,7 +247,7 @@ func run(ctx context.Context, o options) (*Result, error) {
 	}
 
 	res := &Result{
-		Time: time.Now().UTC(), Commit: gitCommit(root), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
+		Time: time.Now().UTC(), Commit: benchutil.GitCommit(root), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
 		Objects: o.n, BytesEach: o.size, Rounds: o.rounds, Target: target,
 	}
 	backupOp := &Operation{Name: "backup", Reference: fmt.Sprintf("client-go paginated LIST (limit %d) + JSON encode", o.page)}
@@ -333,7 +334,7 @@ func run(ctx context.Context, o options) (*Result, error) {
 			}
 		}
 	}
-	if err := writeJSON(o.out, res); err != nil {
+	if err := benchutil.WriteJSON(o.out, res); err != nil {
 		errs = append(errs, err)
 	} else {
 		logf("wrote %s", o.out)
@@ -409,21 +410,11 @@ func median(xs []float64) float64 {
 // A non-zero exit is an error quoting the end of stderr; stdout is returned
 // anyway (ferry prints its result before exiting 1 or 2).
 func child(ctx context.Context, name string, args ...string) (stdout []byte, wall time.Duration, rssMiB float64, err error) {
-	cmd := exec.CommandContext(ctx, name, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	start := time.Now()
-	err = cmd.Run()
-	wall = time.Since(start)
-	if cmd.ProcessState != nil {
-		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rssMiB = float64(ru.Maxrss) / 1024 // KiB on Linux
-		}
-	}
+	stdout, stderr, wall, rssMiB, _, err := benchutil.Child(ctx, name, args...)
 	if err != nil {
-		err = fmt.Errorf("%s %s: %w; stderr: %s", filepath.Base(name), strings.Join(args[:min(3, len(args))], " "), err, tail(errb.String(), 2000))
+		err = fmt.Errorf("%s %s: %w; stderr: %s", filepath.Base(name), strings.Join(args[:min(3, len(args))], " "), err, benchutil.Tail(string(stderr), 2000))
 	}
-	return out.Bytes(), wall, rssMiB, err
+	return stdout, wall, rssMiB, err
 }
 
 func runFerryBackup(ctx context.Context, round int, ferry string, args ...string) Sample {
@@ -431,7 +422,7 @@ func runFerryBackup(ctx context.Context, round int, ferry string, args ...string
 	s := Sample{Round: round, Seconds: wall.Seconds(), MaxRSSMiB: rss}
 	var b v1alpha1.Backup
 	if jerr := json.Unmarshal(out, &b); jerr != nil {
-		s.Error = errors.Join(err, fmt.Errorf("decoding the Backup printed by ferry: %w; stdout: %s", jerr, tail(string(out), 500))).Error()
+		s.Error = errors.Join(err, fmt.Errorf("decoding the Backup printed by ferry: %w; stdout: %s", jerr, benchutil.Tail(string(out), 500))).Error()
 		return s
 	}
 	s.Objects = b.Status.Progress.ItemsBackedUp
@@ -447,7 +438,7 @@ func runFerryRestore(ctx context.Context, round int, ferry string, args ...strin
 	s := Sample{Round: round, Seconds: wall.Seconds(), MaxRSSMiB: rss}
 	var r v1alpha1.Restore
 	if jerr := json.Unmarshal(out, &r); jerr != nil {
-		s.Error = errors.Join(err, fmt.Errorf("decoding the Restore printed by ferry: %w; stdout: %s", jerr, tail(string(out), 500))).Error()
+		s.Error = errors.Join(err, fmt.Errorf("decoding the Restore printed by ferry: %w; stdout: %s", jerr, benchutil.Tail(string(out), 500))).Error()
 		return s
 	}
 	s.Objects = r.Status.Counts.Created
@@ -636,20 +627,9 @@ func configMap(ns string, i, size int) *corev1.ConfigMap {
 	}
 }
 
-func writeJSON(path string, res *Result) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	data, err := json.MarshalIndent(res, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
-}
-
 func printMarkdown(w io.Writer, res *Result) {
 	fmt.Fprintf(w, "%d ConfigMaps of %d B, %d rounds (ferry and raw alternating), %d CPUs, %s, commit %s, %s\n\n",
-		res.Objects, res.BytesEach, res.Rounds, res.CPUs, res.GoVersion, orDash(res.Commit), res.Time.Format(time.RFC3339))
+		res.Objects, res.BytesEach, res.Rounds, res.CPUs, res.GoVersion, benchutil.OrDash(res.Commit), res.Time.Format(time.RFC3339))
 	fmt.Fprintln(w, "| Operation | raw client-go reference | raw objects/s | ferry objects/s | ferry / raw | per-round ratios | ferry peak RSS | raw peak RSS |")
 	fmt.Fprintln(w, "|---|---|--:|--:|--:|---|--:|--:|")
 	for _, op := range res.Operations {
@@ -663,7 +643,7 @@ func printMarkdown(w io.Writer, res *Result) {
 		}
 		fmt.Fprintf(w, "| %s | %s | %.0f | %.0f | **%.2f** %s | %s | %.0f MiB | %.0f MiB |\n",
 			op.Name, op.Reference, op.Raw.MedianPerSecond, op.Ferry.MedianPerSecond, op.Ratio, verdict,
-			orDash(strings.Join(rr, ", ")), op.Ferry.PeakRSSMiB, op.Raw.PeakRSSMiB)
+			benchutil.OrDash(strings.Join(rr, ", ")), op.Ferry.PeakRSSMiB, op.Raw.PeakRSSMiB)
 	}
 	fmt.Fprintf(w, "\nMedians of objects/s, each over the whole child process (start, connect, work, exit). Target: ferry / raw ≥ %.1f.\n", res.Target)
 	fmt.Fprintf(w, "ferry's fixed cost per run (same commands on a namespace without ConfigMaps), included above: backup %.2f s, restore %.2f s.",
@@ -692,34 +672,4 @@ func logSample(what string, s Sample) {
 	logf("%s: %d objects in %.2fs = %.0f/s, max RSS %.0f MiB", what, s.Objects, s.Seconds, s.PerSecond, s.MaxRSSMiB)
 }
 
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s bench: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
-}
-
-func tail(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// gitCommit returns HEAD's short hash, with "+dirty" for local changes, or "".
-func gitCommit(root string) string {
-	out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
-	if err != nil {
-		return ""
-	}
-	c := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "-C", root, "status", "--porcelain").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
-		c += "+dirty"
-	}
-	return c
-}
+func logf(format string, args ...any) { benchutil.Logf("bench", format, args...) }
