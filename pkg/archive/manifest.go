@@ -64,8 +64,7 @@ type Manifest struct {
 // format versions, entries without a path or digest, and duplicate paths.
 func ParseManifest(data []byte) (*Manifest, error) {
 	var m Manifest
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	if err := dec.Decode(&m); err != nil {
+	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("%s: corrupt JSON: %w", ManifestPath, err)
 	}
 	if m.FormatVersion != FormatVersion {

@@ -81,7 +81,6 @@ var neverRestored = map[string]string{
 	"volumeattachments.storage.k8s.io":         "volume attachments belong to the source's nodes",
 	"componentstatuses":                        "not stored state",
 	"ipaddresses.networking.k8s.io":            "ClusterIP allocations of the source; the target allocates its own",
-	"controllerrevisions.apps":                 "", // decided per object: left to the owner's controller
 	"tokenreviews.authentication.k8s.io":       "not stored state",
 	"selfsubjectreviews.authentication.k8s.io": "not stored state",
 }

@@ -202,7 +202,7 @@ func clonedPVName(name, ns string) string {
 
 // skipReason returns why an item is never applied, or "".
 func (p *Plan) skipReason(it *Item, selectorServices map[string]bool) string {
-	if r, ok := neverRestored[it.GroupResource]; ok && r != "" {
+	if r, ok := neverRestored[it.GroupResource]; ok {
 		return "never restored: " + r
 	}
 	if it.peek.Metadata.DeletionTimestamp != nil {

@@ -169,11 +169,11 @@ func (l *Location) GetBackup(ctx context.Context, name string) (*v1alpha1.Backup
 	if !errors.Is(err, ErrNotFound) {
 		return nil, err
 	}
-	any, lerr := l.hasPrefix(ctx, BackupDir(name))
+	found, lerr := l.hasPrefix(ctx, BackupDir(name))
 	if lerr != nil {
 		return nil, lerr
 	}
-	if !any {
+	if !found {
 		return nil, fmt.Errorf("backup %q in %s: %w", name, l.URL(), ErrNotFound)
 	}
 	b = v1alpha1.NewBackup(name)
