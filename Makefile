@@ -13,10 +13,12 @@ build:
 	$(GO) build -o $(BIN)/ferry ./cmd/ferry
 
 # The test control plane (etcd, kube-apiserver, kube-controller-manager built
-# from Go modules) and versitygw, cached outside the clone (DESIGN.md §6).
+# from Go modules) and versitygw, cached outside the clone (DESIGN.md §6),
+# and the Debian packages the tests use (hack/install-packages.sh).
 control-plane:
 	hack/build-control-plane.sh >/dev/null
 	hack/install-tools.sh >/dev/null
+	hack/install-packages.sh
 
 tools:
 	@test -x $(TOOLS_BIN)/staticcheck || GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

@@ -380,7 +380,7 @@ func run(ctx context.Context, o options) (*Result, error) {
 
 	logf("ferry migrate %s -> %s", srcContext, dstContext)
 	m := ferryRun(ctx, "migrate", objects, ferry, "migrate", "--kubeconfig", kubeconfig, "--from-context", srcContext,
-		"--to-context", dstContext, "--storage", storage, "--name", "load", "-o", "json")
+		"--to-context", dstContext, "--storage", storage, "--name", "load", "-o", "json", "--report-dir", filepath.Join(tmp, "report"))
 	finishRestore(ctx, m, ferry, kubeconfig, storage, dst, res.SourceCounts)
 	logRun(m)
 	add(m)

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/archive"
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
@@ -29,6 +30,7 @@ type backupFlags struct {
 	includeResources, excludeResources   []string
 	selector                             string
 	includeCluster                       string
+	preferredOnly                        bool
 }
 
 func (f *backupFlags) register(cmd *cobra.Command) {
@@ -39,6 +41,7 @@ func (f *backupFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.excludeResources, "exclude-resources", nil, "resources to leave out")
 	fl.StringVarP(&f.selector, "selector", "l", "", "label selector for the objects to back up")
 	fl.StringVar(&f.includeCluster, "include-cluster-resources", "auto", "cluster-scoped resources: auto (all for a whole-cluster backup, only referenced ones for a namespace-filtered one), true or false")
+	fl.BoolVar(&f.preferredOnly, "preferred-version-only", false, "store each resource at its preferred API version only (default: every served version, so a target that no longer serves the preferred one can still take it)")
 }
 
 func (f *backupFlags) spec() v1alpha1.BackupSpec {
@@ -46,6 +49,7 @@ func (f *backupFlags) spec() v1alpha1.BackupSpec {
 		IncludedNamespaces: f.includeNamespaces, ExcludedNamespaces: f.excludeNamespaces,
 		IncludedResources: f.includeResources, ExcludedResources: f.excludeResources,
 		LabelSelector: f.selector, IncludeClusterResources: f.includeCluster,
+		PreferredVersionOnly: f.preferredOnly,
 	}
 }
 
@@ -207,7 +211,20 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 				res.Warnf("the results cannot be read: %v", err)
 			}
 			if g.output != "table" {
-				return printObject(g.stdout, g.output, map[string]any{"backup": b, "results": res})
+				out := map[string]any{"backup": b, "results": res}
+				if details {
+					// The archive's entries, read and verified (paths included).
+					a, _, err := restore.Load(ctx, loc, b.Name)
+					if err != nil {
+						return err
+					}
+					entries := make([]archive.Entry, len(a.Items))
+					for i, it := range a.Items {
+						entries[i] = it.Entry
+					}
+					out["entries"] = entries
+				}
+				return printObject(g.stdout, g.output, out)
 			}
 			w := g.stdout
 			fmt.Fprintf(w, "Name:         %s\n", b.Name)

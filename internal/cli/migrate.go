@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
 )
@@ -24,7 +25,8 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	var bf backupFlags
 	var rf restoreFlags
 	var cf cryptFlags
-	var fromKubeconfig, fromContext, toKubeconfig, toContext, name string
+	var fromKubeconfig, fromContext, toKubeconfig, toContext, name, reportDir string
+	verify := true
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Back up the source cluster, restore into the target cluster, and summarize",
@@ -113,10 +115,35 @@ The two clusters never talk to each other.`,
 			if err != nil {
 				return err
 			}
+			// The restore is checked against the backup, after its own
+			// expected changes, unless it is a dry run or did not run.
+			var v *report.Verification
+			var paths reportPaths
+			if verify && !r.Spec.DryRun && r.Status.Phase != "Failed" {
+				if reportDir == "" {
+					reportDir = "ferry-report-" + name
+				}
+				var timings []report.Timing
+				if s, e := b.Status.StartTimestamp, b.Status.CompletionTimestamp; s != nil && e != nil {
+					timings = append(timings, report.NewTiming("backup", s.Time, e.Time))
+				}
+				if s, e := r.Status.StartTimestamp, r.Status.CompletionTimestamp; s != nil && e != nil {
+					timings = append(timings, report.NewTiming("restore", s.Time, e.Time))
+				}
+				vopts := ropts
+				vopts.OnProgress = nil
+				v, paths, err = runVerify(ctx, g, dst, loc, vopts, reportDir, timings...)
+				if err != nil {
+					return fmt.Errorf("verification after the restore: %w", err)
+				}
+			}
 			if g.output != "table" {
 				out := map[string]any{"backup": b, "restore": r}
 				if r.Spec.DryRun {
 					out["results"] = rres
+				}
+				if v != nil {
+					out["verification"] = map[string]any{"summary": v.Summary, "differences": v.Differences, "report": paths}
 				}
 				if err := printObject(g.stdout, g.output, out); err != nil {
 					return err
@@ -127,12 +154,23 @@ The two clusters never talk to each other.`,
 				}
 				fmt.Fprintf(g.stdout, "Migrated %s -> %s through %s: %d items backed up; %d created, %d unchanged, %d skipped, %d failed\n",
 					src.Name, dst.Name, loc.URL(), b.Status.Progress.ItemsBackedUp, r.Status.Counts.Created, r.Status.Counts.Unchanged, r.Status.Counts.Skipped, r.Status.Counts.Failed)
+				if v != nil {
+					printVerification(g, v, paths)
+				}
 			}
-			// The worse of the two phases decides the exit code.
+			// The worse of the two phases decides the exit code; then the
+			// verification's differences.
 			if r.Status.Phase == "Failed" || b.Status.Phase == "Completed" {
-				return phaseExit(r.Status.Phase, "restore "+name)
+				if err := phaseExit(r.Status.Phase, "restore "+name); err != nil {
+					return err
+				}
+			} else {
+				return phaseExit(b.Status.Phase, "backup "+name)
 			}
-			return phaseExit(b.Status.Phase, "backup "+name)
+			if v != nil {
+				return verifyExit(v)
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()
@@ -141,6 +179,8 @@ The two clusters never talk to each other.`,
 	fl.StringVar(&fromContext, "from-context", "", "context of the source cluster")
 	fl.StringVar(&toKubeconfig, "to-kubeconfig", "", "kubeconfig of the target cluster (default --kubeconfig)")
 	fl.StringVar(&toContext, "to-context", "", "context of the target cluster")
+	fl.BoolVar(&verify, "verify", true, "after the restore, compare every backed-up object with the target and write a verification report (see ferry verify)")
+	fl.StringVar(&reportDir, "report-dir", "", "directory for the verification's report.json and report.html (default ferry-report-<name>)")
 	bf.register(cmd)
 	rf.register(cmd, false)
 	cf.registerRecipients(cmd)

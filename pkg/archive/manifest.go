@@ -7,6 +7,8 @@
 //	metadata/version                                    "1.1.0"
 //	resources/<resource>[.<group>]/namespaces/<ns>/<name>.json
 //	resources/<resource>[.<group>]/cluster/<name>.json
+//	resources/<resource>[.<group>]/<version>/{namespaces/<ns>,cluster}/<name>.json
+//	                                                    the same object at another served version
 //	ferry/manifest.json                                 written last
 //
 // The writer streams: memory is bounded by one item, whatever the cluster size.
@@ -95,11 +97,21 @@ func GroupResource(group, resource string) string {
 // ItemPath returns the Velero-layout path of an item. namespace "" means
 // cluster-scoped.
 func ItemPath(group, resource, namespace, name string) string {
+	return VersionedItemPath(group, resource, "", namespace, name)
+}
+
+// VersionedItemPath returns the path of an item under a version directory
+// (Velero's EnableAPIGroupVersions layout, pkg/archive "resources/<gr>/
+// <version>[-preferredversion]/..."): ferry keeps an object's preferred
+// version at ItemPath and its other versions at
+// resources/<gr>/<version>/namespaces/<ns>/<name>.json. versionDir ""
+// gives ItemPath.
+func VersionedItemPath(group, resource, versionDir, namespace, name string) string {
 	gr := GroupResource(group, resource)
 	if namespace == "" {
-		return path.Join("resources", gr, "cluster", name+".json")
+		return path.Join("resources", gr, versionDir, "cluster", name+".json")
 	}
-	return path.Join("resources", gr, "namespaces", namespace, name+".json")
+	return path.Join("resources", gr, versionDir, "namespaces", namespace, name+".json")
 }
 
 // ParseItemPath splits a Velero-layout item path into group-resource,

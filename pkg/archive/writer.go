@@ -73,9 +73,13 @@ func (w *Writer) writeFile(name string, data []byte) error {
 // WriteItem adds one API object (JSON) at its Velero-layout path and
 // records it in the manifest. e's Path, Size and SHA256 are filled in.
 // Writing the same path twice is an error.
-func (w *Writer) WriteItem(e Entry, data []byte) error {
+func (w *Writer) WriteItem(e Entry, data []byte) error { return w.WriteItemAt(e, "", data) }
+
+// WriteItemAt is WriteItem with a version directory: the object goes to
+// resources/<gr>/<versionDir>/... (VersionedItemPath); "" is WriteItem.
+func (w *Writer) WriteItemAt(e Entry, versionDir string, data []byte) error {
 	// Hash before taking the lock, so concurrent writers hash in parallel.
-	e.Path = ItemPath(e.Group, e.Resource, e.Namespace, e.Name)
+	e.Path = VersionedItemPath(e.Group, e.Resource, versionDir, e.Namespace, e.Name)
 	sum := sha256.Sum256(data)
 	e.SHA256 = hex.EncodeToString(sum[:])
 	e.Size = int64(len(data))

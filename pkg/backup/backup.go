@@ -181,7 +181,7 @@ func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
 		}
 	}
 	res := filter.NewResources(r.opts.Spec.IncludedResources, r.opts.Spec.ExcludedResources)
-	sel := selectResources(apis, res, r.nsf, r.opts.Spec.IncludeClusterResources)
+	sel := selectResources(apis, res, r.nsf, r.opts.Spec.IncludeClusterResources, r.opts.Spec.PreferredVersionOnly)
 
 	key := store.ArchiveKey(r.opts.Name)
 	ctx, cancel := context.WithCancel(r.ctx)
@@ -243,6 +243,14 @@ func (r *run) writeItem(res kube.Resource, namespace, name string, data []byte) 
 	r.mu.Unlock()
 	r.progress()
 	return nil
+}
+
+// writeOtherVersion writes a copy of an object at a version other than its
+// preferred one, at resources/<gr>/<version>/... (DESIGN.md §3). It is
+// not counted as a backed-up object.
+func (r *run) writeOtherVersion(res kube.Resource, namespace, name string, data []byte) error {
+	e := archive.Entry{Group: res.Group, Version: res.Version, Resource: res.GroupVersionResource.Resource, Kind: res.Kind, Namespace: namespace, Name: name}
+	return r.aw.WriteItemAt(e, res.Version, data)
 }
 
 // writeObject writes an object read with the dynamic client.

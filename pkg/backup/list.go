@@ -23,6 +23,10 @@ type task struct {
 	matchNS bool
 	// selector is the server-side label selector ("" for none).
 	selector string
+	// other is true for a resource at a version other than its preferred
+	// one: its items go under resources/<gr>/<version>/ and are not counted
+	// as objects (they are copies of objects listed at the preferred version).
+	other bool
 }
 
 func (r *run) namespacedTasks(sel selection) []task {
@@ -32,12 +36,12 @@ func (r *run) namespacedTasks(sel selection) []task {
 		if isLiteral {
 			for _, ns := range literal {
 				if r.nsf.Match(ns) {
-					tasks = append(tasks, task{res: res, namespace: ns, selector: r.selector})
+					tasks = append(tasks, task{res: res, namespace: ns, selector: r.selector, other: sel.other[res.GroupVersionResource]})
 				}
 			}
 			continue
 		}
-		tasks = append(tasks, task{res: res, matchNS: true, selector: r.selector})
+		tasks = append(tasks, task{res: res, matchNS: true, selector: r.selector, other: sel.other[res.GroupVersionResource]})
 	}
 	return tasks
 }
@@ -52,7 +56,7 @@ func (r *run) clusterTasks(sel selection) []task {
 			// label selector: a restore needs the scopes of what it restores.
 			tasks = append(tasks, task{res: res, matchNS: true})
 		case sel.clusterAll:
-			tasks = append(tasks, task{res: res, selector: r.selector})
+			tasks = append(tasks, task{res: res, selector: r.selector, other: sel.other[res.GroupVersionResource]})
 		}
 	}
 	return tasks
@@ -237,6 +241,9 @@ func (r *run) writeRaw(t task, prefix []byte, raw []byte, seen *seenSet) error {
 	if !m.TypeMeta {
 		data = make([]byte, 0, len(prefix)+len(raw))
 		data = append(append(data, prefix...), raw[1:]...)
+	}
+	if t.other {
+		return r.writeOtherVersion(t.res, ns, name, data)
 	}
 	r.total.Add(1)
 	if r.refs.interesting(t.res) {

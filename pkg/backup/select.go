@@ -1,6 +1,8 @@
 package backup
 
 import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/kubeferry/ferry/pkg/filter"
 	"github.com/kubeferry/ferry/pkg/kube"
 )
@@ -21,14 +23,17 @@ type selection struct {
 	clusterAll bool
 	// clusterNone is true for --include-cluster-resources=false.
 	clusterNone bool
+	// other marks the entries of namespaced and cluster that are a
+	// resource at a version other than its preferred one.
+	other map[schema.GroupVersionResource]bool
 }
 
 // selectResources applies the resource filter and the cluster-scope rule
 // (--include-cluster-resources auto|true|false) to what the cluster serves
-// at its preferred versions. Only resources that support list and get are
-// selected.
-func selectResources(apis *kube.APIs, res *filter.Resources, ns *filter.Namespaces, includeCluster string) selection {
-	var sel selection
+// at its preferred versions, and unless preferredOnly at every other served
+// version too. Only resources that support list and get are selected.
+func selectResources(apis *kube.APIs, res *filter.Resources, ns *filter.Namespaces, includeCluster string, preferredOnly bool) selection {
+	sel := selection{other: map[schema.GroupVersionResource]bool{}}
 	switch includeCluster {
 	case "true":
 		sel.clusterAll = true
@@ -44,10 +49,19 @@ func selectResources(apis *kube.APIs, res *filter.Resources, ns *filter.Namespac
 		if !res.Match(r.Group, r.GroupVersionResource.Resource, r.Kind) {
 			continue
 		}
+		versions := []kube.Resource{r}
+		if !preferredOnly {
+			for _, o := range apis.OtherVersions(r) {
+				if o.Has("list") && o.Has("get") {
+					versions = append(versions, o)
+					sel.other[o.GroupVersionResource] = true
+				}
+			}
+		}
 		if r.Namespaced {
-			sel.namespaced = append(sel.namespaced, r)
+			sel.namespaced = append(sel.namespaced, versions...)
 		} else {
-			sel.cluster = append(sel.cluster, r)
+			sel.cluster = append(sel.cluster, versions...)
 		}
 	}
 	return sel

@@ -88,16 +88,38 @@ func (a *APIs) Lookup(gvr schema.GroupVersionResource) (Resource, bool) {
 	return r, ok
 }
 
-// PreferredResources returns every resource at its group's preferred
-// version, sorted by group-resource.
+// PreferredResources returns every resource once, sorted by
+// group-resource, at its group's preferred version; a resource the
+// preferred version does not have (a group whose versions differ in their
+// resources) comes at its first served version in discovery order, which
+// the API server sorts by version priority.
 func (a *APIs) PreferredResources() []Resource {
+	seen := map[schema.GroupResource]bool{}
 	var out []Resource
-	for gvr, r := range a.byGVR {
-		if a.Preferred[gvr.Group] == gvr.Version {
-			out = append(out, r)
+	for gvr := range a.byGVR {
+		gr := gvr.GroupResource()
+		if seen[gr] {
+			continue
+		}
+		seen[gr] = true
+		if v := a.Versions(gr.Group, gr.Resource); len(v) > 0 {
+			out = append(out, a.byGVR[gr.WithVersion(v[0])])
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GroupResource() < out[j].GroupResource() })
+	return out
+}
+
+// OtherVersions returns r's group-resource at every other served version,
+// in discovery order (version priority): what a backup of all versions
+// stores besides r itself.
+func (a *APIs) OtherVersions(r Resource) []Resource {
+	var out []Resource
+	for _, v := range a.Versions(r.Group, r.GroupVersionResource.Resource) {
+		if v != r.Version {
+			out = append(out, a.byGVR[schema.GroupResource{Group: r.Group, Resource: r.GroupVersionResource.Resource}.WithVersion(v)])
+		}
+	}
 	return out
 }
 

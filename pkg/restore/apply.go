@@ -39,7 +39,12 @@ type applier struct {
 	done       atomic.Int64
 	total      int
 	unserved   sync.Map // group-resource -> why, for the summary warnings
-	modifiers  *modifiers.Rules
+	// versionChanges holds the group-resources restored at a version
+	// other than the source's preferred one (warned once each).
+	versionChanges sync.Map
+	// verifying compares each item with the target instead of applying it.
+	verifying bool
+	modifiers *modifiers.Rules
 }
 
 func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report.Results) *applier {
@@ -132,7 +137,7 @@ func (a *applier) run(ctx context.Context) error {
 			}
 			pending = wait
 		}
-		if t == tierCRD && len(byTier[t]) > 0 && !a.opts.Spec.DryRun {
+		if t == tierCRD && len(byTier[t]) > 0 && !a.opts.Spec.DryRun && !a.verifying {
 			a.waitForCRDs(ctx, byTier[t])
 		}
 	}
@@ -170,7 +175,11 @@ func (a *applier) applyAll(ctx context.Context, items []*Item) error {
 		go func() {
 			defer wg.Done()
 			for it := range ch {
-				a.finish(it, a.apply(ctx, it))
+				if a.verifying {
+					a.finish(it, a.verify(ctx, it))
+				} else {
+					a.finish(it, a.apply(ctx, it))
+				}
 				if it.Tier != tierCRD { // waitForCRDs reads CRDs again
 					it.Data = nil
 				}
@@ -188,8 +197,16 @@ func (a *applier) applyAll(ctx context.Context, items []*Item) error {
 	return ctx.Err()
 }
 
-// resolve picks the version to restore it at: the backed-up version if
-// the target serves it (DESIGN.md §5 "API versions").
+// resolve picks the version to restore it at (DESIGN.md §5 "API
+// versions"): the source's preferred version (the primary copy) if the
+// target serves it; otherwise the first of the target's served versions,
+// in the target's priority order (its preferred version first, then the
+// order discovery gives, which the API server sorts by version priority),
+// that the backup also holds a copy at; otherwise none, with the reason.
+// This is Velero's EnableAPIGroupVersions choice with the source's
+// preferred version first, so that a version is never changed when it
+// need not be. When another version is chosen, its Data and Version
+// become that copy's, and the change is reported once per group-resource.
 func (a *applier) resolve(it *Item) (kube.Resource, string) {
 	gvr := schema.GroupVersionResource{Group: it.Group, Version: it.Version, Resource: it.Resource}
 	if r, ok := a.apis.Lookup(gvr); ok {
@@ -199,7 +216,24 @@ func (a *applier) resolve(it *Item) (kube.Resource, string) {
 	if len(served) == 0 {
 		return kube.Resource{}, fmt.Sprintf("the target does not serve %s", it.GroupResource)
 	}
-	return kube.Resource{}, fmt.Sprintf("the target serves %s only at %s, the backup holds %s", it.GroupResource, strings.Join(served, ", "), it.Version)
+	for _, v := range served {
+		for _, o := range it.Others {
+			if o.Version != v {
+				continue
+			}
+			r, _ := a.apis.Lookup(schema.GroupVersionResource{Group: it.Group, Version: v, Resource: it.Resource})
+			it.Data, it.Version, it.Others = o.Data, v, nil
+			if _, loaded := a.versionChanges.LoadOrStore(it.GroupResource, true); !loaded {
+				a.results.Warnf("%s: restored at version %s: the target does not serve the source's preferred version %s (it serves %s)", it.GroupResource, v, it.SourceVersion, strings.Join(served, ", "))
+			}
+			return r, ""
+		}
+	}
+	held := []string{it.Version}
+	for _, o := range it.Others {
+		held = append(held, o.Version)
+	}
+	return kube.Resource{}, fmt.Sprintf("no common version: the target serves %s only at %s, the backup holds %s", it.GroupResource, strings.Join(served, ", "), strings.Join(held, ", "))
 }
 
 // apply writes one item: create, and on AlreadyExists compare and follow
@@ -213,29 +247,15 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 		a.unserved.Store(it.GroupResource, why)
 		return report.Result{Outcome: report.Skipped, Reason: "version not served", Message: why}
 	}
-	u := &unstructured.Unstructured{}
-	// UnmarshalJSON keeps integers as int64, as the API machinery expects.
-	if err := u.UnmarshalJSON(it.Data); err != nil {
-		return report.Result{Outcome: report.Failed, Reason: "corrupt object", Message: err.Error()}
+	u, changes, failed := a.desired(it, res)
+	if failed != nil {
+		return *failed
 	}
-	u.SetAPIVersion(schema.GroupVersion{Group: res.Group, Version: res.Version}.String())
-	tctx := a.tctx
-	tctx.KeepStatus = it.KeepStatus
-	changes := transform.Apply(&tctx, it.Group, u)
-	// The user's rules see the object as the built-in transforms left it.
-	notes, err := a.modifiers.Apply(u, it.GroupResource)
-	if err != nil {
-		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: "resource modifier", Message: err.Error(), Changes: changes}
-	}
-	changes = append(changes, notes...)
 	var status any
 	if it.KeepStatus {
 		status = u.Object["status"]
 	}
 	var client dynamic.ResourceInterface = a.cluster.Dynamic.Resource(res.GroupVersionResource)
-	if res.Namespaced && u.GetNamespace() == "" {
-		u.SetNamespace(it.TargetNamespace)
-	}
 	if a.opts.Spec.DryRun {
 		return a.dryRun(ctx, it, res, u, changes)
 	}
@@ -276,6 +296,33 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 	default:
 		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: string(apierrors.ReasonForError(err)), Message: err.Error(), Changes: changes}
 	}
+}
+
+// desired is the object the restore writes for it at res: the backup's
+// copy decoded, at res's version, through the built-in transforms
+// (pkg/transform) and then the user's resource modifiers, in the target
+// namespace. changes lists what they changed. failed is non-nil when the
+// object cannot be built (a corrupt object, a modifier that fails).
+func (a *applier) desired(it *Item, res kube.Resource) (u *unstructured.Unstructured, changes []string, failed *report.Result) {
+	u = &unstructured.Unstructured{}
+	// UnmarshalJSON keeps integers as int64, as the API machinery expects.
+	if err := u.UnmarshalJSON(it.Data); err != nil {
+		return nil, nil, &report.Result{Outcome: report.Failed, Reason: "corrupt object", Message: err.Error()}
+	}
+	u.SetAPIVersion(schema.GroupVersion{Group: res.Group, Version: res.Version}.String())
+	tctx := a.tctx
+	tctx.KeepStatus = it.KeepStatus
+	changes = transform.Apply(&tctx, it.Group, u)
+	// The user's rules see the object as the built-in transforms left it.
+	notes, err := a.modifiers.Apply(u, it.GroupResource)
+	if err != nil {
+		return nil, changes, &report.Result{Outcome: report.Failed, Version: res.Version, Reason: "resource modifier", Message: err.Error(), Changes: changes}
+	}
+	changes = append(changes, notes...)
+	if res.Namespaced && u.GetNamespace() == "" {
+		u.SetNamespace(it.TargetNamespace)
+	}
+	return u, changes, nil
 }
 
 // createdMeta is what the restore reads of a CREATE response.

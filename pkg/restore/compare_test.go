@@ -89,3 +89,30 @@ func TestReplacement(t *testing.T) {
 		t.Errorf("allocated fields lost: %v", g.Object)
 	}
 }
+
+// TestDiffRedactsSecrets: a Secret's values never appear in a diff; the
+// keys that differ are still shown.
+func TestDiffRedactsSecrets(t *testing.T) {
+	cur := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s"},
+		"data": map[string]any{"same": "c2FtZS12YWx1ZQ==", "changed": "dGFyZ2V0LXNlY3JldA==", "extra": "ZXh0cmE="}}}
+	want := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s"},
+		"data": map[string]any{"same": "c2FtZS12YWx1ZQ==", "changed": "YmFja3VwLXNlY3JldA=="}, "stringData": map[string]any{"plain": "hunter2"}}}
+	d := diff(cur, want)
+	for _, secret := range []string{"c2FtZS12YWx1ZQ==", "dGFyZ2V0LXNlY3JldA==", "YmFja3VwLXNlY3JldA==", "ZXh0cmE=", "hunter2"} {
+		if strings.Contains(d, secret) {
+			t.Errorf("diff shows a secret value %q:\n%s", secret, d)
+		}
+	}
+	for _, line := range []string{"-  changed: '<redacted: target value>'", "+  changed: '<redacted: backup value>'", "-  extra: '<redacted: target value>'", "+  plain: '<redacted: backup value>'"} {
+		if !strings.Contains(d, line) {
+			t.Errorf("diff lacks %q:\n%s", line, d)
+		}
+	}
+	if strings.Contains(d, "-  same:") {
+		t.Errorf("an equal key shows as changed:\n%s", d)
+	}
+	// The objects themselves are untouched.
+	if cur.Object["data"].(map[string]any)["same"] != "c2FtZS12YWx1ZQ==" {
+		t.Error("diff changed its input")
+	}
+}

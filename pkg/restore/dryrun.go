@@ -97,9 +97,43 @@ func (p *Plan) crdInPlan(group, resource string) bool {
 }
 
 // diff renders a unified diff of two objects as YAML, without the fields
-// the server keeps for itself.
+// the server keeps for itself. The values of a Secret's data and
+// stringData never appear: each key shows "<redacted>", or, where the two
+// sides differ, "<redacted: target value>" and "<redacted: backup value>".
 func diff(from, to *unstructured.Unstructured) string {
+	if from.GetKind() == "Secret" || to.GetKind() == "Secret" {
+		from, to = from.DeepCopy(), to.DeepCopy()
+		for _, field := range []string{"data", "stringData"} {
+			redactPair(from.Object, to.Object, field)
+		}
+	}
 	return udiff.Unified("target", "restore", render(from), render(to))
+}
+
+// redactPair replaces the values of map field in a and b by markers that
+// say only whether the two sides agree.
+func redactPair(a, b map[string]any, field string) {
+	am, _ := a[field].(map[string]any)
+	bm, _ := b[field].(map[string]any)
+	ra, rb := map[string]any{}, map[string]any{}
+	for k, v := range am {
+		if bv, ok := bm[k]; ok && fmt.Sprint(bv) == fmt.Sprint(v) {
+			ra[k], rb[k] = "<redacted>", "<redacted>"
+		} else {
+			ra[k] = "<redacted: target value>"
+		}
+	}
+	for k := range bm {
+		if _, ok := rb[k]; !ok {
+			rb[k] = "<redacted: backup value>"
+		}
+	}
+	if am != nil {
+		a[field] = ra
+	}
+	if bm != nil {
+		b[field] = rb
+	}
 }
 
 func render(u *unstructured.Unstructured) string {

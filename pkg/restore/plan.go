@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -79,6 +80,13 @@ type Item struct {
 	Skip string
 	// KeepStatus is true for resources named in --restore-status.
 	KeepStatus bool
+	// SourceVersion is the version the backup holds the object at as its
+	// primary copy: the source's preferred version.
+	SourceVersion string
+	// Others are copies of the same object at the source's other served
+	// versions (resources/<gr>/<version>/...), for a target that does not
+	// serve SourceVersion.
+	Others []archive.Item
 }
 
 // Plan is the ordered restore plan.
@@ -114,6 +122,49 @@ var managedEndpointSlices = map[string]bool{
 	"endpointslicemirroring-controller.k8s.io": true,
 }
 
+// objectKey identifies one object across its version copies.
+type objectKey struct{ gr, ns, name string }
+
+// splitCopies sorts an archive's items into one primary copy per object and
+// the object's copies at other versions. The primary copy is the one at
+// the source's preferred version: ferry's unversioned path, or Velero's
+// <v>-preferredversion directory (Velero writes the preferred version at
+// both; the unversioned copy of a Velero archive is then a duplicate). An
+// object with no primary copy gets its first other copy promoted.
+func splitCopies(items []archive.Item) ([]archive.Item, map[objectKey][]archive.Item) {
+	primary := map[objectKey]int{}
+	explicit := map[objectKey]bool{}
+	var prim []archive.Item
+	others := map[objectKey][]archive.Item{}
+	for _, ai := range items {
+		_, dir, _, _, _ := archive.ParseItemPath(ai.Path)
+		k := objectKey{ai.GroupResource(), ai.Namespace, ai.Name}
+		preferredDir := strings.HasSuffix(dir, "-preferredversion")
+		if dir != "" && !preferredDir {
+			others[k] = append(others[k], ai)
+			continue
+		}
+		if i, ok := primary[k]; ok {
+			if preferredDir && !explicit[k] {
+				prim[i] = ai
+				explicit[k] = true
+			}
+			continue
+		}
+		primary[k] = len(prim)
+		explicit[k] = preferredDir
+		prim = append(prim, ai)
+	}
+	for k, o := range others {
+		if _, ok := primary[k]; !ok {
+			primary[k] = len(prim)
+			prim = append(prim, o[0])
+			others[k] = o[1:]
+		}
+	}
+	return prim, others
+}
+
 // buildPlan selects, orders and annotates the archive's items.
 func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 	nsf, err := filter.NewNamespaces(o.Spec.IncludedNamespaces, o.Spec.ExcludedNamespaces)
@@ -124,8 +175,9 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 	statusf := filter.NewResources(o.Spec.RestoreStatus, nil)
 	p := &Plan{PVNames: map[string]string{}, RestoredPVs: map[string]bool{}, byUID: map[string]*Item{}}
 	selectorServices := map[string]bool{}
+	items, others := splitCopies(items)
 	for _, ai := range items {
-		it := &Item{Item: ai, GroupResource: ai.GroupResource()}
+		it := &Item{Item: ai, GroupResource: ai.GroupResource(), Others: others[objectKey{ai.GroupResource(), ai.Namespace, ai.Name}]}
 		if err := json.Unmarshal(ai.Data, &it.peek); err != nil {
 			return nil, fmt.Errorf("archive entry %s: not a JSON object: %w", ai.Path, err)
 		}
@@ -137,6 +189,7 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 			// A Velero legacy path names no version: the object's own does.
 			_, it.Version = splitAPIVersion(it.peek.APIVersion)
 		}
+		it.SourceVersion = it.Version
 		if !resf.Match(ai.Group, ai.Resource, kind) {
 			continue
 		}

@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -50,6 +51,58 @@ func TestPlanSkips(t *testing.T) {
 	for i := 1; i < len(p.Items); i++ {
 		if p.Items[i-1].Tier > p.Items[i].Tier {
 			t.Fatal("plan not ordered by tier")
+		}
+	}
+}
+
+// TestSplitCopies: one primary copy per object, other versions kept as
+// alternatives, for ferry's layout and Velero's (which also writes the
+// preferred version under <v>-preferredversion).
+func TestSplitCopies(t *testing.T) {
+	at := func(p, version, name string) archive.Item {
+		return archive.Item{Entry: archive.Entry{Path: p, Group: "music.example.io", Resource: "rockbands", Version: version, Namespace: "n", Name: name}}
+	}
+	items := []archive.Item{
+		// ferry: preferred unversioned, another version after it
+		at("resources/rockbands.music.example.io/v1alpha1/namespaces/n/f.json", "v1alpha1", "f"),
+		at("resources/rockbands.music.example.io/namespaces/n/f.json", "v1", "f"),
+		// Velero: the legacy copy, the preferred-version copy and another
+		at("resources/rockbands.music.example.io/namespaces/n/v.json", "", "v"),
+		at("resources/rockbands.music.example.io/v1-preferredversion/namespaces/n/v.json", "v1", "v"),
+		at("resources/rockbands.music.example.io/v2beta1/namespaces/n/v.json", "v2beta1", "v"),
+		// only non-preferred copies: the first is promoted
+		at("resources/rockbands.music.example.io/v2beta2/namespaces/n/o.json", "v2beta2", "o"),
+		at("resources/rockbands.music.example.io/v2beta1/namespaces/n/o.json", "v2beta1", "o"),
+	}
+	prim, others := splitCopies(items)
+	got := map[string]string{}
+	for _, p := range prim {
+		if _, dup := got[p.Name]; dup {
+			t.Fatalf("%s has two primary copies", p.Name)
+		}
+		got[p.Name] = p.Path
+	}
+	want := map[string]string{
+		"f": "resources/rockbands.music.example.io/namespaces/n/f.json",
+		"v": "resources/rockbands.music.example.io/v1-preferredversion/namespaces/n/v.json",
+		"o": "resources/rockbands.music.example.io/v2beta2/namespaces/n/o.json",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("primaries %v", got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: primary %s, want %s", k, got[k], v)
+		}
+	}
+	for name, wantVersions := range map[string]string{"f": "v1alpha1", "v": "v2beta1", "o": "v2beta1"} {
+		o := others[objectKey{"rockbands.music.example.io", "n", name}]
+		var vs []string
+		for _, it := range o {
+			vs = append(vs, it.Version)
+		}
+		if strings.Join(vs, ",") != wantVersions {
+			t.Errorf("%s: other versions %v, want %s", name, vs, wantVersions)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -29,10 +28,12 @@ type veleroBackup struct {
 
 // LoadVelero reads a backup made by Velero from loc's object-store layout
 // (backups/<name>/velero-backup.json and backups/<name>/<name>.tar.gz) and
-// returns its archive's items, one per object: Velero writes an object at
-// its preferred version twice (resources/<gr>/namespaces/... and
-// resources/<gr>/<v>-preferredversion/namespaces/...); the versioned copy is
-// kept. A legacy copy's version comes from its apiVersion at plan time.
+// returns its archive's items. Velero writes an object at its preferred
+// version twice (resources/<gr>/namespaces/... and
+// resources/<gr>/<v>-preferredversion/namespaces/...) and at its other
+// versions under resources/<gr>/<v>/...; the plan keeps one primary copy
+// per object and the others as alternatives (splitCopies). A legacy copy's
+// version comes from its apiVersion at plan time.
 // Velero archives carry no digests, so only their gzip and tar structure
 // can be checked.
 func LoadVelero(ctx context.Context, loc *store.Location, name string) (*archive.Archive, *v1alpha1.Backup, error) {
@@ -62,45 +63,8 @@ func LoadVelero(ctx context.Context, loc *store.Location, name string) (*archive
 	if !veleroFormats[a.Version] {
 		return nil, nil, fmt.Errorf("backup %q (Velero): archive format version %q in %s is not one ferry reads (%s)", name, a.Version, archive.VersionPath, "1.0.0, 1.1.0")
 	}
-	a.Items = dedupeVelero(a.Items)
 	b := v1alpha1.NewBackup(name)
 	b.Status.Phase = v1alpha1.Phase(vb.Status.Phase)
 	b.Status.Archive = &v1alpha1.ArchiveSummary{Key: key, Entries: len(a.Items)}
 	return a, b, nil
-}
-
-// dedupeVelero keeps one item per object: the preferred-version copy when
-// there is one, else the legacy (unversioned) copy. Copies at other,
-// non-preferred versions are left out.
-func dedupeVelero(items []archive.Item) []archive.Item {
-	type id struct{ gr, ns, name string }
-	best := map[id]archive.Item{}
-	var order []id
-	for _, it := range items {
-		_, dir, _, _, _ := archive.ParseItemPath(it.Path)
-		k := id{it.GroupResource(), it.Namespace, it.Name}
-		cur, seen := best[k]
-		if !seen {
-			order = append(order, k)
-		}
-		switch {
-		case strings.HasSuffix(dir, "-preferredversion"):
-			best[k] = it
-		case dir == "" && (!seen || !strings.HasSuffix(pathDir(cur.Path), "-preferredversion")):
-			best[k] = it
-		case !seen && dir != "":
-			// a non-preferred version only: kept until a better copy shows up
-			best[k] = it
-		}
-	}
-	out := make([]archive.Item, 0, len(order))
-	for _, k := range order {
-		out = append(out, best[k])
-	}
-	return out
-}
-
-func pathDir(p string) string {
-	_, dir, _, _, _ := archive.ParseItemPath(p)
-	return dir
 }

@@ -157,9 +157,14 @@ func run(ferry string) error {
 		return err
 	}
 	storage := "file://" + filepath.Join(dir, "store")
+	// The verification report outlives the demo's clusters: open it after.
+	reportDir, err := filepath.Abs(filepath.Join("bin", "demo-report"))
+	if err != nil {
+		return err
+	}
 	fmt.Printf("==> ferry migrate --from-context source --to-context target --include-namespaces demo --storage %s\n\n", storage)
 	cmd := exec.CommandContext(ctx, ferry, "migrate", "--kubeconfig", kubeconfig, "--from-context", "source", "--to-context", "target",
-		"--include-namespaces", "demo", "--storage", storage, "--name", "demo")
+		"--include-namespaces", "demo", "--storage", storage, "--name", "demo", "--report-dir", reportDir)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("ferry migrate: %w", err)

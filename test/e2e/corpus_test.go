@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -180,8 +181,9 @@ func TestCorpusMigration(t *testing.T) {
 	e := newEnv(t)
 	objs := applyCorpus(t, e, corpus)
 
-	// Whole-cluster migration.
-	r := e.run(t, "migrate", "--from-context", "src", "--to-context", "dst", "--name", "corpus", "-o", "json")
+	// Whole-cluster migration, verified.
+	reportDir := filepath.Join(t.TempDir(), "report")
+	r := e.run(t, "migrate", "--from-context", "src", "--to-context", "dst", "--name", "corpus", "-o", "json", "--report-dir", reportDir)
 	if r.code != 0 {
 		t.Fatalf("migrate: exit %d\n%s\n%s\nfailed items: %v", r.code, r.stdout, r.stderr, failedItems(t, e, "corpus"))
 	}
@@ -193,8 +195,25 @@ func TestCorpusMigration(t *testing.T) {
 				Counts map[string]int `json:"counts"`
 			} `json:"status"`
 		} `json:"restore"`
+		Verification struct {
+			Summary map[string]int `json:"summary"`
+		} `json:"verification"`
 	}
 	mustJSON(t, r.stdout, &out)
+	// The verification report: 0 unexpected differences, every object
+	// compared, and a page that shows the same numbers.
+	v := readVerification(t, reportDir)
+	t.Logf("verification: %v", v.Summary)
+	if v.Summary["unexpected"] != 0 || out.Verification.Summary["unexpected"] != 0 {
+		t.Errorf("verification after migrate: %d unexpected differences: %+v", v.Summary["unexpected"], v.Differences)
+	}
+	if v.Summary["matched"] < len(objs) {
+		t.Errorf("verification matched %d objects, the source accepted %d", v.Summary["matched"], len(objs))
+	}
+	if len(v.Timings) != 3 || v.Timings[0].Phase != "backup" || v.Timings[1].Phase != "restore" || v.Timings[2].Phase != "verify" {
+		t.Errorf("timings %+v, want backup, restore, verify", v.Timings)
+	}
+	checkReportPage(t, reportDir)
 	first := out.Restore.Status.Counts
 	t.Logf("first restore: %v", first)
 	if first["failed"] != 0 || first["created"] < len(objs) {
@@ -259,6 +278,73 @@ func TestCorpusMigration(t *testing.T) {
 	}
 	checkTarget(t, e, "corpus-mapped", mappedObjs, nsMap)
 	checkClonedPV(t, e, "nginx-example-copy", "nginx-logs", "persistentvolume")
+
+	// The mapped restore is verified with its own expected changes. The
+	// cluster-scoped objects it would change (ClusterRoleBindings naming a
+	// mapped namespace) exist from the first restore and were left alone
+	// under policy none: exactly those are the unexpected differences.
+	mappedDir := filepath.Join(t.TempDir(), "mapped")
+	vr := e.run(t, "verify", "--backup", "corpus", "--restore", "corpus-mapped", "--to-context", "dst", "--report-dir", mappedDir)
+	var leftAlone []string
+	for _, it := range e.results(t, "corpus-mapped") {
+		if it["reason"] == "exists, differs" {
+			ns, _ := it["namespace"].(string)
+			leftAlone = append(leftAlone, fmt.Sprintf("%v %s/%v", it["resource"], ns, it["name"]))
+		}
+	}
+	var differ []string
+	for _, d := range readVerification(t, mappedDir).Differences {
+		differ = append(differ, fmt.Sprintf("%v %v/%v", d.Resource, d.Namespace, d.Name))
+	}
+	sort.Strings(leftAlone)
+	sort.Strings(differ)
+	if strings.Join(differ, "\n") != strings.Join(leftAlone, "\n") || (len(differ) > 0) != (vr.code == 2) {
+		t.Errorf("verify of the mapped restore (exit %d) lists\n%s\nthe restore left alone\n%s", vr.code, strings.Join(differ, "\n"), strings.Join(leftAlone, "\n"))
+	}
+	t.Logf("mapped restore: %d objects differ, each left alone by the restore", len(differ))
+
+	// Tamper with one object in the target: the report shows exactly it.
+	cs := kubernetes.NewForConfigOrDie(e.dst.Config)
+	var dep *appsv1.Deployment
+	for _, it := range v.Items {
+		if it.Resource == "deployments.apps" && it.Outcome == "match" {
+			d, err := cs.AppsV1().Deployments(it.Namespace).Get(context.Background(), it.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dep = d
+			break
+		}
+	}
+	if dep == nil {
+		t.Fatal("no restored Deployment in the corpus")
+	}
+	replicas := int32(7)
+	if dep.Spec.Replicas != nil && *dep.Spec.Replicas == 7 {
+		replicas = 9
+	}
+	dep.Spec.Replicas = &replicas
+	if _, err := cs.AppsV1().Deployments(dep.Namespace).Update(context.Background(), dep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tamperDir := filepath.Join(t.TempDir(), "tampered")
+	vr = e.run(t, "verify", "--backup", "corpus", "--restore", "corpus", "--to-context", "dst", "--report-dir", tamperDir)
+	if vr.code != 2 {
+		t.Errorf("verify after tampering: exit %d, want 2\n%s\n%s", vr.code, vr.stdout, vr.stderr)
+	}
+	tv := readVerification(t, tamperDir)
+	if len(tv.Differences) != 1 || tv.Summary["unexpected"] != 1 {
+		t.Fatalf("after tampering with deployment %s/%s: %d differences %+v", dep.Namespace, dep.Name, len(tv.Differences), tv.Differences)
+	}
+	d := tv.Differences[0]
+	if d.Resource != "deployments.apps" || d.Namespace != dep.Namespace || d.Name != dep.Name || d.Outcome != "differs" ||
+		!strings.Contains(d.Message, ".spec.replicas") || !strings.Contains(d.Diff, fmt.Sprintf("-  replicas: %d", replicas)) {
+		t.Errorf("difference %+v, want deployments.apps %s/%s differing at .spec.replicas", d, dep.Namespace, dep.Name)
+	}
+	if !strings.Contains(vr.stdout, dep.Name) || !strings.Contains(vr.stdout, "1 differ") {
+		t.Errorf("verify output does not name the tampered object:\n%s", vr.stdout)
+	}
+	checkReportPage(t, tamperDir)
 }
 
 // TestCorpusNginxAppBase migrates the set that conflicts with

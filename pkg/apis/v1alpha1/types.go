@@ -64,6 +64,11 @@ type BackupSpec struct {
 	// EncryptionRecipients are the age public keys the archive and the
 	// results were encrypted for (empty: not encrypted).
 	EncryptionRecipients []string `json:"encryptionRecipients,omitempty"`
+	// PreferredVersionOnly stores each resource at its preferred version
+	// only. By default every served version is stored as well (DESIGN.md §3),
+	// so that a target that no longer serves the preferred version can
+	// still take the objects.
+	PreferredVersionOnly bool `json:"preferredVersionOnly,omitempty"`
 }
 
 // BackupStatus reports a backup's outcome.

@@ -1,0 +1,176 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+func newVerifyCmd(g *globals) *cobra.Command {
+	var f restoreFlags
+	var cf cryptFlags
+	var backupName, restoreName, toKubeconfig, toContext, reportDir string
+	var fromVelero bool
+	cmd := &cobra.Command{
+		Use:   "verify --backup BACKUP [--restore RESTORE | restore flags]",
+		Short: "Compare a backup with the target cluster and write a verification report",
+		Long: `verify compares every object of a backup with the target cluster, after the
+changes a restore makes on purpose (sanitizing, namespace and storage-class
+mappings, cloud profiles, resource modifiers), and lists every unexpected
+difference. It writes report.json and a self-contained report.html into
+--report-dir, and writes nothing to the cluster or the store.
+
+The expected changes come from --restore NAME (the spec of a restore that
+ran), or else from the same flags as restore create. Exit code 0 means the
+target matches the backup, 2 that there are unexpected differences.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			if backupName == "" {
+				return fmt.Errorf("--backup is required")
+			}
+			if err := cf.validate(); err != nil {
+				return err
+			}
+			loc, err := g.openStore(ctx, &cf)
+			if err != nil {
+				return err
+			}
+			defer loc.Close()
+			opts := restore.Options{Name: "verify-" + backupName, Log: g.log}
+			if restoreName != "" {
+				if cmd.Flags().Changed("namespace-mappings") || cmd.Flags().Changed("storage-class-mappings") || cmd.Flags().Changed("resource-modifiers") ||
+					cmd.Flags().Changed("from-cloud") || cmd.Flags().Changed("to-cloud") || cmd.Flags().Changed("include-namespaces") ||
+					cmd.Flags().Changed("exclude-namespaces") || cmd.Flags().Changed("include-resources") || cmd.Flags().Changed("exclude-resources") {
+					return fmt.Errorf("--restore %s gives the expected changes; do not combine it with restore flags", restoreName)
+				}
+				r, err := loc.GetRestore(ctx, restoreName)
+				if err != nil {
+					return fmt.Errorf("--restore %s: %w", restoreName, err)
+				}
+				if r.Spec.BackupName != backupName {
+					return fmt.Errorf("restore %s restored backup %q, not %q", restoreName, r.Spec.BackupName, backupName)
+				}
+				opts.Name, opts.Spec = restoreName, r.Spec
+				opts.Spec.DryRun = false
+			} else {
+				spec, err := f.spec(backupName)
+				if err != nil {
+					return err
+				}
+				spec.FromVelero = fromVelero
+				opts.Spec = spec
+			}
+			if toKubeconfig == "" {
+				toKubeconfig = g.kubeconfig
+			}
+			if toContext == "" {
+				toContext = g.context
+			}
+			if reportDir == "" {
+				reportDir = "ferry-report-" + backupName
+			}
+			cluster, err := connect(ctx, toKubeconfig, toContext)
+			if err != nil {
+				return err
+			}
+			v, paths, err := runVerify(ctx, g, cluster, loc, opts, reportDir)
+			if err != nil {
+				return err
+			}
+			if g.output != "table" {
+				if err := printObject(g.stdout, g.output, v); err != nil {
+					return err
+				}
+			} else {
+				printVerification(g, v, paths)
+			}
+			return verifyExit(v)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&backupName, "backup", "", "the backup to compare the target with (required)")
+	fl.StringVar(&restoreName, "restore", "", "take the expected changes from this restore's spec (mappings, cloud profiles, modifiers, filters)")
+	fl.BoolVar(&fromVelero, "from-velero-backup", false, "the backup is a Velero backup in the store")
+	fl.StringVar(&toKubeconfig, "to-kubeconfig", "", "kubeconfig of the target cluster (default --kubeconfig)")
+	fl.StringVar(&toContext, "to-context", "", "context of the target cluster (default --context)")
+	fl.StringVar(&reportDir, "report-dir", "", "directory for report.json and report.html (default ferry-report-<backup>)")
+	f.register(cmd, true)
+	for _, n := range []string{"existing-resource-policy", "preserve-nodeports", "restore-status", "dry-run", "crd-timeout"} {
+		_ = fl.MarkHidden(n) // restore create's, meaningless for a comparison
+	}
+	cf.registerIdentity(cmd)
+	return cmd
+}
+
+// reportPaths are where a verification report was written.
+type reportPaths struct {
+	JSON string `json:"json"`
+	HTML string `json:"html"`
+}
+
+// runVerify compares the backup with cluster and writes the report files
+// into dir. extra timings (a migrate's backup and restore) go first.
+func runVerify(ctx context.Context, g *globals, cluster *kube.Cluster, loc *store.Location, opts restore.Options, dir string, extra ...report.Timing) (*report.Verification, reportPaths, error) {
+	pr := newProgress(g.stderr, "verify "+opts.Spec.BackupName)
+	opts.OnProgress = pr.update
+	v, err := restore.Verify(ctx, cluster, loc, opts)
+	pr.stop()
+	if err != nil {
+		return nil, reportPaths{}, err
+	}
+	if opts.Name != "verify-"+opts.Spec.BackupName {
+		v.Restore = opts.Name
+	}
+	if len(extra) > 0 {
+		v.Timings = append(extra, v.Timings[len(v.Timings)-1]) // the verify phase
+	}
+	var p reportPaths
+	p.JSON, p.HTML, err = v.WriteFiles(dir)
+	if err != nil {
+		return nil, reportPaths{}, err
+	}
+	return v, p, nil
+}
+
+func printVerification(g *globals, v *report.Verification, p reportPaths) {
+	jsonPath, htmlPath := p.JSON, p.HTML
+	w := g.stdout
+	s := v.Summary
+	fmt.Fprintf(w, "Verification of backup %s against %s: %d objects: %d match (%d changed on purpose), %d differ, %d missing, %d not compared, %d skipped by the plan\n",
+		v.Backup, v.TargetServer, s.Objects, s.Matched, s.Transformed, s.Differ, s.Missing, s.Failed, s.Skipped)
+	if len(v.Differences) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RESOURCE\tNAMESPACE\tNAME\tOUTCOME\tWHERE")
+		for _, d := range v.Differences {
+			ns, name := d.Namespace, d.Name
+			if d.TargetNamespace != "" {
+				ns = d.TargetNamespace
+			}
+			if d.TargetName != "" {
+				name = d.TargetName
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", d.Resource, orDash(ns), name, d.Outcome, d.Message)
+		}
+		_ = tw.Flush()
+	}
+	for _, e := range v.Errors {
+		fmt.Fprintf(w, "Error: %s\n", e)
+	}
+	fmt.Fprintf(w, "Report: %s, %s\n", htmlPath, jsonPath)
+}
+
+// verifyExit is nil when the target matches the backup, else exit code 2.
+func verifyExit(v *report.Verification) error {
+	if v.Summary.Unexpected == 0 && len(v.Errors) == 0 {
+		return nil
+	}
+	return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("verification of backup %s: %d unexpected difference(s)", v.Backup, v.Summary.Unexpected)}
+}
