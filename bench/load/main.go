@@ -230,6 +230,10 @@ type Run struct {
 	// Restore's start and completion timestamps (whole seconds).
 	FerryBackupSeconds  float64 `json:"ferryBackupSeconds,omitempty"`
 	FerryRestoreSeconds float64 `json:"ferryRestoreSeconds,omitempty"`
+	// Verification is migrate's verification summary, and
+	// FerryVerifySeconds how long the verification took.
+	Verification       *report.Summary `json:"verification,omitempty"`
+	FerryVerifySeconds float64         `json:"ferryVerifySeconds,omitempty"`
 	// Problems summarises "ferry restore describe -o json" after a restore.
 	Problems *Problems `json:"problems,omitempty"`
 	// Verify compares the target with the source after a restore.
@@ -860,11 +864,23 @@ func ferryRun(ctx context.Context, op string, objects int, ferry string, args ..
 	switch op {
 	case "migrate":
 		var m struct {
-			Backup  *v1alpha1.Backup  `json:"backup"`
-			Restore *v1alpha1.Restore `json:"restore"`
+			Backup       *v1alpha1.Backup  `json:"backup"`
+			Restore      *v1alpha1.Restore `json:"restore"`
+			Verification *struct {
+				Summary report.Summary  `json:"summary"`
+				Timings []report.Timing `json:"timings"`
+			} `json:"verification"`
 		}
 		jerr = json.Unmarshal(out, &m)
 		r.Backup, r.Restore = m.Backup, m.Restore
+		if v := m.Verification; v != nil {
+			r.Verification = &v.Summary
+			for _, t := range v.Timings {
+				if t.Phase == "verify" {
+					r.FerryVerifySeconds = t.Seconds
+				}
+			}
+		}
 	case "backup":
 		r.Backup = &v1alpha1.Backup{}
 		jerr = json.Unmarshal(out, r.Backup)
@@ -897,6 +913,13 @@ func ferryRun(ctx context.Context, op string, objects int, ferry string, args ..
 		}
 	} else if op != "backup" && jerr == nil {
 		errs = append(errs, errors.New("ferry printed no restore"))
+	}
+	if op == "migrate" && jerr == nil {
+		if v := r.Verification; v == nil {
+			errs = append(errs, errors.New("migrate printed no verification"))
+		} else if v.Unexpected != 0 {
+			errs = append(errs, fmt.Errorf("migrate's verification: %d unexpected differences (%+v)", v.Unexpected, *v))
+		}
 	}
 	if len(errs) > 0 {
 		r.Error = errors.Join(errs...).Error()
@@ -996,6 +1019,9 @@ func seconds(start, end *metav1.Time) float64 {
 func logRun(r *Run) {
 	logf("%s: %.1fs, %.0f objects/s, peak RSS %.0f MiB, exit %d, %d backed up, %d created",
 		r.Operation, r.Seconds, r.PerSecond, r.MaxRSSMiB, r.ExitCode, r.ItemsBackedUp, r.Created)
+	if v := r.Verification; v != nil {
+		logf("  verification: %.1fs, %d objects, %d match, %d unexpected", r.FerryVerifySeconds, v.Objects, v.Matched, v.Unexpected)
+	}
 	if p := r.Problems; p != nil {
 		logf("  outcomes %v; %d warnings, %d errors", p.Outcomes, p.WarningsTotal, p.ErrorsTotal)
 		for _, k := range sortedKeys(p.ByResource) {

@@ -143,7 +143,7 @@ The two clusters never talk to each other.`,
 					out["results"] = rres
 				}
 				if v != nil {
-					out["verification"] = map[string]any{"summary": v.Summary, "differences": v.Differences, "report": paths}
+					out["verification"] = map[string]any{"summary": v.Summary, "differences": v.Differences, "timings": v.Timings, "report": paths}
 				}
 				if err := printObject(g.stdout, g.output, out); err != nil {
 					return err
