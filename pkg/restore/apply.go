@@ -105,6 +105,9 @@ func (a *applier) run(ctx context.Context) error {
 		return fmt.Errorf("cluster %s: %w", a.cluster.Name, err)
 	}
 	a.apis = apis
+	for _, w := range a.plan.Warnings {
+		a.results.Warnf("%s", w)
+	}
 	var pending []*Item
 	byTier := make([][]*Item, numTiers)
 	for _, it := range a.plan.Items {

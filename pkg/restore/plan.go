@@ -99,6 +99,10 @@ type Plan struct {
 	RestoredPVs map[string]bool
 	// byUID indexes planned items by source UID (for owner references).
 	byUID map[string]*Item
+	// Warnings are options that match nothing in the backup (a namespace
+	// mapping or an included namespace the backup does not have): a typo
+	// must not pass for a restore that did what was asked.
+	Warnings []string
 }
 
 // recreatedBy lists, per kind of dependent, the built-in controllers
@@ -176,6 +180,26 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 	p := &Plan{PVNames: map[string]string{}, RestoredPVs: map[string]bool{}, byUID: map[string]*Item{}}
 	selectorServices := map[string]bool{}
 	items, others := splitCopies(items)
+	backupNS := map[string]bool{}
+	for _, ai := range items {
+		if ai.Namespace != "" {
+			backupNS[ai.Namespace] = true
+		} else if ai.GroupResource() == "namespaces" {
+			backupNS[ai.Name] = true
+		}
+	}
+	for _, src := range sortedKeys(o.Spec.NamespaceMapping) {
+		if !backupNS[src] {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("--namespace-mappings %s:%s: the backup has no namespace %s", src, o.Spec.NamespaceMapping[src], src))
+		}
+	}
+	if literal, ok := nsf.Literal(); ok {
+		for _, ns := range literal {
+			if !backupNS[ns] {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("--include-namespaces %s: the backup has no namespace %s", ns, ns))
+			}
+		}
+	}
 	for _, ai := range items {
 		it := &Item{Item: ai, GroupResource: ai.GroupResource(), Others: others[objectKey{ai.GroupResource(), ai.Namespace, ai.Name}]}
 		if err := json.Unmarshal(ai.Data, &it.peek); err != nil {
@@ -240,6 +264,15 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 	}
 	sort.SliceStable(p.Items, func(i, j int) bool { return p.Items[i].Tier < p.Items[j].Tier })
 	return p, nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // clonedPVName is the deterministic new name of PV name whose claim moved

@@ -106,3 +106,23 @@ func TestSplitCopies(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanWarnsUnmatched: a namespace mapping or an included namespace
+// that the backup does not have is a warning, not a silent no-op.
+func TestPlanWarnsUnmatched(t *testing.T) {
+	items := []archive.Item{
+		item("", "namespaces", "", "shop", `{"kind":"Namespace","metadata":{"name":"shop"}}`),
+		item("", "configmaps", "shop", "c", `{"kind":"ConfigMap","metadata":{"name":"c"}}`),
+	}
+	o := &Options{Name: "r", Spec: v1alpha1.RestoreSpec{BackupName: "b",
+		NamespaceMapping: map[string]string{"shop": "shop2", "shp": "x"}, IncludedNamespaces: []string{"shop", "payments"}}}
+	p, err := buildPlan(items, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(p.Warnings, "\n")
+	want := "--namespace-mappings shp:x: the backup has no namespace shp\n--include-namespaces payments: the backup has no namespace payments"
+	if got != want {
+		t.Errorf("warnings:\n%s\nwant:\n%s", got, want)
+	}
+}
