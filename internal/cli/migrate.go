@@ -62,6 +62,14 @@ The two clusters never talk to each other.`,
 			if err := cf.validate(); err != nil {
 				return err
 			}
+			if verify && !rspec.DryRun {
+				if reportDir == "" {
+					reportDir = "ferry-report-" + name
+				}
+				if err := checkReportDir(reportDir); err != nil {
+					return err
+				}
+			}
 			if len(cf.recipients) > 0 && cf.identity == "" {
 				return fmt.Errorf("migrate with --encryption-recipient needs --encryption-identity too, to read the backup back for the restore")
 			}
@@ -117,12 +125,18 @@ The two clusters never talk to each other.`,
 			}
 			// The restore is checked against the backup, after its own
 			// expected changes, unless it is a dry run or did not run.
+			if g.output == "table" {
+				// The restore's summary shows whatever the verification does.
+				if err := printRestore(g, r, rres); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "Migrated %s -> %s through %s: %d items backed up; %d created, %d unchanged, %d skipped, %d failed\n",
+					src.Name, dst.Name, loc.URL(), b.Status.Progress.ItemsBackedUp, r.Status.Counts.Created, r.Status.Counts.Unchanged, r.Status.Counts.Skipped, r.Status.Counts.Failed)
+			}
 			var v *report.Verification
 			var paths reportPaths
+			var verr error
 			if verify && !r.Spec.DryRun && r.Status.Phase != "Failed" {
-				if reportDir == "" {
-					reportDir = "ferry-report-" + name
-				}
 				var timings []report.Timing
 				if s, e := b.Status.StartTimestamp, b.Status.CompletionTimestamp; s != nil && e != nil {
 					timings = append(timings, report.NewTiming("backup", s.Time, e.Time))
@@ -132,9 +146,9 @@ The two clusters never talk to each other.`,
 				}
 				vopts := ropts
 				vopts.OnProgress = nil
-				v, paths, err = runVerify(ctx, g, dst, loc, vopts, reportDir, timings...)
-				if err != nil {
-					return fmt.Errorf("verification after the restore: %w", err)
+				v, paths, verr = runVerify(ctx, g, dst, loc, vopts, reportDir, timings...)
+				if verr != nil {
+					verr = fmt.Errorf("verification after the restore: %w", verr)
 				}
 			}
 			if g.output != "table" {
@@ -145,18 +159,17 @@ The two clusters never talk to each other.`,
 				if v != nil {
 					out["verification"] = map[string]any{"summary": v.Summary, "differences": v.Differences, "timings": v.Timings, "report": paths}
 				}
+				if verr != nil {
+					out["verificationError"] = verr.Error()
+				}
 				if err := printObject(g.stdout, g.output, out); err != nil {
 					return err
 				}
-			} else {
-				if err := printRestore(g, r, rres); err != nil {
-					return err
-				}
-				fmt.Fprintf(g.stdout, "Migrated %s -> %s through %s: %d items backed up; %d created, %d unchanged, %d skipped, %d failed\n",
-					src.Name, dst.Name, loc.URL(), b.Status.Progress.ItemsBackedUp, r.Status.Counts.Created, r.Status.Counts.Unchanged, r.Status.Counts.Skipped, r.Status.Counts.Failed)
-				if v != nil {
-					printVerification(g, v, paths)
-				}
+			} else if v != nil {
+				printVerification(g, v, paths)
+			}
+			if verr != nil {
+				return verr
 			}
 			// The worse of the two phases decides the exit code; then the
 			// verification's differences.

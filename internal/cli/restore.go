@@ -21,7 +21,7 @@ import (
 
 func newRestoreCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "restore", Short: "Create, list and describe restores"}
-	cmd.AddCommand(newRestoreCreateCmd(g), newRestoreGetCmd(g), newRestoreDescribeCmd(g))
+	cmd.AddCommand(newRestoreCreateCmd(g), newRestoreGetCmd(g), newRestoreDescribeCmd(g), newRestoreDeleteCmd(g))
 	return cmd
 }
 

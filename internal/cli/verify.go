@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 	var cf cryptFlags
 	var backupName, restoreName, toKubeconfig, toContext, reportDir string
 	var fromVelero bool
+	var restoreTiming []report.Timing
 	cmd := &cobra.Command{
 		Use:   "verify --backup BACKUP [--restore RESTORE | restore flags]",
 		Short: "Compare a backup with the target cluster and write a verification report",
@@ -29,7 +31,8 @@ difference. It writes report.json and a self-contained report.html into
 
 The expected changes come from --restore NAME (the spec of a restore that
 ran), or else from the same flags as restore create. Exit code 0 means the
-target matches the backup, 2 that there are unexpected differences.`,
+target matches the backup, 2 that there are unexpected differences (or
+objects that could not be read), 1 that the verification could not run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -51,9 +54,15 @@ target matches the backup, 2 that there are unexpected differences.`,
 					cmd.Flags().Changed("exclude-namespaces") || cmd.Flags().Changed("include-resources") || cmd.Flags().Changed("exclude-resources") {
 					return fmt.Errorf("--restore %s gives the expected changes; do not combine it with restore flags", restoreName)
 				}
+				if fromVelero {
+					return fmt.Errorf("--restore %s gives the backup's kind; do not combine it with --from-velero-backup", restoreName)
+				}
 				r, err := loc.GetRestore(ctx, restoreName)
 				if err != nil {
 					return fmt.Errorf("--restore %s: %w", restoreName, err)
+				}
+				if s, e := r.Status.StartTimestamp, r.Status.CompletionTimestamp; s != nil && e != nil {
+					restoreTiming = []report.Timing{report.NewTiming("restore", s.Time, e.Time)}
 				}
 				if r.Spec.BackupName != backupName {
 					return fmt.Errorf("restore %s restored backup %q, not %q", restoreName, r.Spec.BackupName, backupName)
@@ -77,11 +86,14 @@ target matches the backup, 2 that there are unexpected differences.`,
 			if reportDir == "" {
 				reportDir = "ferry-report-" + backupName
 			}
+			if err := checkReportDir(reportDir); err != nil {
+				return err
+			}
 			cluster, err := connect(ctx, toKubeconfig, toContext)
 			if err != nil {
 				return err
 			}
-			v, paths, err := runVerify(ctx, g, cluster, loc, opts, reportDir)
+			v, paths, err := runVerify(ctx, g, cluster, loc, opts, reportDir, restoreTiming...)
 			if err != nil {
 				return err
 			}
@@ -130,7 +142,13 @@ func runVerify(ctx context.Context, g *globals, cluster *kube.Cluster, loc *stor
 		v.Restore = opts.Name
 	}
 	if len(extra) > 0 {
-		v.Timings = append(extra, v.Timings[len(v.Timings)-1]) // the verify phase
+		// The backup's own timing first (from its record), then extra
+		// (a restore), then the verify phase.
+		var t []report.Timing
+		if len(v.Timings) > 1 && extra[0].Phase != "backup" {
+			t = append(t, v.Timings[0])
+		}
+		v.Timings = append(append(t, extra...), v.Timings[len(v.Timings)-1])
 	}
 	var p reportPaths
 	p.JSON, p.HTML, err = v.WriteFiles(dir)
@@ -169,8 +187,25 @@ func printVerification(g *globals, v *report.Verification, p reportPaths) {
 
 // verifyExit is nil when the target matches the backup, else exit code 2.
 func verifyExit(v *report.Verification) error {
-	if v.Summary.Unexpected == 0 && len(v.Errors) == 0 {
-		return nil
+	switch {
+	case v.Summary.Unexpected > 0:
+		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("verification of backup %s: %d unexpected difference(s)", v.Backup, v.Summary.Unexpected)}
+	case len(v.Errors) > 0:
+		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("verification of backup %s: %d error(s)", v.Backup, len(v.Errors))}
 	}
-	return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("verification of backup %s: %d unexpected difference(s)", v.Backup, v.Summary.Unexpected)}
+	return nil
+}
+
+// checkReportDir makes dir and checks that a report can be written there,
+// before any work that the report is for.
+func checkReportDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("--report-dir: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".ferry-write-check-")
+	if err != nil {
+		return fmt.Errorf("--report-dir %s is not writable: %w", dir, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }

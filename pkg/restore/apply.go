@@ -322,6 +322,9 @@ func (a *applier) desired(it *Item, res kube.Resource) (u *unstructured.Unstruct
 		return nil, changes, &report.Result{Outcome: report.Failed, Version: res.Version, Reason: "resource modifier", Message: err.Error(), Changes: changes}
 	}
 	changes = append(changes, notes...)
+	if it.SourceVersion != "" && it.Version != it.SourceVersion {
+		changes = append(changes, fmt.Sprintf("restored at API version %s: the target does not serve the source's preferred version %s", it.Version, it.SourceVersion))
+	}
 	if res.Namespaced && u.GetNamespace() == "" {
 		u.SetNamespace(it.TargetNamespace)
 	}
@@ -381,7 +384,7 @@ func (a *applier) existing(ctx context.Context, it *Item, client dynamic.Resourc
 	}
 	a.uids.Store(it.peek.Metadata.UID, string(cur.GetUID()))
 	d := comparable(desired)
-	same, where := contains(cur.Object, d.Object, "")
+	same, where := contains(liveForCompare(cur).Object, d.Object, "")
 	if same {
 		return report.Result{Outcome: report.Unchanged, Version: res.Version, Reason: "exists, same"}
 	}

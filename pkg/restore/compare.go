@@ -3,6 +3,9 @@ package restore
 import (
 	"fmt"
 	"reflect"
+	"regexp"
+	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -29,13 +32,14 @@ func contains(existing, desired any, path string) (bool, string) {
 			return false, path
 		}
 		if exactMaps[path] && len(e) != len(d) {
-			for k := range e {
+			for _, k := range sortedAnyKeys(e) {
 				if _, ok := d[k]; !ok {
 					return false, path + "." + k + " (only in the target)"
 				}
 			}
 		}
-		for k, dv := range d {
+		for _, k := range sortedAnyKeys(d) {
+			dv := d[k]
 			ev, present := e[k]
 			if !present {
 				if isEmpty(dv) {
@@ -69,6 +73,15 @@ func contains(existing, desired any, path string) (bool, string) {
 		}
 		return reflect.DeepEqual(existing, desired), path
 	}
+}
+
+func sortedAnyKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // exactMaps are maps that hold user content, not server defaults: a key
@@ -199,4 +212,139 @@ func replacement(cur, desired *unstructured.Unstructured) *unstructured.Unstruct
 		}
 	}
 	return out
+}
+
+// targetOwned lists, per kind, the fields the target's API server or
+// controllers set on a restored object that the backup's object does not
+// carry (the restore cleared them, or they are allocated per cluster).
+// Paths use [*] for any list index. They are not additions by anyone.
+var targetOwned = map[string]map[string]bool{
+	"Service": {".spec.clusterIP": true, ".spec.clusterIPs": true, ".spec.healthCheckNodePort": true, ".spec.ports[*].nodePort": true},
+	"Job": {".spec.selector": true, ".spec.template.metadata.labels.controller-uid": true, ".spec.template.metadata.labels.batch.kubernetes.io/controller-uid": true,
+		".spec.template.metadata.labels.job-name": true, ".spec.template.metadata.labels.batch.kubernetes.io/job-name": true,
+		".metadata.labels.controller-uid": true, ".metadata.labels.batch.kubernetes.io/controller-uid": true,
+		".metadata.labels.job-name": true, ".metadata.labels.batch.kubernetes.io/job-name": true},
+	"PersistentVolumeClaim": {".spec.volumeName": true},
+	"PersistentVolume":      {".spec.claimRef.uid": true, ".spec.claimRef.resourceVersion": true},
+	"Pod":                   {".spec.nodeName": true},
+	// The API server sets the requester of a CSR from whoever creates it.
+	"CertificateSigningRequest": {".spec.username": true, ".spec.uid": true, ".spec.groups": true, ".spec.extra": true},
+}
+
+// targetOwnedAnnotations are annotation keys (or key prefixes, ending in
+// "/") that controllers of the target set on restored objects.
+var targetOwnedAnnotations = []string{
+	"deployment.kubernetes.io/revision", "pv.kubernetes.io/", "volume.kubernetes.io/",
+	"volume.beta.kubernetes.io/storage-provisioner", "endpoints.kubernetes.io/last-change-trigger-time",
+	"kubernetes.io/service-account.uid", "control-plane.alpha.kubernetes.io/leader",
+}
+
+func isTargetOwnedAnnotation(k string) bool {
+	for _, p := range targetOwnedAnnotations {
+		if k == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(k, p)) {
+			return true
+		}
+	}
+	return false
+}
+
+var listIndex = regexp.MustCompile(`\[\d+\]`)
+
+// pruneAdded returns a copy of live without the fields that desired does
+// not set and that nobody but a user adds: every such field is an
+// addition in the target (a new label, a privileged securityContext, an
+// extra nodeSelector) and its path is appended to added. Server-side
+// fields are left alone: metadata other than labels and annotations,
+// status, the target-owned fields above, the data of service-account token
+// Secrets and the rules of aggregated ClusterRoles (their controllers fill
+// them). Lists of different lengths are left whole (contains reports them).
+func pruneAdded(live, desired *unstructured.Unstructured) (*unstructured.Unstructured, []string) {
+	out := live.DeepCopy()
+	var added []string
+	owned := targetOwned[live.GetKind()]
+	skip := func(path string) bool {
+		if owned[listIndex.ReplaceAllString(path, "[*]")] {
+			return true
+		}
+		if strings.HasPrefix(path, ".metadata.annotations.") && isTargetOwnedAnnotation(strings.TrimPrefix(path, ".metadata.annotations.")) {
+			return true
+		}
+		if strings.HasPrefix(path, ".metadata.labels.") && strings.HasPrefix(strings.TrimPrefix(path, ".metadata.labels."), ignoredLabelPrefix) {
+			return true
+		}
+		return false
+	}
+	for k, v := range out.Object {
+		switch k {
+		case "apiVersion", "kind", "status":
+			continue
+		case "metadata":
+			m, _ := v.(map[string]any)
+			dm, _ := desired.Object["metadata"].(map[string]any)
+			for _, f := range []string{"labels", "annotations"} {
+				if lv, ok := m[f]; ok {
+					m[f] = pruneValue(lv, dm[f], ".metadata."+f, skip, &added)
+				}
+			}
+			continue
+		}
+		if k == "data" && live.GetKind() == "Secret" {
+			if t, _, _ := unstructured.NestedString(live.Object, "type"); t == "kubernetes.io/service-account-token" {
+				continue
+			}
+		}
+		if k == "rules" && live.GetKind() == "ClusterRole" && live.Object["aggregationRule"] != nil {
+			continue
+		}
+		out.Object[k] = pruneValue(v, desired.Object[k], "."+k, skip, &added)
+		if m, ok := out.Object[k].(map[string]any); ok && len(m) == 0 && desired.Object[k] == nil {
+			delete(out.Object, k)
+		}
+	}
+	sort.Strings(added)
+	return out, added
+}
+
+func pruneValue(live, desired any, path string, skip func(string) bool, added *[]string) any {
+	switch l := live.(type) {
+	case map[string]any:
+		d, ok := desired.(map[string]any)
+		if !ok && desired != nil {
+			return live
+		}
+		for k, v := range l {
+			p := path + "." + k
+			dv, present := d[k]
+			if !present {
+				if skip(p) || isEmpty(v) {
+					continue
+				}
+				if vm, ok := v.(map[string]any); ok {
+					// A map only the target has may hold fields its
+					// controllers own (a Job template's generated labels).
+					if rest := pruneValue(vm, nil, p, skip, added).(map[string]any); len(rest) > 0 {
+						l[k] = rest
+					} else {
+						delete(l, k)
+					}
+					continue
+				}
+				*added = append(*added, p)
+				delete(l, k)
+				continue
+			}
+			l[k] = pruneValue(v, dv, p, skip, added)
+		}
+		return l
+	case []any:
+		d, ok := desired.([]any)
+		if !ok || len(d) != len(l) {
+			return live
+		}
+		for i := range l {
+			l[i] = pruneValue(l[i], d[i], fmt.Sprintf("%s[%d]", path, i), skip, added)
+		}
+		return l
+	}
+	return live
 }

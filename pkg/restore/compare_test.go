@@ -116,3 +116,65 @@ func TestDiffRedactsSecrets(t *testing.T) {
 		t.Error("diff changed its input")
 	}
 }
+
+// TestDiffRedactsLastApplied: kubectl apply stores the whole Secret in an
+// annotation; a diff never shows it.
+func TestDiffRedactsLastApplied(t *testing.T) {
+	mk := func(pw string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Secret",
+			"metadata":   map[string]any{"name": "s", "annotations": map[string]any{lastApplied: `{"stringData":{"password":"` + pw + `"}}`}},
+			"stringData": map[string]any{"password": pw}}}
+	}
+	d := diffAs("target", "expected", mk("ROTATED77"), mk("SUPERSECRET42"))
+	if strings.Contains(d, "ROTATED77") || strings.Contains(d, "SUPERSECRET42") {
+		t.Fatalf("diff shows a secret value:\n%s", d)
+	}
+	if !strings.Contains(d, "<redacted: target value>") || !strings.Contains(d, "<redacted: backup value>") {
+		t.Errorf("diff does not say what differs:\n%s", d)
+	}
+}
+
+// TestPruneAdded: fields only the target has are additions, except what
+// the target's server and controllers own.
+func TestPruneAdded(t *testing.T) {
+	desired := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web"},
+		"spec": map[string]any{"replicas": int64(2), "template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "c", "image": "nginx"}}}}}}}
+	live := desired.DeepCopy()
+	live.SetAnnotations(map[string]string{"deployment.kubernetes.io/revision": "1", "team": "x"})
+	live.SetLabels(map[string]string{"ferry.dev/restore": "r", "evil": "yes"})
+	live.SetUID("u1")
+	live.Object["status"] = map[string]any{"replicas": int64(2)}
+	_ = unstructured.SetNestedField(live.Object, true, "spec", "template", "spec", "hostNetwork")
+	cs, _, _ := unstructured.NestedSlice(live.Object, "spec", "template", "spec", "containers")
+	cs[0].(map[string]any)["securityContext"] = map[string]any{"privileged": true}
+	_ = unstructured.SetNestedSlice(live.Object, cs, "spec", "template", "spec", "containers")
+	pruned, added := pruneAdded(live, desired)
+	want := ".metadata.annotations.team,.metadata.labels.evil,.spec.template.spec.containers[0].securityContext.privileged,.spec.template.spec.hostNetwork"
+	if got := strings.Join(added, ","); got != want {
+		t.Errorf("added %s, want %s", got, want)
+	}
+	if pruned.GetUID() != "u1" || pruned.GetAnnotations()["deployment.kubernetes.io/revision"] != "1" || pruned.GetLabels()["ferry.dev/restore"] != "r" {
+		t.Error("pruneAdded removed server-owned metadata")
+	}
+	if _, ok, _ := unstructured.NestedFieldNoCopy(live.Object, "spec", "template", "spec", "hostNetwork"); !ok {
+		t.Error("pruneAdded changed its input")
+	}
+	// A Service's allocated fields are not additions.
+	svc := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "s"},
+		"spec": map[string]any{"ports": []any{map[string]any{"port": int64(80)}}}}}
+	lsvc := svc.DeepCopy()
+	_ = unstructured.SetNestedField(lsvc.Object, "10.0.0.9", "spec", "clusterIP")
+	lsvc.Object["spec"].(map[string]any)["ports"].([]any)[0].(map[string]any)["nodePort"] = int64(30001)
+	if _, added := pruneAdded(lsvc, svc); len(added) != 0 {
+		t.Errorf("allocated Service fields reported as added: %v", added)
+	}
+	// An object without labels that gets one.
+	nolabels := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "c"}}}
+	l2 := nolabels.DeepCopy()
+	l2.SetLabels(map[string]string{"x": "y"})
+	if _, added := pruneAdded(l2, nolabels); strings.Join(added, ",") != ".metadata.labels.x" {
+		t.Errorf("a label added to an object without labels: %v", added)
+	}
+}

@@ -37,7 +37,7 @@ func (a *applier) dryRun(ctx context.Context, it *Item, res kube.Resource, u *un
 	switch {
 	case err == nil:
 		d := comparable(u)
-		if same, _ := contains(cur.Object, d.Object, ""); same {
+		if same, _ := contains(liveForCompare(cur).Object, d.Object, ""); same {
 			out.Outcome, out.Reason = report.Unchanged, "exists, same"
 			return out
 		}
@@ -101,13 +101,45 @@ func (p *Plan) crdInPlan(group, resource string) bool {
 // stringData never appear: each key shows "<redacted>", or, where the two
 // sides differ, "<redacted: target value>" and "<redacted: backup value>".
 func diff(from, to *unstructured.Unstructured) string {
+	return diffAs("target", "restore", from, to)
+}
+
+// diffAs is diff with the two sides' names. Besides data and stringData,
+// a Secret's kubectl.kubernetes.io/last-applied-configuration annotation
+// (which kubectl apply fills with the whole Secret) is redacted the same way.
+func diffAs(fromName, toName string, from, to *unstructured.Unstructured) string {
 	if from.GetKind() == "Secret" || to.GetKind() == "Secret" {
 		from, to = from.DeepCopy(), to.DeepCopy()
 		for _, field := range []string{"data", "stringData"} {
 			redactPair(from.Object, to.Object, field)
 		}
+		fa, fok := from.GetAnnotations()[lastApplied]
+		ta, tok := to.GetAnnotations()[lastApplied]
+		if fok {
+			setAnnotation(from, lastApplied, redactedAs(fa, ta, tok, "target"))
+		}
+		if tok {
+			setAnnotation(to, lastApplied, redactedAs(ta, fa, fok, "backup"))
+		}
 	}
-	return udiff.Unified("target", "restore", render(from), render(to))
+	return udiff.Unified(fromName, toName, render(from), render(to))
+}
+
+// lastApplied is kubectl apply's annotation: it holds the whole object
+// as applied, a Secret's values included.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+func redactedAs(v, other string, otherSet bool, side string) string {
+	if otherSet && v == other {
+		return "<redacted>"
+	}
+	return "<redacted: " + side + " value>"
+}
+
+func setAnnotation(u *unstructured.Unstructured, k, v string) {
+	a := u.GetAnnotations()
+	a[k] = v
+	u.SetAnnotations(a)
 }
 
 // redactPair replaces the values of map field in a and b by markers that

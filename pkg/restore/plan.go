@@ -214,13 +214,19 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 			_, it.Version = splitAPIVersion(it.peek.APIVersion)
 		}
 		it.SourceVersion = it.Version
-		if !resf.Match(ai.Group, ai.Resource, kind) {
-			continue
+		filtered := ""
+		switch {
+		case !resf.Match(ai.Group, ai.Resource, kind):
+			filtered = "excluded by the resource filters"
+		case ai.Namespace != "" && !nsf.Match(ai.Namespace), it.GroupResource == "namespaces" && !nsf.Match(ai.Name):
+			filtered = "excluded by the namespace filters"
 		}
-		if ai.Namespace != "" && !nsf.Match(ai.Namespace) {
-			continue
-		}
-		if it.GroupResource == "namespaces" && !nsf.Match(ai.Name) {
+		if filtered != "" {
+			if o.keepFiltered {
+				// A verification lists what the restore left out.
+				it.Skip, it.TargetNamespace, it.TargetName = filtered, ai.Namespace, ai.Name
+				p.Items = append(p.Items, it)
+			}
 			continue
 		}
 		it.Tier = tier(it.GroupResource)
@@ -242,7 +248,9 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 		p.Items = append(p.Items, it)
 	}
 	for _, it := range p.Items {
-		it.Skip = p.skipReason(it, selectorServices)
+		if it.Skip == "" {
+			it.Skip = p.skipReason(it, selectorServices)
+		}
 	}
 	// Owners left to controllers make their dependents left to controllers too.
 	for _, it := range p.Items {

@@ -36,6 +36,9 @@ type Options struct {
 	// OnProgress, if set, is called as items finish.
 	OnProgress func(done, total int)
 	Log        *slog.Logger
+	// keepFiltered keeps the items the filters leave out in the plan, as
+	// skipped with the reason (Verify lists them).
+	keepFiltered bool
 }
 
 func (o *Options) mapNamespace(ns string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/transform"
 )
 
 // Verify compares every object of backup opts.Spec.BackupName with
@@ -42,6 +44,7 @@ func Verify(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opt
 	if opts.Name == "" {
 		opts.Name = "verify"
 	}
+	opts.keepFiltered = true
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -79,8 +82,9 @@ func Verify(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opt
 func (a *applier) verify(ctx context.Context, it *Item) report.Result {
 	res, why := a.resolve(it)
 	if why != "" {
+		// The restore could not write it: the target lacks the object.
 		a.unserved.Store(it.GroupResource, why)
-		return report.Result{Outcome: report.Skipped, Reason: "version not served", Message: why}
+		return report.Result{Outcome: report.Missing, Reason: "version not served", Message: "not restorable: " + why}
 	}
 	u, changes, failed := a.desired(it, res)
 	if failed != nil {
@@ -99,11 +103,43 @@ func (a *applier) verify(ctx context.Context, it *Item) report.Result {
 	}
 	// Dependents expect their owners' UIDs in the target.
 	a.uids.Store(it.peek.Metadata.UID, string(cur.GetUID()))
+	live := liveForCompare(cur)
 	d := comparable(u)
-	same, where := contains(cur.Object, d.Object, "")
-	if same {
+	same, where := contains(live.Object, d.Object, "")
+	pruned, added := pruneAdded(live, d)
+	if !same && it.GroupResource == "services" && a.opts.Spec.PreserveNodePorts {
+		// The restore gives a Service new node ports when its own are taken
+		// in the target (a warning at restore time): a change on purpose.
+		alt := d.DeepCopy()
+		transform.ClearNodePorts(alt)
+		if ok, _ := contains(live.Object, alt.Object, ""); ok {
+			same, d = true, alt
+			pruned, added = pruneAdded(live, d)
+			changes = append(changes, "node ports taken in the target when restored: new ones allocated")
+		}
+	}
+	if same && len(added) == 0 {
 		return report.Result{Outcome: report.Match, Version: res.Version, Changes: changes}
 	}
-	expected := &unstructured.Unstructured{Object: overlay(cur.Object, d.Object).(map[string]any)}
-	return report.Result{Outcome: report.Differs, Version: res.Version, Message: fmt.Sprintf("first difference at %s", where), Diff: diff(cur, expected), Changes: changes}
+	msg := fmt.Sprintf("first difference at %s", where)
+	if same {
+		msg = "only in the target: " + strings.Join(added, ", ")
+		if len(added) > 3 {
+			msg = fmt.Sprintf("only in the target: %s and %d more", strings.Join(added[:3], ", "), len(added)-3)
+		}
+	}
+	expected := &unstructured.Unstructured{Object: overlay(pruned.Object, d.Object).(map[string]any)}
+	return report.Result{Outcome: report.Differs, Version: res.Version, Message: msg, Diff: diffAs("target", "expected", live, expected), Changes: changes}
+}
+
+// liveForCompare is the target's object as a comparison sees it: a Pod
+// without the service-account token volume its admission injected
+// (transform.DropTokenVolumes), which the restore drops from the backup's.
+func liveForCompare(cur *unstructured.Unstructured) *unstructured.Unstructured {
+	if cur.GetKind() != "Pod" {
+		return cur
+	}
+	live := cur.DeepCopy()
+	transform.DropTokenVolumes(live)
+	return live
 }

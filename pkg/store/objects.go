@@ -192,6 +192,16 @@ func (l *Location) DeleteBackup(ctx context.Context, name string) error {
 	return l.deletePrefix(ctx, BackupDir(name), BackupDir(name)+BackupMarker)
 }
 
+// DeleteRestore removes the records of restore name (restores/<name>/),
+// its ferry-restore.json first. The restored objects in the cluster are
+// not touched. A restore the location does not have is ErrNotFound.
+func (l *Location) DeleteRestore(ctx context.Context, name string) error {
+	if err := ValidateRestoreName(name); err != nil {
+		return err
+	}
+	return l.deletePrefix(ctx, RestoreDir(name), RestoreDir(name)+RestoreMarker)
+}
+
 // GetRestore reads restore name's ferry-restore.json.
 func (l *Location) GetRestore(ctx context.Context, name string) (*v1alpha1.Restore, error) {
 	if err := ValidateRestoreName(name); err != nil {

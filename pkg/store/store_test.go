@@ -91,3 +91,40 @@ func TestRedact(t *testing.T) {
 		t.Errorf("Redact = %q", got)
 	}
 }
+
+// TestDeleteRestore removes one restore's records and nothing else.
+func TestDeleteRestore(t *testing.T) {
+	ctx := context.Background()
+	loc, _ := openTemp(t)
+	for _, n := range []string{"r1", "r2"} {
+		r := v1alpha1.NewRestore(n)
+		if err := loc.PutJSON(ctx, RestoreDir(n)+RestoreMarker, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := loc.PutJSON(ctx, RestoreResultsKey(n), map[string]any{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit(t, loc, "r1") // a backup of the same name stays
+	if err := loc.DeleteRestore(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loc.GetRestore(ctx, "r1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("r1 after delete: %v", err)
+	}
+	if ok, _ := loc.Exists(ctx, RestoreResultsKey("r1")); ok {
+		t.Error("r1's results survived")
+	}
+	if _, err := loc.GetRestore(ctx, "r2"); err != nil {
+		t.Errorf("r2: %v", err)
+	}
+	if _, err := loc.GetBackup(ctx, "r1"); err != nil {
+		t.Errorf("backup r1: %v", err)
+	}
+	if err := loc.DeleteRestore(ctx, "r1"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("second delete: %v", err)
+	}
+	if err := loc.DeleteRestore(ctx, ".."); err == nil {
+		t.Error("DeleteRestore(..) accepted")
+	}
+}

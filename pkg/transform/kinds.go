@@ -140,20 +140,34 @@ func Pod(c *Context, u *unstructured.Unstructured) []string {
 		unstructured.RemoveNestedField(u.Object, "spec", "ephemeralContainers")
 		notes = append(notes, fmt.Sprintf("%d ephemeral (debug) containers dropped: they cannot be set on create", len(ec)))
 	}
+	for _, name := range DropTokenVolumes(u) {
+		notes = append(notes, "volume "+name+" dropped: the target's service-account admission injects its own")
+	}
+	return notes
+}
+
+// DropTokenVolumes removes a Pod's projected service-account token
+// volumes (kube-api-access-*, added by the ServiceAccount admission
+// plugin) and their mounts, and returns their names. It is used on
+// restored Pods and, before a comparison, on the target's live Pods, so
+// that the token volume each cluster injects is not a difference.
+func DropTokenVolumes(u *unstructured.Unstructured) []string {
 	vols, _, _ := unstructured.NestedSlice(u.Object, "spec", "volumes")
 	var drop = map[string]bool{}
+	var names []string
 	kept := vols[:0]
 	for _, v := range vols {
 		m, _ := v.(map[string]any)
 		name, _ := m["name"].(string)
 		if strings.HasPrefix(name, "kube-api-access-") {
 			drop[name] = true
+			names = append(names, name)
 			continue
 		}
 		kept = append(kept, v)
 	}
 	if len(drop) == 0 {
-		return notes
+		return nil
 	}
 	_ = unstructured.SetNestedSlice(u.Object, kept, "spec", "volumes")
 	for _, field := range []string{"containers", "initContainers", "ephemeralContainers"} {
@@ -179,7 +193,7 @@ func Pod(c *Context, u *unstructured.Unstructured) []string {
 			_ = unstructured.SetNestedSlice(u.Object, cs, "spec", field)
 		}
 	}
-	return notes
+	return names
 }
 
 // PersistentVolume renames the PV when the restore renamed it (a claim in

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -345,6 +347,32 @@ func TestCorpusMigration(t *testing.T) {
 		t.Errorf("verify output does not name the tampered object:\n%s", vr.stdout)
 	}
 	checkReportPage(t, tamperDir)
+
+	// An addition is a difference too: a label and hostNetwork on the
+	// same Deployment's pod template.
+	dep, err := cs.AppsV1().Deployments(dep.Namespace).Get(context.Background(), dep.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	*dep.Spec.Replicas = 2
+	if d.Diff != "" {
+		r0, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(regexp.MustCompile(`\+  replicas: \d+`).FindString(d.Diff), "+  replicas:")))
+		*dep.Spec.Replicas = int32(r0)
+	}
+	dep.Spec.Template.Spec.HostNetwork = true
+	if dep.Labels == nil {
+		dep.Labels = map[string]string{}
+	}
+	dep.Labels["tampered"] = "yes"
+	if _, err := cs.AppsV1().Deployments(dep.Namespace).Update(context.Background(), dep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	vr = e.run(t, "verify", "--backup", "corpus", "--restore", "corpus", "--to-context", "dst", "--report-dir", tamperDir)
+	tv = readVerification(t, tamperDir)
+	if vr.code != 2 || len(tv.Differences) != 1 || tv.Differences[0].Name != dep.Name ||
+		tv.Differences[0].Message != "only in the target: .metadata.labels.tampered, .spec.template.spec.hostNetwork" {
+		t.Errorf("after adding fields: exit %d, differences %+v", vr.code, tv.Differences)
+	}
 }
 
 // TestCorpusNginxAppBase migrates the set that conflicts with

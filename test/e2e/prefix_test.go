@@ -47,7 +47,7 @@ func TestStoragePrefix(t *testing.T) {
 		t.Errorf("s3 URL with a path: exit %d stderr %q", g.code, g.stderr)
 	}
 	// A group command with an unknown subcommand fails.
-	if u := ferry(t, nil, "restore", "delete", "x"); u.code != 1 || !strings.Contains(u.stderr, "unknown command") {
-		t.Errorf("ferry restore delete: exit %d stderr %q", u.code, u.stderr)
+	if u := ferry(t, nil, "restore", "frobnicate", "x"); u.code != 1 || !strings.Contains(u.stderr, "unknown command") {
+		t.Errorf("ferry restore frobnicate: exit %d stderr %q", u.code, u.stderr)
 	}
 }
