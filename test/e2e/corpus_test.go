@@ -386,7 +386,7 @@ func TestCorpusNginxAppBase(t *testing.T) {
 	if len(objs) != 3 {
 		t.Fatalf("applied %d objects, want 3", len(objs))
 	}
-	r := e.run(t, "migrate", "--from-context", "src", "--to-context", "dst", "--name", "nginx-base", "--include-namespaces", "nginx-example")
+	r := e.run(t, "migrate", "--from-context", "src", "--to-context", "dst", "--name", "nginx-base", "--include-namespaces", "nginx-example", "--report-dir", filepath.Join(t.TempDir(), "report"))
 	if r.code != 0 {
 		t.Fatalf("migrate: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
