@@ -52,6 +52,7 @@ fuzz:
 	$(GO) test ./pkg/archive/ -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/archive/ -run '^$$' -fuzz '^FuzzParseItemPath$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/modifiers/ -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/images/ -run '^$$' -fuzz '^FuzzRewrite$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(BIN)
