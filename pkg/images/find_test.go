@@ -40,7 +40,9 @@ func workloads(img func(kind, field string) string) []map[string]any {
 }
 
 func TestFindEveryWorkloadKind(t *testing.T) {
-	img := func(kind, field string) string { return "old.io/ns/" + strings.ToLower(kind) + "-" + strings.ToLower(field) + ":1" }
+	img := func(kind, field string) string {
+		return "old.io/ns/" + strings.ToLower(kind) + "-" + strings.ToLower(field) + ":1"
+	}
 	total := 0
 	for _, o := range workloads(img) {
 		kind := o["kind"].(string)
