@@ -9,8 +9,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
@@ -39,32 +37,20 @@ func mustRef(t *testing.T, s string) name.Reference {
 }
 
 // pushImage pushes a random image of layers layers of size bytes each.
-func pushImage(t *testing.T, ref string, size int64, layers int) v1.Image {
+func pushImage(t *testing.T, r *testenv.Registry, repoTag string, size int64, layers int) v1.Image {
 	t.Helper()
-	img, err := random.Image(size, int64(layers))
+	img, err := r.PushImage(repoTag, size, layers)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(mustRef(t, ref), img); err != nil {
 		t.Fatal(err)
 	}
 	return img
 }
 
 // pushIndex pushes an index of one random image per platform.
-func pushIndex(t *testing.T, ref string, plats ...string) v1.ImageIndex {
+func pushIndex(t *testing.T, r *testenv.Registry, repoTag string, plats ...string) v1.ImageIndex {
 	t.Helper()
-	var adds []mutate.IndexAddendum
-	for _, p := range plats {
-		img, err := random.Image(1024, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pl, _ := v1.ParsePlatform(p)
-		adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: pl}})
-	}
-	idx := mutate.AppendManifests(empty.Index, adds...)
-	if err := remote.WriteIndex(mustRef(t, ref), idx); err != nil {
+	idx, err := r.PushIndex(repoTag, plats...)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return idx
@@ -91,8 +77,8 @@ func expectOK(t *testing.T, rs []Result, fails []Result) {
 func TestCopyMultiArch(t *testing.T) {
 	ctx := context.Background()
 	src, dst := startRegistry(t, testenv.RegistryOptions{}), startRegistry(t, testenv.RegistryOptions{})
-	idx := pushIndex(t, src.Host+"/multi/app:1", "linux/amd64", "linux/arm64")
-	img := pushImage(t, src.Host+"/single/app:2", 4096, 2)
+	idx := pushIndex(t, src, "multi/app:1", "linux/amd64", "linux/arm64")
+	img := pushImage(t, src, "single/app:2", 4096, 2)
 	idxDigest, _ := idx.Digest()
 	imgDigest, _ := img.Digest()
 
@@ -160,7 +146,7 @@ func TestCopyIncremental(t *testing.T) {
 	var tasks []Task
 	var layerBytes int64
 	for _, n := range []string{"a", "b", "c"} {
-		img := pushImage(t, src.Host+"/inc/"+n+":1", 256<<10, 3)
+		img := pushImage(t, src, "inc/"+n+":1", 256<<10, 3)
 		ls, _ := img.Layers()
 		for _, l := range ls {
 			s, _ := l.Size()
@@ -168,7 +154,7 @@ func TestCopyIncremental(t *testing.T) {
 		}
 		tasks = append(tasks, Task{Source: src.Host + "/inc/" + n + ":1", Target: dst.Host + "/inc/" + n + ":1"})
 	}
-	idx := pushIndex(t, src.Host+"/inc/multi:1", "linux/amd64", "linux/arm64")
+	idx := pushIndex(t, src, "inc/multi:1", "linux/amd64", "linux/arm64")
 	tasks = append(tasks, Task{Source: src.Host + "/inc/multi:1", Target: dst.Host + "/inc/multi:1"})
 	_ = idx
 
@@ -223,10 +209,10 @@ func TestCopyBadInput(t *testing.T) {
 	ctx := context.Background()
 	src, dst := startRegistry(t, testenv.RegistryOptions{}), startRegistry(t, testenv.RegistryOptions{})
 	locked := startRegistry(t, testenv.RegistryOptions{User: "ferry", Password: "right"})
-	good := pushImage(t, src.Host+"/ok/app:1", 2048, 1)
+	good := pushImage(t, src, "ok/app:1", 2048, 1)
 	goodDigest, _ := good.Digest()
 	// A manifest whose stored bytes no longer hash to its digest.
-	bad := pushImage(t, src.Host+"/tampered/app:1", 2048, 1)
+	bad := pushImage(t, src, "tampered/app:1", 2048, 1)
 	badDigest, _ := bad.Digest()
 	raw, _ := bad.RawManifest()
 	if err := os.WriteFile(src.BlobPath(badDigest.Hex), append(raw, ' '), 0o644); err != nil {
