@@ -52,6 +52,7 @@ func (f *backupFlags) spec() v1alpha1.BackupSpec {
 func newBackupCreateCmd(g *globals) *cobra.Command {
 	var f backupFlags
 	var cf cryptFlags
+	var imf imageModeFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Back up the cluster's API objects into the backup storage location",
@@ -62,6 +63,10 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if err := cf.validate(); err != nil {
+				return err
+			}
+			iopts, err := imf.options()
+			if err != nil {
 				return err
 			}
 			loc, err := g.openStore(ctx, &cf)
@@ -76,7 +81,8 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			pr := newProgress(g.stderr, "backup "+args[0])
 			spec := f.spec()
 			spec.EncryptionRecipients = cf.recipients
-			b, res, err := backup.Run(ctx, cluster, loc, backup.Options{Name: args[0], Spec: spec, Log: g.log, OnProgress: pr.update})
+			imf.applyBackup(&spec)
+			b, res, err := backup.Run(ctx, cluster, loc, backup.Options{Name: args[0], Spec: spec, Log: g.log, OnProgress: pr.update, Images: iopts})
 			pr.stop()
 			if err != nil {
 				return err
@@ -89,6 +95,9 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 	}
 	f.register(cmd)
 	cf.registerRecipients(cmd)
+	imf.registerBackup(cmd)
+	imf.registerMappings(cmd, false)
+	imf.register(cmd, "image-concurrency")
 	return cmd
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/images"
 )
 
@@ -27,10 +28,12 @@ type imageFlags struct {
 	insecure    bool
 }
 
-func (f *imageFlags) register(cmd *cobra.Command) {
+// register adds the flags; concurrency names the images-at-once flag
+// ("concurrency" for image sync, "image-concurrency" elsewhere).
+func (f *imageFlags) register(cmd *cobra.Command, concurrency string) {
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.platforms, "platform", nil, "keep only these platforms of multi-arch images (os/arch[/variant], repeatable); default the whole index")
-	fl.IntVar(&f.concurrency, "concurrency", 4, "images copied at once")
+	fl.IntVar(&f.concurrency, concurrency, 4, "images copied at once")
 	fl.IntVar(&f.jobs, "image-jobs", 4, "blobs of one image moved at once")
 	fl.IntVar(&f.retries, "image-retries", images.DefaultRetry.Attempts, "attempts per registry request (retried on 408, 429, 5xx, timeouts and resets, with jittered exponential backoff from 200ms capped at 5s)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow plain-HTTP registries and skip TLS verification")
@@ -42,7 +45,7 @@ func (f *imageFlags) options() (images.Options, error) {
 		return images.Options{}, err
 	}
 	if f.concurrency < 1 || f.jobs < 1 || f.retries < 1 {
-		return images.Options{}, fmt.Errorf("--concurrency, --image-jobs and --image-retries must be at least 1")
+		return images.Options{}, fmt.Errorf("the image concurrency, --image-jobs and --image-retries must be at least 1")
 	}
 	r := images.DefaultRetry
 	r.Attempts = f.retries
@@ -128,7 +131,7 @@ Credentials come from the docker config file ($DOCKER_CONFIG/config.json or
 	fl.StringVar(&to, "to", "", "the target of --from: repository, or repository:tag for one tag")
 	fl.StringSliceVar(&tags, "tags", nil, "with --from REPOSITORY: these tags")
 	fl.StringVar(&tagRegex, "tag-regex", "", "with --from REPOSITORY: the tags matching this RE2 regular expression")
-	f.register(cmd)
+	f.register(cmd, "concurrency")
 	return cmd
 }
 
@@ -173,4 +176,49 @@ func printImageResults(g *globals, results []images.Result) error {
 	default:
 		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("image sync partially failed: %d of %d images", failed, len(results))}
 	}
+}
+
+// imageModeFlags are the image flags of backup create, restore create and
+// migrate.
+type imageModeFlags struct {
+	imageFlags
+	mode       string
+	mappings   []string
+	required   bool
+	pushImages bool
+}
+
+const mappingsHelp = "image registry mappings OLD=NEW (a registry host[:port] or a repository prefix host/namespace), comma-separated or repeated"
+
+func (f *imageModeFlags) registerBackup(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.mode, "images", images.ModeRecord, "what to do with the images the workloads name: none, record (resolve and record digests), copy (push to --image-registry-mappings targets) or bundle (store them under images/ in the backup storage location)")
+	fl.BoolVar(&f.required, "images-required", false, "fail when an image cannot be resolved, copied, bundled or pushed (default: a warning, and the resources still go)")
+}
+
+func (f *imageModeFlags) registerMappings(cmd *cobra.Command, restore bool) {
+	fl := cmd.Flags()
+	help := mappingsHelp + "; with --images=copy, where the backup copies images to"
+	if restore {
+		help = mappingsHelp + ": rewrite every pod template's image references (tag kept, the recorded digest pinned)"
+	}
+	fl.StringSliceVar(&f.mappings, "image-registry-mappings", nil, help)
+}
+
+func (f *imageModeFlags) registerRestore(cmd *cobra.Command, withRequired bool) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.pushImages, "push-images", false, "push the images a --images=bundle backup holds to the --image-registry-mappings targets before restoring")
+	if withRequired {
+		fl.BoolVar(&f.required, "images-required", false, "fail the restore when an image cannot be pushed or rewritten (default: a warning, and the resources still go)")
+	}
+}
+
+// applyBackup puts the image flags into a backup spec.
+func (f *imageModeFlags) applyBackup(spec *v1alpha1.BackupSpec) {
+	spec.Images, spec.ImageRegistryMappings, spec.ImagesRequired = f.mode, f.mappings, f.required
+}
+
+// applyRestore puts the image flags into a restore spec.
+func (f *imageModeFlags) applyRestore(spec *v1alpha1.RestoreSpec) {
+	spec.ImageRegistryMappings, spec.PushImages, spec.ImagesRequired = f.mappings, f.pushImages, f.required
 }

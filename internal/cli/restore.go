@@ -101,6 +101,7 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 func newRestoreCreateCmd(g *globals) *cobra.Command {
 	var f restoreFlags
 	var cf cryptFlags
+	var imf imageModeFlags
 	var from, fromVelero string
 	cmd := &cobra.Command{
 		Use:   "create [NAME] --from-backup BACKUP",
@@ -125,7 +126,12 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			spec.FromVelero = fromVelero != ""
-			opts := restore.Options{Name: name, Spec: spec, Log: g.log, CRDTimeout: f.crdTimeout}
+			imf.applyRestore(&spec)
+			iopts, err := imf.options()
+			if err != nil {
+				return err
+			}
+			opts := restore.Options{Name: name, Spec: spec, Log: g.log, CRDTimeout: f.crdTimeout, Images: iopts}
 			if err := opts.Validate(); err != nil {
 				return err
 			}
@@ -148,6 +154,9 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&fromVelero, "from-velero-backup", "", "name of a backup made by Velero in --storage (its backups/<name>/velero-backup.json and <name>.tar.gz) to restore instead")
 	f.register(cmd, true)
 	cf.registerIdentity(cmd)
+	imf.registerMappings(cmd, true)
+	imf.registerRestore(cmd, true)
+	imf.register(cmd, "image-concurrency")
 	return cmd
 }
 

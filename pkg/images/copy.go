@@ -241,66 +241,118 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 	if err != nil {
 		return explain(t.Source, "source", err)
 	}
-	res.MediaType = string(desc.MediaType)
-	var (
-		write  func() error
-		digest v1.Hash
-	)
-	progress := func(o []remote.Option) []remote.Option {
-		if c.opts.OnProgress == nil {
-			return o
+	it, err := c.source(desc)
+	if err != nil {
+		return explain(t.Source, "source", err)
+	}
+	return c.put(ctx, t, dst, it, opts, res)
+}
+
+// item is an image or index ready to write: what was fetched, after the
+// platform filter.
+type item struct {
+	img       v1.Image
+	idx       v1.ImageIndex
+	digest    v1.Hash
+	mediaType string
+	size      int64
+	platforms []string
+}
+
+// source turns a fetched descriptor into an item, filtering an index by
+// c's platforms.
+func (c *Copier) source(desc *remote.Descriptor) (*item, error) {
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return nil, err
 		}
+		if idx, err = c.filter(idx); err != nil {
+			return nil, err
+		}
+		return indexItem(idx)
+	}
+	img, err := desc.Image()
+	if err != nil {
+		return nil, err
+	}
+	return imageItem(img)
+}
+
+func indexItem(idx v1.ImageIndex) (*item, error) {
+	it := &item{idx: idx}
+	var err error
+	if it.digest, err = idx.Digest(); err != nil {
+		return nil, err
+	}
+	if it.size, err = idx.Size(); err != nil {
+		return nil, err
+	}
+	mt, err := idx.MediaType()
+	if err != nil {
+		return nil, err
+	}
+	it.mediaType = string(mt)
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range im.Manifests {
+		if m.Platform != nil {
+			it.platforms = append(it.platforms, m.Platform.String())
+		}
+	}
+	return it, nil
+}
+
+func imageItem(img v1.Image) (*item, error) {
+	it := &item{img: img}
+	var err error
+	if it.digest, err = img.Digest(); err != nil {
+		return nil, err
+	}
+	if it.size, err = img.Size(); err != nil {
+		return nil, err
+	}
+	mt, err := img.MediaType()
+	if err != nil {
+		return nil, err
+	}
+	it.mediaType = string(mt)
+	if cf, err := img.ConfigFile(); err == nil && cf.OS != "" {
+		p := v1.Platform{OS: cf.OS, Architecture: cf.Architecture, Variant: cf.Variant}
+		it.platforms = []string{p.String()}
+	}
+	return it, nil
+}
+
+// put writes it to dst unless dst already has it by digest.
+func (c *Copier) put(ctx context.Context, t Task, dst name.Reference, it *item, opts []remote.Option, res *Result) error {
+	res.Digest, res.MediaType, res.Platforms = it.digest.String(), it.mediaType, it.platforms
+	if d, ok := dst.(name.Digest); ok && d.DigestStr() != it.digest.String() {
+		return fmt.Errorf("copy %s: target %s names digest %s, but the source is %s", t.Source, t.Target, d.DigestStr(), it.digest)
+	}
+	// Incremental: a target that has this manifest by digest is skipped.
+	if head, err := remote.Head(dst, opts...); err == nil && head.Digest == it.digest {
+		res.Outcome = Present
+		return nil
+	}
+	if c.opts.OnProgress != nil {
 		ch := make(chan v1.Update, 16)
 		go func() {
 			for u := range ch {
 				c.opts.OnProgress(t, u.Complete, u.Total)
 			}
 		}()
-		return append(o, remote.WithProgress(ch))
+		opts = append(opts, remote.WithProgress(ch))
 	}
-	if desc.MediaType.IsIndex() {
-		idx, err := desc.ImageIndex()
-		if err != nil {
-			return explain(t.Source, "source", err)
-		}
-		if idx, err = c.filter(idx); err != nil {
-			return fmt.Errorf("copy %s: %w", t.Source, err)
-		}
-		if digest, err = idx.Digest(); err != nil {
-			return explain(t.Source, "source", err)
-		}
-		im, err := idx.IndexManifest()
-		if err != nil {
-			return explain(t.Source, "source", err)
-		}
-		for _, m := range im.Manifests {
-			if m.Platform != nil {
-				res.Platforms = append(res.Platforms, m.Platform.String())
-			}
-		}
-		write = func() error { return remote.WriteIndex(dst, idx, progress(opts)...) }
+	var err error
+	if it.idx != nil {
+		err = remote.WriteIndex(dst, it.idx, opts...)
 	} else {
-		img, err := desc.Image()
-		if err != nil {
-			return explain(t.Source, "source", err)
-		}
-		digest = desc.Digest
-		if cf, err := img.ConfigFile(); err == nil && cf.OS != "" {
-			p := v1.Platform{OS: cf.OS, Architecture: cf.Architecture, Variant: cf.Variant}
-			res.Platforms = []string{p.String()}
-		}
-		write = func() error { return remote.Write(dst, img, progress(opts)...) }
+		err = remote.Write(dst, it.img, opts...)
 	}
-	res.Digest = digest.String()
-	if d, ok := dst.(name.Digest); ok && d.DigestStr() != digest.String() {
-		return fmt.Errorf("copy %s: target %s names digest %s, but the source is %s", t.Source, t.Target, d.DigestStr(), digest)
-	}
-	// Incremental: a target that has this manifest by digest is skipped.
-	if head, err := remote.Head(dst, opts...); err == nil && head.Digest == digest {
-		res.Outcome = Present
-		return nil
-	}
-	if err := write(); err != nil {
+	if err != nil {
 		return explain(t.Target, "target", err)
 	}
 	res.Outcome = Copied

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -288,4 +290,33 @@ func (l *Location) deletePrefix(ctx context.Context, prefix, first string) error
 			return l.describe("deleting "+obj.Key, err)
 		}
 	}
+}
+
+// PutBytes writes data at key as is (never encrypted) and returns its
+// SHA-256 (hex), for a commit marker to pin.
+func (l *Location) PutBytes(ctx context.Context, key string, data []byte) (string, error) {
+	if err := l.bucket.WriteAll(ctx, key, data, nil); err != nil {
+		return "", l.describe("writing "+key, err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// GetVerified reads key whole and checks it against sha256Hex; a missing
+// key wraps ErrNotFound, a mismatch names the key.
+func (l *Location) GetVerified(ctx context.Context, key, sha256Hex string) ([]byte, error) {
+	r, err := l.NewReader(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, l.describe("reading "+key, err)
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != sha256Hex {
+		return nil, fmt.Errorf("%s is damaged: its SHA-256 is %s, the commit marker records %s", key, got, sha256Hex)
+	}
+	return data, nil
 }
