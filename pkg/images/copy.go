@@ -85,8 +85,9 @@ type Result struct {
 // manifests the target has (HEAD) and mount blobs across repositories of
 // the same registry.
 type Copier struct {
-	opts Options
-	base http.RoundTripper
+	opts   Options
+	base   http.RoundTripper
+	mounts mounts
 }
 
 // NewCopier returns a Copier with opts' defaults filled in.
@@ -334,6 +335,7 @@ func (c *Copier) put(ctx context.Context, t Task, dst name.Reference, it *item, 
 	}
 	// Incremental: a target that has this manifest by digest is skipped.
 	if head, err := remote.Head(dst, opts...); err == nil && head.Digest == it.digest {
+		c.mounts.rememberAll(dst.Context(), it)
 		res.Outcome = Present
 		return nil
 	}
@@ -347,14 +349,16 @@ func (c *Copier) put(ctx context.Context, t Task, dst name.Reference, it *item, 
 		opts = append(opts, remote.WithProgress(ch))
 	}
 	var err error
+	repo := dst.Context()
 	if it.idx != nil {
-		err = remote.WriteIndex(dst, it.idx, opts...)
+		err = remote.WriteIndex(dst, &mountIndex{inner: it.idx, ms: &c.mounts, dst: repo}, opts...)
 	} else {
-		err = remote.Write(dst, it.img, opts...)
+		err = remote.Write(dst, &mountImage{Image: it.img, ms: &c.mounts, dst: repo}, opts...)
 	}
 	if err != nil {
 		return explain(t.Target, "target", err)
 	}
+	c.mounts.rememberAll(repo, it)
 	res.Outcome = Copied
 	return nil
 }

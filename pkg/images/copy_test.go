@@ -9,8 +9,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kubeferry/ferry/internal/testenv"
 )
@@ -255,4 +258,40 @@ func TestCopyBadInput(t *testing.T) {
 	if _, ok := digestAt(t, dst.Host+"/tampered/app:1"); ok {
 		t.Error("the tampered image arrived")
 	}
+}
+
+// TestCopyMountsSharedLayers: a layer already written to one repository
+// of the target registry is mounted into the next one, not sent again.
+func TestCopyMountsSharedLayers(t *testing.T) {
+	ctx := context.Background()
+	src, dst := startRegistry(t, testenv.RegistryOptions{}), startRegistry(t, testenv.RegistryOptions{})
+	base, err := random.Layer(1<<20, types.DockerLayer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseSize, _ := base.Size()
+	var tasks []Task
+	for _, n := range []string{"a", "b"} {
+		own, _ := random.Layer(1024, types.DockerLayer)
+		img, err := mutate.AppendLayers(empty.Image, base, own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := src.Push("mnt/"+n+":1", img); err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, Task{Source: src.Host + "/mnt/" + n + ":1", Target: dst.Host + "/mnt/" + n + ":1"})
+	}
+	rs := NewCopier(Options{Concurrency: 1}).CopyAll(ctx, tasks, nil)
+	expectOK(t, rs, nil)
+	if rs[0].BlobBytes < baseSize {
+		t.Errorf("first image sent %d blob bytes, less than its base layer (%d)", rs[0].BlobBytes, baseSize)
+	}
+	if rs[1].BlobBytes >= baseSize {
+		t.Errorf("second image sent %d blob bytes: its base layer (%d bytes) was sent again, not mounted", rs[1].BlobBytes, baseSize)
+	}
+	if _, err := remote.Image(mustRef(t, dst.Host+"/mnt/b:1")); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("first image sent %d bytes, second (base layer mounted) %d", rs[0].BlobBytes, rs[1].BlobBytes)
 }

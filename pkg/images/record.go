@@ -40,9 +40,9 @@ type Record struct {
 // is in the store (mode bundle). Error is why it could not be resolved,
 // copied or bundled.
 type ImageRecord struct {
-	Reference string   `json:"reference"`
-	Digest    string   `json:"digest,omitempty"`
-	MediaType string   `json:"mediaType,omitempty"`
+	Reference string `json:"reference"`
+	Digest    string `json:"digest,omitempty"`
+	MediaType string `json:"mediaType,omitempty"`
 	// Size is the size of the manifest (or index) in bytes.
 	Size      int64    `json:"size,omitempty"`
 	Platforms []string `json:"platforms,omitempty"`

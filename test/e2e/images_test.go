@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"context"
-		"io"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
