@@ -356,7 +356,7 @@ func (c *Copier) put(ctx context.Context, t Task, dst name.Reference, it *item, 
 		err = remote.Write(dst, &mountImage{Image: it.img, ms: &c.mounts, dst: repo}, opts...)
 	}
 	if err != nil {
-		return explain(t.Target, "target", err)
+		return fmt.Errorf("%s: %w", t.Source, explain(t.Target, "target", err))
 	}
 	c.mounts.rememberAll(repo, it)
 	res.Outcome = Copied
