@@ -338,3 +338,67 @@ func pullAll(img v1.Image) error {
 	_, err = img.RawConfigFile()
 	return err
 }
+
+// TestImageCopyMigrate migrates with --images=copy: the backup copies the
+// images to the target registry, and the restore points every workload at
+// the copies, digest pinned. Images no mapping matches are reported and
+// left alone. Then --images-required turns an unreachable image into a
+// failed backup.
+func TestImageCopyMigrate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clusters")
+	}
+	e := newEnv(t)
+	regs := startRegistries(t, testenv.RegistryOptions{}, testenv.RegistryOptions{})
+	src, dst := regs[0], regs[1]
+	digests := map[string]v1.Hash{}
+	for _, name := range workloadNames {
+		img, err := src.PushImage("shop/"+name+":1", 16<<10, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digests[name], _ = img.Digest()
+	}
+	applyWorkloads(t, e.src.Config, "shop", src.Host+"/shop/", "quay.io/other/", "")
+	r := e.run(t, "migrate", "--from-context", "src", "--to-context", "dst", "--name", "mig", "--include-namespaces", "shop",
+		"--images", "copy", "--image-registry-mappings", src.Host+"/shop="+dst.Host+"/mirror/shop", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("migrate: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var out struct {
+		Backup struct {
+			Status struct {
+				Images struct{ Images, Failed int } `json:"images"`
+			} `json:"status"`
+		} `json:"backup"`
+	}
+	mustJSON(t, r.stdout, &out)
+	if s := out.Backup.Status.Images; s.Images != 16 || s.Failed != 8 {
+		t.Errorf("backup images: %+v, want 16 with the 8 unmapped init images failed", s)
+	}
+	got := imagesIn(t, e.dst.Config, "shop")
+	for kind, name := range workloadNames {
+		want := dst.Host + "/mirror/shop/" + name + ":1@" + digests[name].String()
+		if got[kind+"/containers"] != want {
+			t.Errorf("%s: %q, want %q", kind, got[kind+"/containers"], want)
+		}
+		if d, ok := dst.Digest("mirror/shop/" + name + ":1"); !ok || d != digests[name] {
+			t.Errorf("%s: target registry has %v (%v), want %v", kind, d, ok, digests[name])
+		}
+		if want := "quay.io/other/" + name + "-init:1"; got[kind+"/initContainers"] != want {
+			t.Errorf("%s init: %q, want untouched %q", kind, got[kind+"/initContainers"], want)
+		}
+	}
+	if d := e.run(t, "backup", "describe", "mig"); !strings.Contains(d.stdout, "Warning: image quay.io/other/cron-init:1: no --image-registry-mappings entry matches it") {
+		t.Errorf("backup describe lacks the unmapped image's warning:\n%s", d.stdout)
+	}
+
+	// --images-required: the unreachable init images fail the backup.
+	r = e.run(t, "backup", "create", "req", "--context", "src", "--include-namespaces", "shop", "--images-required", "--image-retries", "1", "-o", "json")
+	if r.code != 1 || !strings.Contains(r.stdout, `"phase": "Failed"`) || !strings.Contains(r.stdout, "quay.io/other/") {
+		t.Errorf("--images-required with unreachable images: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, rr := e.restore(t, "req", "req"); rr.code == 0 || !strings.Contains(rr.stderr, "not restorable") {
+		t.Errorf("a backup failed by --images-required restores: exit %d %s", rr.code, rr.stderr)
+	}
+}
