@@ -184,6 +184,9 @@ func printRestore(g *globals, r *v1alpha1.Restore, res *report.Results) error {
 	c := r.Status.Counts
 	fmt.Fprintf(g.stdout, "Restore %s of backup %s: %s in %s\n", r.Name, r.Spec.BackupName, r.Status.Phase, duration(r.Status.StartTimestamp, r.Status.CompletionTimestamp))
 	fmt.Fprintf(g.stdout, "  created %d, updated %d, unchanged %d, skipped %d, failed %d\n", c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed)
+	if r.Spec.PushImages {
+		fmt.Fprintf(g.stdout, "  images pushed %d, failed %d\n", r.Status.ImagesPushed, r.Status.ImagesFailed)
+	}
 	if r.Status.FailureReason != "" {
 		fmt.Fprintf(g.stdout, "Failure: %s\n", r.Status.FailureReason)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 )
 
 // Modes of `ferry backup create --images`.
@@ -123,11 +124,17 @@ func (c *Collector) Record(mode string) *Record {
 	return rec
 }
 
+// ResolveTimeout bounds the resolution of one image in Resolve, retries
+// included, so that a registry that drops packets cannot hold a backup up.
+const ResolveTimeout = 30 * time.Second
+
 // Resolve fills in the digest, media type and platforms of every image of
 // rec at its registry, c's concurrency at a time; a failure is the
 // image's Error.
 func (c *Copier) Resolve(ctx context.Context, rec *Record) {
 	c.each(ctx, rec, func(_ int, ir *ImageRecord) {
+		ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
+		defer cancel()
 		desc, plats, err := c.Describe(ctx, ir.Reference)
 		if err != nil {
 			ir.Error = err.Error()

@@ -270,6 +270,28 @@ func TestImageBundle(t *testing.T) {
 	}
 	t.Logf("bundle: first backup wrote %d blobs (%d bytes), second wrote %d", s1.BlobsWritten, s1.BytesWritten, b2.Status.Images.BlobsWritten)
 
+	// backup verify reads every bundled blob: a damaged one is found,
+	// naming the image.
+	if v := e.run(t, "backup", "verify", "b2"); v.code != 0 || !strings.Contains(v.stdout, "bundled blobs") {
+		t.Fatalf("backup verify: exit %d\n%s%s", v.code, v.stdout, v.stderr)
+	}
+	layer := filepath.Join(strings.TrimPrefix(e.storage, "file://"), "images", "blobs", "sha256", mustLayer(t, src, "shop/rs:1"))
+	orig, err := os.ReadFile(layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := append([]byte(nil), orig...)
+	damaged[len(damaged)/2] ^= 0xff
+	if err := os.WriteFile(layer, damaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if v := e.run(t, "backup", "verify", "b2"); v.code != 1 || !strings.Contains(v.stderr, "image "+src.Host+"/shop/rs:1") || !strings.Contains(v.stderr, "is damaged") {
+		t.Errorf("backup verify of a damaged blob: exit %d\n%s", v.code, v.stderr)
+	}
+	if err := os.WriteFile(layer, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	// Take the source registry away: the restore needs only the store.
 	if err := src.Stop(); err != nil {
 		t.Fatal(err)
@@ -401,4 +423,18 @@ func TestImageCopyMigrate(t *testing.T) {
 	if _, rr := e.restore(t, "req", "req"); rr.code == 0 || !strings.Contains(rr.stderr, "not restorable") {
 		t.Errorf("a backup failed by --images-required restores: exit %d %s", rr.code, rr.stderr)
 	}
+}
+
+// mustLayer returns the hex digest of the first layer of repoTag in r.
+func mustLayer(t *testing.T, r *testenv.Registry, repoTag string) string {
+	t.Helper()
+	img, err := remote.Image(mustParse(t, r.Host+"/"+repoTag))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := img.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Layers[0].Digest.Hex
 }
