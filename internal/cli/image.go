@@ -35,7 +35,7 @@ func (f *imageFlags) register(cmd *cobra.Command, concurrency string) {
 	fl.StringSliceVar(&f.platforms, "platform", nil, "keep only these platforms of multi-arch images (os/arch[/variant], repeatable); default the whole index")
 	fl.IntVar(&f.concurrency, concurrency, 4, "images copied at once")
 	fl.IntVar(&f.jobs, "image-jobs", 4, "blobs of one image moved at once")
-	fl.IntVar(&f.retries, "image-retries", images.DefaultRetry.Attempts, "attempts per registry request (retried on 408, 429, 5xx, timeouts and resets, with jittered exponential backoff from 200ms capped at 5s)")
+	fl.IntVar(&f.retries, "image-retries", images.DefaultRetry.Attempts, "attempts per registry request (retried on 408, 429, 5xx, timeouts and resets, with jittered exponential backoff from 200ms, at most 5s)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow plain-HTTP registries and skip TLS verification")
 }
 

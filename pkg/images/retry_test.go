@@ -40,14 +40,14 @@ func (f *failEvery) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.proxy.ServeHTTP(w, r)
 }
 
-// TestCopyRetries copies through a proxy that fails every 5th request
+// TestCopyRetries copies through a proxy that fails every 7th request
 // (503 or a reset connection): every image arrives with its digest, and
 // the retries are counted.
 func TestCopyRetries(t *testing.T) {
 	ctx := context.Background()
 	src, dst := startRegistry(t, testenv.RegistryOptions{}), startRegistry(t, testenv.RegistryOptions{})
 	target, _ := url.Parse("http://" + dst.Host)
-	fp := &failEvery{proxy: httputil.NewSingleHostReverseProxy(target), n: 5}
+	fp := &failEvery{proxy: httputil.NewSingleHostReverseProxy(target), n: 7}
 	srv := httptest.NewServer(fp)
 	defer srv.Close()
 	proxyHost := strings.TrimPrefix(srv.URL, "http://")
@@ -58,7 +58,7 @@ func TestCopyRetries(t *testing.T) {
 	}
 	pushIndex(t, src, "flaky/multi:1", "linux/amd64", "linux/arm64")
 	tasks = append(tasks, Task{Source: src.Host + "/flaky/multi:1", Target: proxyHost + "/flaky/multi:1"})
-	rs := NewCopier(Options{Concurrency: 2, Retry: RetryPolicy{Attempts: 6, Initial: 10e6, Max: 100e6}}).CopyAll(ctx, tasks, nil)
+	rs := NewCopier(Options{Concurrency: 2, Retry: RetryPolicy{Attempts: 8, Initial: 10e6, Max: 100e6}}).CopyAll(ctx, tasks, nil)
 	var retries int64
 	for i, r := range rs {
 		if r.Outcome != Copied {
@@ -76,4 +76,20 @@ func TestCopyRetries(t *testing.T) {
 		t.Errorf("%d failures injected, %d retries counted; want both > 0", fp.injected.Load(), retries)
 	}
 	t.Logf("%d of %d requests failed on purpose; %d retries counted", fp.injected.Load(), fp.count.Load(), retries)
+}
+
+func TestRetryFactor(t *testing.T) {
+	for _, tc := range []struct {
+		p    RetryPolicy
+		want float64
+	}{
+		{DefaultRetry, 2}, // 200ms..1.6s: under the 5s cap
+		{RetryPolicy{Attempts: 6, Initial: 10e6, Max: 160e6}, 2},                 // 4 doublings reach Max
+		{RetryPolicy{Attempts: 6, Initial: 10e6, Max: 80e6}, 1.681792830507429},  // 8^(1/4)
+		{RetryPolicy{Attempts: 10, Initial: 100e6, Max: 1e9}, 1.333521432163324}, // 10^(1/8)
+	} {
+		if got := tc.p.factor(); got < tc.want-1e-9 || got > tc.want+1e-9 {
+			t.Errorf("%+v: factor %v, want %v", tc.p, got, tc.want)
+		}
+	}
 }

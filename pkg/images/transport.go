@@ -3,6 +3,7 @@ package images
 import (
 	"errors"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strings"
@@ -14,8 +15,8 @@ import (
 )
 
 // RetryPolicy bounds the retries of one registry request: up to Attempts
-// tries in all, waiting Initial, then doubling with ±50 % jitter, capped at
-// Max. Requests are retried on timeouts, connection resets and the status
+// tries in all, waiting Initial, then doubling (less when doubling would
+// pass Max by the last wait), plus up to 50 % jitter. Requests are retried on timeouts, connection resets and the status
 // codes 408, 429, 500, 502, 503 and 504 (go-containerregistry's retrying
 // transport); a refused connection or a 401/403 is not retried.
 type RetryPolicy struct {
@@ -25,6 +26,20 @@ type RetryPolicy struct {
 
 // DefaultRetry is 5 attempts, 200 ms doubling to at most 5 s.
 var DefaultRetry = RetryPolicy{Attempts: 5, Initial: 200 * time.Millisecond, Max: 5 * time.Second}
+
+// factor is 2, or less when doubling would take the last wait past Max.
+// (go-containerregistry's Backoff.Cap stops retrying once it is reached,
+// so the cap is kept by the factor instead.)
+func (p RetryPolicy) factor() float64 {
+	waits := p.Attempts - 2 // growth steps between the first and the last wait
+	if waits < 1 || p.Initial <= 0 || p.Max <= p.Initial {
+		return 2
+	}
+	if f := math.Pow(float64(p.Max)/float64(p.Initial), 1/float64(waits)); f < 2 {
+		return f
+	}
+	return 2
+}
 
 // retryStatusCodes are retried (go-containerregistry's defaults, minus
 // the CDN-specific ones).
@@ -36,7 +51,7 @@ func (p RetryPolicy) options(n *atomic.Int64) []remote.Option {
 	if p.Attempts <= 0 {
 		p = DefaultRetry
 	}
-	backoff := remote.Backoff{Duration: p.Initial, Factor: 2, Jitter: 0.5, Steps: p.Attempts, Cap: p.Max}
+	backoff := remote.Backoff{Duration: p.Initial, Factor: p.factor(), Jitter: 0.5, Steps: p.Attempts}
 	predicate := func(err error) bool {
 		if !retryable(err) {
 			return false
