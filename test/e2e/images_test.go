@@ -381,7 +381,19 @@ func TestImageCopyMigrate(t *testing.T) {
 		}
 		digests[name], _ = img.Digest()
 	}
-	applyWorkloads(t, e.src.Config, "shop", src.Host+"/shop/", "quay.io/other/", "")
+	bad := `---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: bad}
+spec:
+  replicas: 0
+  selector: {matchLabels: {app: bad}}
+  template:
+    metadata: {labels: {app: bad}}
+    spec:
+      containers: [{name: app, image: "` + src.Host + `/shop/Bad_Name:1"}, {name: side, image: "` + src.Host + `/shop/deploy:1"}]
+`
+	applyWorkloads(t, e.src.Config, "shop", src.Host+"/shop/", "quay.io/other/", bad)
 	r := e.run(t, "migrate", "--from-context", "src", "--to-context", "dst", "--name", "mig", "--include-namespaces", "shop",
 		"--images", "copy", "--image-registry-mappings", src.Host+"/shop="+dst.Host+"/mirror/shop", "-o", "json")
 	if r.code != 0 {
@@ -395,8 +407,18 @@ func TestImageCopyMigrate(t *testing.T) {
 		} `json:"backup"`
 	}
 	mustJSON(t, r.stdout, &out)
-	if s := out.Backup.Status.Images; s.Images != 16 || s.Failed != 8 {
-		t.Errorf("backup images: %+v, want 16 with the 8 unmapped init images failed", s)
+	// 8 unmapped init images, and the malformed reference in Deployment bad
+	// and in the ReplicaSet its controller made.
+	if s := out.Backup.Status.Images; s.Images != 16 || s.Failed != 10 {
+		t.Errorf("backup images: %+v, want 16 images, 10 failures", s)
+	}
+	dc := dynamic.NewForConfigOrDie(e.dst.Config)
+	u, err := dc.Resource(workloadGVRs["Deployment"]).Namespace("shop").Get(context.Background(), "bad", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := images.Find(u.Object); len(fs) != 2 || fs[0].Reference != src.Host+"/shop/Bad_Name:1" || fs[1].Reference != dst.Host+"/mirror/shop/deploy:1@"+digests["deploy"].String() {
+		t.Errorf("Deployment bad in the target: %v; want the malformed image as it was and the other copied and pinned", fs)
 	}
 	got := imagesIn(t, e.dst.Config, "shop")
 	for kind, name := range workloadNames {
@@ -411,13 +433,17 @@ func TestImageCopyMigrate(t *testing.T) {
 			t.Errorf("%s init: %q, want untouched %q", kind, got[kind+"/initContainers"], want)
 		}
 	}
-	if d := e.run(t, "backup", "describe", "mig"); !strings.Contains(d.stdout, "Warning: image quay.io/other/cron-init:1: no --image-registry-mappings entry matches it") {
-		t.Errorf("backup describe lacks the unmapped image's warning:\n%s", d.stdout)
+	d := e.run(t, "backup", "describe", "mig")
+	for _, want := range []string{"Warning: image quay.io/other/cron-init:1: no --image-registry-mappings entry matches it",
+		`Warning: image "` + src.Host + `/shop/Bad_Name:1" in Deployment shop/bad containers[app]: malformed reference`} {
+		if !strings.Contains(d.stdout, want) {
+			t.Errorf("backup describe lacks %q:\n%s", want, d.stdout)
+		}
 	}
 
 	// --images-required: the unreachable init images fail the backup.
 	r = e.run(t, "backup", "create", "req", "--context", "src", "--include-namespaces", "shop", "--images-required", "--image-retries", "1", "-o", "json")
-	if r.code != 1 || !strings.Contains(r.stdout, `"phase": "Failed"`) || !strings.Contains(r.stdout, "quay.io/other/") {
+	if r.code != 1 || !strings.Contains(r.stdout, `"phase": "Failed"`) || !strings.Contains(r.stdout, "images failed (--images-required)") {
 		t.Errorf("--images-required with unreachable images: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	if _, rr := e.restore(t, "req", "req"); rr.code == 0 || !strings.Contains(rr.stderr, "not restorable") {
