@@ -48,7 +48,7 @@ func Backup(ctx context.Context, loc *store.Location, name string, rec *Record, 
 			return nil, err
 		}
 		sum.IndexKey = store.BackupImageIndexKey(name)
-		if sum.IndexSHA256, err = loc.PutBytes(ctx, sum.IndexKey, data); err != nil {
+		if sum.IndexSHA256, err = loc.PutSealedBytes(ctx, sum.IndexKey, data); err != nil {
 			return nil, err
 		}
 	default:
@@ -61,7 +61,7 @@ func Backup(ctx context.Context, loc *store.Location, name string, rec *Record, 
 	if err != nil {
 		return nil, err
 	}
-	if sum.SHA256, err = loc.PutBytes(ctx, sum.Key, data); err != nil {
+	if sum.SHA256, err = loc.PutSealedBytes(ctx, sum.Key, data); err != nil {
 		return nil, err
 	}
 	sum.Images, sum.Failed = len(rec.Images), rec.Failed()

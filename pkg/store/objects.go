@@ -292,27 +292,44 @@ func (l *Location) deletePrefix(ctx context.Context, prefix, first string) error
 	}
 }
 
-// PutBytes writes data at key as is (never encrypted) and returns its
-// SHA-256 (hex), for a commit marker to pin.
-func (l *Location) PutBytes(ctx context.Context, key string, data []byte) (string, error) {
-	if err := l.bucket.WriteAll(ctx, key, data, nil); err != nil {
+// PutSealedBytes writes data at key, age-encrypted when the location has
+// recipients, and returns the SHA-256 (hex) of data, for a commit marker
+// to pin; GetVerified checks it after decrypting.
+func (l *Location) PutSealedBytes(ctx context.Context, key string, data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	out := data
+	if l.Encrypted() {
+		var buf bytes.Buffer
+		w, err := age.Encrypt(&buf, l.enc.Recipients...)
+		if err != nil {
+			return "", fmt.Errorf("encrypting %s: %w", key, err)
+		}
+		if _, err := w.Write(data); err != nil {
+			return "", err
+		}
+		if err := w.Close(); err != nil {
+			return "", err
+		}
+		out = buf.Bytes()
+	}
+	if err := l.bucket.WriteAll(ctx, key, out, nil); err != nil {
 		return "", l.describe("writing "+key, err)
 	}
-	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// GetVerified reads key whole and checks it against sha256Hex; a missing
-// key wraps ErrNotFound, a mismatch names the key.
+// GetVerified reads key whole (decrypting it when it is age-encrypted) and
+// checks it against sha256Hex; a missing key wraps ErrNotFound, a mismatch
+// names the key.
 func (l *Location) GetVerified(ctx context.Context, key, sha256Hex string) ([]byte, error) {
-	r, err := l.NewReader(ctx, key)
+	r, err := l.NewOpenedReader(ctx, key)
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return nil, l.describe("reading "+key, err)
+		return nil, fmt.Errorf("reading %s: %w", key, err)
 	}
 	sum := sha256.Sum256(data)
 	if got := hex.EncodeToString(sum[:]); got != sha256Hex {
