@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubeferry/ferry/internal/testenv"
@@ -295,6 +296,15 @@ func TestImageBundle(t *testing.T) {
 	// Take the source registry away: the restore needs only the store.
 	if err := src.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	// --images-required: the 8 init images the bundle lacks fail the
+	// restore before any object is written.
+	_, r0 := e.restore(t, "r0", "b2", "--push-images", "--images-required", "--image-registry-mappings", src.Host+"/shop="+dst.Host+"/mirror")
+	if r0.code != 1 || !strings.Contains(r0.stderr+r0.stdout, "could not be pushed (--images-required), nothing was restored") {
+		t.Fatalf("--images-required restore: exit %d\n%s\n%s", r0.code, r0.stdout, r0.stderr)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(e.dst.Config).CoreV1().Namespaces().Get(context.Background(), "shop", metav1.GetOptions{}); err == nil {
+		t.Error("a restore failed by --images-required wrote namespace shop")
 	}
 	rs, r := e.restore(t, "r1", "b2", "--push-images", "--image-registry-mappings", src.Host+"/shop="+dst.Host+"/mirror")
 	if r.code != 0 || rs.Status.ImagesPushed != 8 || rs.Status.Counts.Failed != 0 {
