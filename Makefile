@@ -40,6 +40,13 @@ test: control-plane lint
 bench: control-plane build
 	$(GO) run ./bench/resources
 
+# The image benchmark (bench/images): ferry image sync vs skopeo sync
+# between local docker-registry instances.
+.PHONY: bench-images
+bench-images: build
+	hack/install-tools.sh >/dev/null
+	$(GO) run ./bench/images -ferry $(BIN)/ferry
+
 # The load test (bench/load): a whole-cluster migration of 50,000 objects in
 # 200 namespaces, timed, with ferry's peak RSS (target < 512 MiB).
 .PHONY: load
@@ -54,6 +61,7 @@ fuzz:
 	$(GO) test ./pkg/archive/ -run '^$$' -fuzz '^FuzzParseManifest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/archive/ -run '^$$' -fuzz '^FuzzParseItemPath$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./pkg/modifiers/ -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./pkg/images/ -run '^$$' -fuzz '^FuzzRewrite$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf $(BIN)

@@ -13,6 +13,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -56,6 +57,7 @@ func (f *backupFlags) spec() v1alpha1.BackupSpec {
 func newBackupCreateCmd(g *globals) *cobra.Command {
 	var f backupFlags
 	var cf cryptFlags
+	var imf imageModeFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Back up the cluster's API objects into the backup storage location",
@@ -66,6 +68,10 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if err := cf.validate(); err != nil {
+				return err
+			}
+			iopts, err := imf.options()
+			if err != nil {
 				return err
 			}
 			loc, err := g.openStore(ctx, &cf)
@@ -80,7 +86,8 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			pr := newProgress(g.stderr, "backup "+args[0])
 			spec := f.spec()
 			spec.EncryptionRecipients = cf.recipients
-			b, res, err := backup.Run(ctx, cluster, loc, backup.Options{Name: args[0], Spec: spec, Log: g.log, OnProgress: pr.update})
+			imf.applyBackup(&spec)
+			b, res, err := backup.Run(ctx, cluster, loc, backup.Options{Name: args[0], Spec: spec, Log: g.log, OnProgress: pr.update, Images: iopts})
 			pr.stop()
 			if err != nil {
 				return err
@@ -93,6 +100,9 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 	}
 	f.register(cmd)
 	cf.registerRecipients(cmd)
+	imf.registerBackup(cmd)
+	imf.registerMappings(cmd, false)
+	imf.register(cmd, "image-concurrency")
 	return cmd
 }
 
@@ -101,6 +111,9 @@ func printBackup(g *globals, b *v1alpha1.Backup, res *report.Results) error {
 		return printObject(g.stdout, g.output, b)
 	}
 	fmt.Fprintf(g.stdout, "Backup %s: %s (%d of %d items) in %s\n", b.Name, b.Status.Phase, b.Status.Progress.ItemsBackedUp, b.Status.Progress.TotalItems, duration(b.Status.StartTimestamp, b.Status.CompletionTimestamp))
+	if im := b.Status.Images; im != nil {
+		fmt.Fprintf(g.stdout, "Images (%s): %d, %d failed\n", im.Mode, im.Images, im.Failed)
+	}
 	if b.Status.FailureReason != "" {
 		fmt.Fprintf(g.stdout, "Failure: %s\n", b.Status.FailureReason)
 	}
@@ -246,6 +259,12 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 			if a := b.Status.Archive; a != nil {
 				fmt.Fprintf(w, "Archive:      %s, %s, sha256:%s\n", a.Key, humanBytes(a.Size), a.SHA256)
 			}
+			if im := b.Status.Images; im != nil {
+				fmt.Fprintf(w, "Images:       %s: %d images, %d failed; %s, sha256:%s\n", im.Mode, im.Images, im.Failed, im.Key, im.SHA256)
+				if im.IndexKey != "" {
+					fmt.Fprintf(w, "Image bundle: %s; %d blobs written (%s), %d already in the store\n", im.IndexKey, im.BlobsWritten, humanBytes(im.BytesWritten), im.BlobsReused)
+				}
+			}
 			if len(b.Status.ResourceCounts) > 0 {
 				fmt.Fprintln(w, "Resource counts:")
 				keys := make([]string, 0, len(b.Status.ResourceCounts))
@@ -325,7 +344,7 @@ func newBackupVerifyCmd(g *globals) *cobra.Command {
 	var cf cryptFlags
 	cmd := &cobra.Command{
 		Use:   "verify NAME",
-		Short: "Check a backup's archive against its manifest and commit marker, without restoring it",
+		Short: "Check a backup's archive, images file and image bundle against its manifest, commit marker and digests, without restoring it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -338,11 +357,27 @@ func newBackupVerifyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// The images file, and every blob of a bundle.
+			var imgs map[string]any
+			if b.Status.Images != nil {
+				rec, err := images.LoadRecord(ctx, loc, b)
+				if err != nil {
+					return err
+				}
+				blobs, size, err := images.NewBundle(loc).Verify(ctx, rec)
+				if err != nil {
+					return fmt.Errorf("backup %s: image bundle: %w", b.Name, err)
+				}
+				imgs = map[string]any{"key": b.Status.Images.Key, "images": len(rec.Images), "bundleBlobs": blobs, "bundleBytes": size}
+			}
 			if g.output != "table" {
-				return printObject(g.stdout, g.output, map[string]any{"backup": b.Name, "verified": true, "items": len(a.Items), "archive": b.Status.Archive})
+				return printObject(g.stdout, g.output, map[string]any{"backup": b.Name, "verified": true, "items": len(a.Items), "archive": b.Status.Archive, "images": imgs})
 			}
 			fmt.Fprintf(g.stdout, "Backup %s verified: %d items, archive %s (%s, sha256:%s) matches its manifest and commit\n",
 				b.Name, len(a.Items), b.Status.Archive.Key, humanBytes(b.Status.Archive.Size), b.Status.Archive.SHA256)
+			if imgs != nil {
+				fmt.Fprintf(g.stdout, "Images file %s matches its commit: %d images; %d bundled blobs (%s) match their digests\n", imgs["key"], imgs["images"], imgs["bundleBlobs"], humanBytes(imgs["bundleBytes"].(int64)))
+			}
 			return nil
 		},
 	}

@@ -25,6 +25,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	var bf backupFlags
 	var rf restoreFlags
 	var cf cryptFlags
+	var imf imageModeFlags
 	var fromKubeconfig, fromContext, toKubeconfig, toContext, name, reportDir string
 	verify := true
 	cmd := &cobra.Command{
@@ -46,7 +47,12 @@ The two clusters never talk to each other.`,
 			if err != nil {
 				return err
 			}
-			ropts := restore.Options{Name: name, Spec: rspec, Log: g.log, CRDTimeout: rf.crdTimeout}
+			imf.applyRestore(&rspec)
+			iopts, err := imf.options()
+			if err != nil {
+				return err
+			}
+			ropts := restore.Options{Name: name, Spec: rspec, Log: g.log, CRDTimeout: rf.crdTimeout, Images: iopts}
 			if err := ropts.Validate(); err != nil {
 				return err
 			}
@@ -103,7 +109,8 @@ The two clusters never talk to each other.`,
 			pr := newProgress(g.stderr, "backup "+name)
 			bspec := bf.spec()
 			bspec.EncryptionRecipients = cf.recipients
-			b, bres, err := backup.Run(ctx, src, loc, backup.Options{Name: name, Spec: bspec, Log: g.log, OnProgress: pr.update})
+			imf.applyBackup(&bspec)
+			b, bres, err := backup.Run(ctx, src, loc, backup.Options{Name: name, Spec: bspec, Log: g.log, OnProgress: pr.update, Images: iopts})
 			pr.stop()
 			if err != nil {
 				return err
@@ -198,5 +205,9 @@ The two clusters never talk to each other.`,
 	rf.register(cmd, false)
 	cf.registerRecipients(cmd)
 	cf.registerIdentity(cmd)
+	imf.registerBackup(cmd)
+	imf.registerMappings(cmd, true)
+	imf.registerRestore(cmd, false)
+	imf.register(cmd, "image-concurrency")
 	return cmd
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
+
+	"github.com/kubeferry/ferry/pkg/images"
 )
 
 // progress shows one mpb bar on stderr when stderr is a terminal, and
@@ -53,4 +55,65 @@ func (pr *progress) stop() {
 	}
 	pr.bar.SetTotal(-1, true)
 	pr.p.Wait()
+}
+
+// imageProgress shows one mpb bar per image (bytes of blobs moved) on
+// stderr when it is a terminal, and nothing otherwise.
+type imageProgress struct {
+	p    *mpb.Progress
+	mu   sync.Mutex
+	bars map[images.Task]*mpb.Bar
+}
+
+func newImageProgress(w io.Writer) *imageProgress {
+	if !isTerminal(w) {
+		return &imageProgress{}
+	}
+	return &imageProgress{p: mpb.New(mpb.WithOutput(w), mpb.WithAutoRefresh()), bars: map[images.Task]*mpb.Bar{}}
+}
+
+func (ip *imageProgress) bar(t images.Task) *mpb.Bar {
+	b, ok := ip.bars[t]
+	if !ok {
+		b = ip.p.AddBar(0,
+			mpb.PrependDecorators(decor.Name(t.Source, decor.WC{C: decor.DindentRight | decor.DextraSpace}), decor.Counters(decor.SizeB1024(0), "% .1f / % .1f")),
+			mpb.AppendDecorators(decor.Percentage(), decor.Name(" "), decor.AverageSpeed(decor.SizeB1024(0), "% .1f")),
+		)
+		ip.bars[t] = b
+	}
+	return b
+}
+
+// update sets an image's bytes complete of total.
+func (ip *imageProgress) update(t images.Task, complete, total int64) {
+	if ip.p == nil {
+		return
+	}
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	b := ip.bar(t)
+	b.SetTotal(total, false)
+	b.SetCurrent(complete)
+}
+
+// done completes (or aborts, for a failure) an image's bar.
+func (ip *imageProgress) done(r images.Result) {
+	if ip.p == nil {
+		return
+	}
+	ip.mu.Lock()
+	defer ip.mu.Unlock()
+	b := ip.bar(images.Task{Source: r.Source, Target: r.Target})
+	if r.Outcome == images.Failed {
+		b.Abort(false)
+		return
+	}
+	b.SetTotal(-1, true)
+}
+
+// stop waits for the last render.
+func (ip *imageProgress) stop() {
+	if ip.p != nil {
+		ip.p.Wait()
+	}
 }

@@ -101,6 +101,7 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 func newRestoreCreateCmd(g *globals) *cobra.Command {
 	var f restoreFlags
 	var cf cryptFlags
+	var imf imageModeFlags
 	var from, fromVelero string
 	cmd := &cobra.Command{
 		Use:   "create [NAME] --from-backup BACKUP",
@@ -125,7 +126,12 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 				return err
 			}
 			spec.FromVelero = fromVelero != ""
-			opts := restore.Options{Name: name, Spec: spec, Log: g.log, CRDTimeout: f.crdTimeout}
+			imf.applyRestore(&spec)
+			iopts, err := imf.options()
+			if err != nil {
+				return err
+			}
+			opts := restore.Options{Name: name, Spec: spec, Log: g.log, CRDTimeout: f.crdTimeout, Images: iopts}
 			if err := opts.Validate(); err != nil {
 				return err
 			}
@@ -148,6 +154,9 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&fromVelero, "from-velero-backup", "", "name of a backup made by Velero in --storage (its backups/<name>/velero-backup.json and <name>.tar.gz) to restore instead")
 	f.register(cmd, true)
 	cf.registerIdentity(cmd)
+	imf.registerMappings(cmd, true)
+	imf.registerRestore(cmd, true)
+	imf.register(cmd, "image-concurrency")
 	return cmd
 }
 
@@ -175,6 +184,9 @@ func printRestore(g *globals, r *v1alpha1.Restore, res *report.Results) error {
 	c := r.Status.Counts
 	fmt.Fprintf(g.stdout, "Restore %s of backup %s: %s in %s\n", r.Name, r.Spec.BackupName, r.Status.Phase, duration(r.Status.StartTimestamp, r.Status.CompletionTimestamp))
 	fmt.Fprintf(g.stdout, "  created %d, updated %d, unchanged %d, skipped %d, failed %d\n", c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed)
+	if r.Spec.PushImages {
+		fmt.Fprintf(g.stdout, "  images pushed %d, failed %d\n", r.Status.ImagesPushed, r.Status.ImagesFailed)
+	}
 	if r.Status.FailureReason != "" {
 		fmt.Fprintf(g.stdout, "Failure: %s\n", r.Status.FailureReason)
 	}

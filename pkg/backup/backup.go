@@ -22,6 +22,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
 	"github.com/kubeferry/ferry/pkg/filter"
+	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -38,6 +39,9 @@ type Options struct {
 	// OnProgress, if set, is called as items are listed and written.
 	OnProgress func(backedUp, total int)
 	Log        *slog.Logger
+	// Images configures registry access for the image step (Spec.Images);
+	// its Mode and Mappings are taken from Spec.
+	Images images.Options
 }
 
 // ErrExists is returned when a backup of that name is already in the location.
@@ -63,6 +67,19 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Spec.Images == "" {
+		opts.Spec.Images = images.ModeRecord
+	}
+	if err := images.ValidateMode(opts.Spec.Images); err != nil {
+		return nil, nil, err
+	}
+	mappings, err := images.ParseMappings(opts.Spec.ImageRegistryMappings)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opts.Spec.Images == images.ModeCopy && len(mappings) == 0 {
+		return nil, nil, fmt.Errorf("--images=copy needs --image-registry-mappings OLD=NEW")
 	}
 	if opts.Spec.IncludeClusterResources == "" {
 		opts.Spec.IncludeClusterResources = "auto"
@@ -103,7 +120,13 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 
 	results := &report.Results{}
 	r := &run{ctx: ctx, cluster: cluster, opts: opts, nsf: nsf, selector: selector.String(), results: results, counts: map[string]int{}}
+	if opts.Spec.Images != images.ModeNone {
+		r.images = images.NewCollector()
+	}
 	err = r.execute(loc, b)
+	if err == nil && r.images != nil && ctx.Err() == nil {
+		err = r.backupImages(loc, b, mappings)
+	}
 	end := metav1.Now()
 	b.Status.CompletionTimestamp = &end
 	b.Status.Progress = v1alpha1.BackupProgress{TotalItems: int(r.total.Load()), ItemsBackedUp: int(r.written.Load())}
@@ -152,6 +175,7 @@ type run struct {
 	mu             sync.Mutex
 	counts         map[string]int
 	refs           *references
+	images         *images.Collector
 }
 
 func (r *run) progress() {
@@ -260,4 +284,34 @@ func (r *run) writeObject(res kube.Resource, obj *unstructured.Unstructured) err
 		return fmt.Errorf("encoding %s %s/%s: %w", res.GroupResource(), obj.GetNamespace(), obj.GetName(), err)
 	}
 	return r.writeItem(res, obj.GetNamespace(), obj.GetName(), data)
+}
+
+// backupImages runs the image step (pkg/images) on the images the
+// workloads named, and pins its files in b. A failed image is a warning,
+// or with ImagesRequired the backup's failure.
+func (r *run) backupImages(loc *store.Location, b *v1alpha1.Backup, mappings []images.Mapping) error {
+	rec := r.images.Record(r.opts.Spec.Images)
+	sum, err := images.Backup(r.ctx, loc, r.opts.Name, rec, images.BackupOptions{Mode: r.opts.Spec.Images, Mappings: mappings, Copy: r.opts.Images})
+	if err != nil {
+		return fmt.Errorf("images: %w", err)
+	}
+	b.Status.Images = sum
+	failed := append([]string(nil), rec.Malformed...)
+	for _, ir := range rec.Images {
+		if ir.Error != "" {
+			failed = append(failed, ir.Error)
+		}
+	}
+	for _, f := range failed {
+		if r.opts.Spec.ImagesRequired {
+			r.results.Errorf("%s", f)
+		} else {
+			r.results.Warnf("%s", f)
+		}
+	}
+	if len(failed) > 0 && r.opts.Spec.ImagesRequired {
+		return fmt.Errorf("%d of %d images failed (--images-required); the first: %s", len(failed), len(rec.Images)+len(rec.Malformed), failed[0])
+	}
+	r.opts.Log.Info("images", "mode", sum.Mode, "images", sum.Images, "failed", sum.Failed, "blobsWritten", sum.BlobsWritten, "blobsReused", sum.BlobsReused)
+	return nil
 }

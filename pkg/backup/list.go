@@ -3,6 +3,7 @@ package backup
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"path"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 )
@@ -246,6 +248,12 @@ func (r *run) writeRaw(t task, prefix []byte, raw []byte, seen *seenSet) error {
 		return r.writeOtherVersion(t.res, ns, name, data)
 	}
 	r.total.Add(1)
+	if r.images != nil && images.IsWorkload(t.res.Group, t.res.Kind) {
+		var obj map[string]any
+		if err := json.Unmarshal(data, &obj); err == nil {
+			r.images.Add(obj)
+		}
+	}
 	if r.refs.interesting(t.res) {
 		if err := r.refs.observeRaw(t.res, data); err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
+	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/modifiers"
 	"github.com/kubeferry/ferry/pkg/report"
@@ -39,6 +40,8 @@ type Options struct {
 	// keepFiltered keeps the items the filters leave out in the plan, as
 	// skipped with the reason (Verify lists them).
 	keepFiltered bool
+	// Images configures registry access for --push-images.
+	Images images.Options
 }
 
 func (o *Options) mapNamespace(ns string) string {
@@ -75,6 +78,12 @@ func (o *Options) Validate() error {
 		if _, err := modifiers.Parse([]byte(o.Spec.ResourceModifiers)); err != nil {
 			return fmt.Errorf("--resource-modifiers: %w", err)
 		}
+	}
+	if _, err := images.ParseMappings(o.Spec.ImageRegistryMappings); err != nil {
+		return fmt.Errorf("--image-registry-mappings: %w", err)
+	}
+	if o.Spec.PushImages && len(o.Spec.ImageRegistryMappings) == 0 {
+		return fmt.Errorf("--push-images needs --image-registry-mappings OLD=NEW to name the target registry")
 	}
 	targets := map[string]string{}
 	for src, dst := range o.Spec.NamespaceMapping {
@@ -144,7 +153,19 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	if err != nil {
 		return fail(ctx, loc, r, results, err)
 	}
+	rw, err := imageStage(ctx, loc, b, &opts, r, results)
+	if err != nil {
+		return fail(ctx, loc, r, results, err)
+	}
 	ap := newApplier(cluster, &opts, b.Name, plan, results)
+	ap.tctx.Images = rw
+	ap.tctx.OnImageError = func(err error) {
+		if opts.Spec.ImagesRequired {
+			results.Errorf("%v", err)
+		} else {
+			results.Warnf("%v", err)
+		}
+	}
 	if err := ap.run(ctx); err != nil {
 		results.Errorf("%v", err)
 		r.Status.FailureReason = err.Error()

@@ -28,3 +28,20 @@ func BackupResultsKey(name string) string { return BackupDir(name) + name + "-re
 
 // RestoreResultsKey is the key of a restore's per-item results.
 func RestoreResultsKey(name string) string { return RestoreDir(name) + name + "-results.json.gz" }
+
+// BackupImagesKey is the key of a backup's images file: the image
+// references its workloads name, their digests and where each is used.
+func BackupImagesKey(name string) string { return BackupDir(name) + name + "-images.json" }
+
+// BackupImageIndexKey is the key of the OCI image index of the images a
+// backup bundled into the store (--images=bundle); its manifests are
+// under ImageBlobKey.
+func BackupImageIndexKey(name string) string { return BackupDir(name) + name + "-images-index.json" }
+
+// ImageLayoutKey is the oci-layout file of the store's shared image
+// layout (OCI image layout spec: {"imageLayoutVersion": "1.0.0"}).
+const ImageLayoutKey = "images/oci-layout"
+
+// ImageBlobKey is the key of a content-addressed image blob (manifest,
+// config or layer) shared by all backups: images/blobs/<algorithm>/<hex>.
+func ImageBlobKey(algorithm, hex string) string { return "images/blobs/" + algorithm + "/" + hex }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -298,4 +300,50 @@ func (l *Location) deletePrefix(ctx context.Context, prefix, first string) error
 			return l.describe("deleting "+obj.Key, err)
 		}
 	}
+}
+
+// PutSealedBytes writes data at key, age-encrypted when the location has
+// recipients, and returns the SHA-256 (hex) of data, for a commit marker
+// to pin; GetVerified checks it after decrypting.
+func (l *Location) PutSealedBytes(ctx context.Context, key string, data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	out := data
+	if l.Encrypted() {
+		var buf bytes.Buffer
+		w, err := age.Encrypt(&buf, l.enc.Recipients...)
+		if err != nil {
+			return "", fmt.Errorf("encrypting %s: %w", key, err)
+		}
+		if _, err := w.Write(data); err != nil {
+			return "", err
+		}
+		if err := w.Close(); err != nil {
+			return "", err
+		}
+		out = buf.Bytes()
+	}
+	if err := l.bucket.WriteAll(ctx, key, out, nil); err != nil {
+		return "", l.describe("writing "+key, err)
+	}
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// GetVerified reads key whole (decrypting it when it is age-encrypted) and
+// checks it against sha256Hex; a missing key wraps ErrNotFound, a mismatch
+// names the key.
+func (l *Location) GetVerified(ctx context.Context, key, sha256Hex string) ([]byte, error) {
+	r, err := l.NewOpenedReader(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != sha256Hex {
+		return nil, fmt.Errorf("%s is damaged: its SHA-256 is %s, the commit marker records %s", key, got, sha256Hex)
+	}
+	return data, nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeferry/ferry/pkg/images"
 )
 
 // Context is what the transforms need to know about the restore.
@@ -33,6 +35,10 @@ type Context struct {
 	StorageClassMapping map[string]string
 	// OwnerUIDs maps source UIDs of restored owners to their target UIDs.
 	OwnerUIDs func(uid string) (string, bool)
+	// Images rewrites image references (--image-registry-mappings); nil
+	// for none. OnImageError, if set, gets each reference it cannot rewrite.
+	Images       *images.Rewriter
+	OnImageError func(error)
 }
 
 // MapNamespace returns the target name of source namespace ns.
@@ -68,6 +74,7 @@ var Steps = []Step{
 	{Name: "aggregated-cluster-role", Applies: kindIs("rbac.authorization.k8s.io", "ClusterRole"), Run: AggregatedClusterRole},
 	{Name: "cloud-profile", Run: Cloud},
 	{Name: "storage-class-mapping", Run: StorageClasses},
+	{Name: "image-mapping", Run: Images},
 	{Name: "labels", Run: Labels},
 }
 

@@ -69,6 +69,14 @@ type BackupSpec struct {
 	// so that a target that no longer serves the preferred version can
 	// still take the objects.
 	PreferredVersionOnly bool `json:"preferredVersionOnly,omitempty"`
+	// Images is what the backup does with the images its workloads name:
+	// none, record (default: resolve and record their digests), copy (to
+	// ImageRegistryMappings) or bundle (into the store's images/).
+	Images string `json:"images,omitempty"`
+	// ImageRegistryMappings are "old-host/ns=new-host/ns" entries (copy).
+	ImageRegistryMappings []string `json:"imageRegistryMappings,omitempty"`
+	// ImagesRequired makes a failed image fail the backup.
+	ImagesRequired bool `json:"imagesRequired,omitempty"`
 }
 
 // BackupStatus reports a backup's outcome.
@@ -86,6 +94,28 @@ type BackupStatus struct {
 	ResourceCounts map[string]int `json:"resourceCounts,omitempty"`
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
+	// Images summarizes the images file (backups/<name>/<name>-images.json);
+	// nil with --images=none.
+	Images *ImagesSummary `json:"images,omitempty"`
+}
+
+// ImagesSummary pins a backup's images file: its key and SHA-256 (hex),
+// checked before a restore uses it; how many distinct image references
+// the workloads name, and how many could not be resolved, copied or
+// bundled. For --images=bundle, IndexKey and IndexSHA256 pin the OCI
+// image index of the bundled images, and the blob counts say how many
+// blobs the backup wrote to images/blobs/ and how many it found there.
+type ImagesSummary struct {
+	Mode         string `json:"mode"`
+	Key          string `json:"key"`
+	SHA256       string `json:"sha256"`
+	Images       int    `json:"images"`
+	Failed       int    `json:"failed"`
+	IndexKey     string `json:"indexKey,omitempty"`
+	IndexSHA256  string `json:"indexSHA256,omitempty"`
+	BlobsWritten int64  `json:"blobsWritten,omitempty"`
+	BlobsReused  int64  `json:"blobsReused,omitempty"`
+	BytesWritten int64  `json:"bytesWritten,omitempty"`
 }
 
 // RetryCounts counts requests retried after transient failures: to the
@@ -170,6 +200,16 @@ type RestoreSpec struct {
 	// DryRun plans the restore and checks every object with server-side
 	// dry-run requests; nothing is written to the target or the store.
 	DryRun bool `json:"dryRun,omitempty"`
+	// ImageRegistryMappings ("old-host/ns=new-host/ns") rewrite the image
+	// references of every pod template, keeping the tag and pinning the
+	// digest the backup recorded.
+	ImageRegistryMappings []string `json:"imageRegistryMappings,omitempty"`
+	// PushImages pushes the images a --images=bundle backup holds to the
+	// registries ImageRegistryMappings name, before any object is written.
+	PushImages bool `json:"pushImages,omitempty"`
+	// ImagesRequired makes a failed image push, or an image reference that
+	// cannot be rewritten, fail the restore.
+	ImagesRequired bool `json:"imagesRequired,omitempty"`
 }
 
 // RestoreStatus reports a restore's outcome.
@@ -184,6 +224,10 @@ type RestoreStatus struct {
 	TargetCluster       *ClusterInfo  `json:"targetCluster,omitempty"`
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
+	// ImagesPushed and ImagesFailed count the images pushed from the
+	// store (--push-images), those the target already had included.
+	ImagesPushed int `json:"imagesPushed,omitempty"`
+	ImagesFailed int `json:"imagesFailed,omitempty"`
 }
 
 // RestoreCounts counts items by outcome. Every item of the plan lands in

@@ -1,0 +1,342 @@
+// Command images benchmarks `ferry image sync` against `skopeo sync`
+// (Debian package skopeo) copying the same images between the same two
+// kinds of local registry, side by side in one run.
+//
+// What is measured. A source docker-registry (Debian package
+// docker-registry, internal/testenv.StartRegistry) gets -images images
+// (default 20), each of -layers layers (default 3) of random data between
+// -min and -max MiB (default 5 and 20) as gzip-compressed tar layers; the
+// first layer of every image comes from a pool of -shared layers (default
+// 4), so some layers are shared between images as base layers are. Then,
+// for each round, each tool copies every image (tag "1") into a fresh,
+// empty target registry started for that run, as its own child process:
+//
+//   - ferry: "ferry image sync --config CFG" with one entry per repository;
+//   - skopeo: "skopeo sync --src yaml --dest docker CFG TARGET" with the
+//     same repositories and tag (--src-tls-verify=false and
+//     --dest-tls-verify=false: the registries speak plain HTTP).
+//
+// Time is the child's wall-clock time (start to exit); throughput is the
+// bytes of the distinct blobs of the image set divided by it. After each
+// run every image's digest at the target is checked against the source.
+// The tools alternate which goes first every round; the report gives the
+// median of each and the ratio ferry ÷ skopeo of the throughputs (> 1:
+// ferry is faster). The target is ≥ 1.0.
+//
+// Run from the repository root (about 3 minutes on 2 cores):
+//
+//	go run ./bench/images -rounds 3
+//
+// A Markdown table goes to stdout, progress to stderr, and every sample to
+// bench/results/images.json.
+package main
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/kubeferry/ferry/bench/internal/benchutil"
+	"github.com/kubeferry/ferry/internal/testenv"
+)
+
+type options struct {
+	images, layers, shared, rounds int
+	minMiB, maxMiB                 int
+	concurrency                    int
+	ferry, out                     string
+}
+
+// Sample is one timed run of one tool.
+type Sample struct {
+	Tool    string  `json:"tool"`
+	Round   int     `json:"round"`
+	Seconds float64 `json:"seconds"`
+	MiBps   float64 `json:"mibPerSecond"`
+	RSSMiB  float64 `json:"peakRSSMiB"`
+}
+
+// Result is the whole benchmark.
+type Result struct {
+	Commit        string    `json:"commit"`
+	Images        int       `json:"images"`
+	LayersPerImg  int       `json:"layersPerImage"`
+	DistinctBlobs int       `json:"distinctBlobs"`
+	BlobMiB       float64   `json:"blobMiB"`
+	Samples       []Sample  `json:"samples"`
+	FerryMedian   float64   `json:"ferryMedianSeconds"`
+	SkopeoMedian  float64   `json:"skopeoMedianSeconds"`
+	Ratio         float64   `json:"ratio"`
+	RoundRatios   []float64 `json:"roundRatios"`
+	SkopeoVersion string    `json:"skopeoVersion"`
+}
+
+const prog = "bench/images"
+
+func main() {
+	var o options
+	flag.IntVar(&o.images, "images", 20, "number of images")
+	flag.IntVar(&o.layers, "layers", 3, "layers per image")
+	flag.IntVar(&o.shared, "shared", 4, "pool of shared first layers")
+	flag.IntVar(&o.minMiB, "min", 5, "smallest layer, MiB of random data")
+	flag.IntVar(&o.maxMiB, "max", 20, "largest layer, MiB of random data")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds (ferry and skopeo alternate)")
+	flag.IntVar(&o.concurrency, "concurrency", 4, "ferry --concurrency")
+	flag.StringVar(&o.ferry, "ferry", "", "ferry binary (default: build ./cmd/ferry)")
+	flag.StringVar(&o.out, "out", "", "JSON result file (default <repo>/bench/results/images.json)")
+	flag.Parse()
+	if err := run(context.Background(), o); err != nil {
+		benchutil.Logf(prog, "error: %v", err)
+		os.Exit(1)
+	}
+}
+
+// layerOpener streams a tar holding one file of size random bytes from seed.
+func layerOpener(seed int64, size int64) tarball.Opener {
+	return func() (io.ReadCloser, error) {
+		pr, pw := io.Pipe()
+		go func() {
+			tw := tar.NewWriter(pw)
+			err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("data-%d", seed), Size: size, Mode: 0o644, Typeflag: tar.TypeReg})
+			if err == nil {
+				_, err = io.CopyN(tw, rand.New(rand.NewSource(seed)), size)
+			}
+			if err == nil {
+				err = tw.Close()
+			}
+			pw.CloseWithError(err)
+		}()
+		return pr, nil
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if o.out == "" {
+		o.out = filepath.Join(root, "bench", "results", "images.json")
+	}
+	if _, err := testenv.RegistryBinary(); err != nil {
+		return err
+	}
+	skopeo, err := exec.LookPath("skopeo")
+	if err != nil {
+		if _, ierr := testenv.ToolsBinDirFresh(); ierr != nil {
+			return fmt.Errorf("skopeo: %w", ierr)
+		}
+		if skopeo, err = exec.LookPath("skopeo"); err != nil {
+			return fmt.Errorf("skopeo not installed (hack/install-tools.sh): %w", err)
+		}
+	}
+	ver, _ := exec.Command(skopeo, "--version").Output()
+	if o.ferry == "" {
+		dir, err := os.MkdirTemp("", "ferry-bench-images-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		o.ferry = filepath.Join(dir, "ferry")
+		build := exec.Command("go", "build", "-o", o.ferry, "./cmd/ferry")
+		build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building ferry: %w", err)
+		}
+	}
+	src, err := testenv.StartRegistry(ctx, nil, testenv.RegistryOptions{})
+	if err != nil {
+		return err
+	}
+	defer src.Stop()
+
+	// The image set.
+	benchutil.Logf(prog, "pushing %d images of %d layers (%d-%d MiB, %d shared) to %s", o.images, o.layers, o.minMiB, o.maxMiB, o.shared, src.Host)
+	rng := rand.New(rand.NewSource(1))
+	size := func() int64 { return int64(o.minMiB+rng.Intn(o.maxMiB-o.minMiB+1)) << 20 }
+	var pool []v1.Layer
+	for i := 0; i < o.shared; i++ {
+		l, err := tarball.LayerFromOpener(layerOpener(int64(1000+i), size()), tarball.WithCompressionLevel(gzip.BestSpeed))
+		if err != nil {
+			return err
+		}
+		pool = append(pool, l)
+	}
+	blobs := map[v1.Hash]int64{}
+	var repos []string
+	digests := map[string]v1.Hash{}
+	for i := 0; i < o.images; i++ {
+		ls := []v1.Layer{pool[i%len(pool)]}
+		for j := 1; j < o.layers; j++ {
+			l, err := tarball.LayerFromOpener(layerOpener(int64(i*100+j), size()), tarball.WithCompressionLevel(gzip.BestSpeed))
+			if err != nil {
+				return err
+			}
+			ls = append(ls, l)
+		}
+		img, err := mutate.AppendLayers(empty.Image, ls...)
+		if err != nil {
+			return err
+		}
+		img, err = mutate.ConfigFile(img, &v1.ConfigFile{Architecture: "amd64", OS: "linux", RootFS: mustRootFS(img)})
+		if err != nil {
+			return err
+		}
+		repo := fmt.Sprintf("bench/img%02d", i)
+		ref, _ := name.ParseReference(src.Host + "/" + repo + ":1")
+		if err := remote.Write(ref, img); err != nil {
+			return fmt.Errorf("pushing %s: %w", ref, err)
+		}
+		d, _ := img.Digest()
+		digests[repo] = d
+		repos = append(repos, repo)
+		m, _ := img.Manifest()
+		blobs[m.Config.Digest] = m.Config.Size
+		for _, l := range m.Layers {
+			blobs[l.Digest] = l.Size
+		}
+	}
+	var total int64
+	for _, s := range blobs {
+		total += s
+	}
+	mib := float64(total) / (1 << 20)
+	benchutil.Logf(prog, "%d distinct blobs, %.0f MiB", len(blobs), mib)
+
+	dir, err := os.MkdirTemp("", "ferry-bench-images-cfg-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	res := Result{Commit: benchutil.GitCommit(root), Images: o.images, LayersPerImg: o.layers, DistinctBlobs: len(blobs), BlobMiB: mib, SkopeoVersion: strings.TrimSpace(string(ver))}
+
+	runTool := func(tool string, round int) (Sample, error) {
+		dst, err := testenv.StartRegistry(ctx, nil, testenv.RegistryOptions{})
+		if err != nil {
+			return Sample{}, err
+		}
+		defer dst.Stop()
+		cfg := filepath.Join(dir, tool+".yaml")
+		var b strings.Builder
+		var args []string
+		bin := o.ferry
+		if tool == "ferry" {
+			b.WriteString("images:\n")
+			for _, r := range repos {
+				fmt.Fprintf(&b, "  %s/%s:1: %s/%s\n", src.Host, r, dst.Host, r)
+			}
+			args = []string{"image", "sync", "--config", cfg, "--concurrency", fmt.Sprint(o.concurrency), "-o", "json"}
+		} else {
+			fmt.Fprintf(&b, "%s:\n  tls-verify: false\n  images:\n", src.Host)
+			for _, r := range repos {
+				fmt.Fprintf(&b, "    %s: [\"1\"]\n", r)
+			}
+			bin = skopeo
+			args = []string{"sync", "--src", "yaml", "--dest", "docker", "--dest-tls-verify=false", cfg, dst.Host + "/bench"}
+		}
+		if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
+			return Sample{}, err
+		}
+		stdout, stderr, wall, rss, code, err := benchutil.Child(ctx, bin, args...)
+		if err != nil || code != 0 {
+			return Sample{}, fmt.Errorf("%s: exit %d: %v\n%s\n%s", tool, code, err, benchutil.Tail(string(stdout), 2000), benchutil.Tail(string(stderr), 2000))
+		}
+		for _, r := range repos {
+			got, ok := dst.Digest(r + ":1")
+			if !ok || got != digests[r] {
+				return Sample{}, fmt.Errorf("%s: %s at the target is %v (present %v), want %v", tool, r, got, ok, digests[r])
+			}
+		}
+		s := Sample{Tool: tool, Round: round, Seconds: wall.Seconds(), MiBps: mib / wall.Seconds(), RSSMiB: rss}
+		benchutil.Logf(prog, "round %d %-6s %6.2fs %6.1f MiB/s, peak RSS %.0f MiB", round, tool, s.Seconds, s.MiBps, rss)
+		return s, nil
+	}
+	var ferryT, skopeoT []float64
+	for round := 1; round <= o.rounds; round++ {
+		order := []string{"ferry", "skopeo"}
+		if round%2 == 0 {
+			order = []string{"skopeo", "ferry"}
+		}
+		var f, s float64
+		for _, tool := range order {
+			smp, err := runTool(tool, round)
+			if err != nil {
+				return err
+			}
+			res.Samples = append(res.Samples, smp)
+			if tool == "ferry" {
+				f = smp.Seconds
+				ferryT = append(ferryT, f)
+			} else {
+				s = smp.Seconds
+				skopeoT = append(skopeoT, s)
+			}
+		}
+		res.RoundRatios = append(res.RoundRatios, s/f)
+	}
+	res.FerryMedian, res.SkopeoMedian = median(ferryT), median(skopeoT)
+	res.Ratio = res.SkopeoMedian / res.FerryMedian
+	if err := benchutil.WriteJSON(o.out, res); err != nil {
+		return err
+	}
+	var ferryRSS, skopeoRSS []float64
+	for _, s := range res.Samples {
+		if s.Tool == "ferry" {
+			ferryRSS = append(ferryRSS, s.RSSMiB)
+		} else {
+			skopeoRSS = append(skopeoRSS, s.RSSMiB)
+		}
+	}
+	fmt.Printf("%d images x %d layers, %d distinct blobs, %.0f MiB; %d rounds, medians (%s)\n\n", o.images, o.layers, len(blobs), mib, o.rounds, res.SkopeoVersion)
+	fmt.Println("| tool | wall time | MiB/s | peak RSS |")
+	fmt.Println("|---|--:|--:|--:|")
+	fmt.Printf("| `skopeo sync` | %.2f s | %.1f | %.0f MiB |\n", res.SkopeoMedian, mib/res.SkopeoMedian, median(skopeoRSS))
+	fmt.Printf("| `ferry image sync` | %.2f s | %.1f | %.0f MiB |\n", res.FerryMedian, mib/res.FerryMedian, median(ferryRSS))
+	fmt.Printf("\nferry / skopeo = **%.2f** (per round: %s)\n", res.Ratio, fmtRatios(res.RoundRatios))
+	return nil
+}
+
+func mustRootFS(img v1.Image) v1.RootFS {
+	cf, err := img.ConfigFile()
+	if err != nil {
+		panic(errors.New("config of a fresh image: " + err.Error()))
+	}
+	return cf.RootFS
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func fmtRatios(rs []float64) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%.2f", r))
+	}
+	return strings.Join(parts, ", ")
+}

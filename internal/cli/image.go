@@ -1,0 +1,224 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/images"
+)
+
+func newImageCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "image", Short: "Copy container images between registries"}
+	cmd.AddCommand(newImageSyncCmd(g))
+	return cmd
+}
+
+// imageFlags are the registry flags shared by image sync and the image
+// modes of backup, restore and migrate.
+type imageFlags struct {
+	platforms   []string
+	concurrency int
+	jobs        int
+	retries     int
+	insecure    bool
+}
+
+// register adds the flags; concurrency names the images-at-once flag
+// ("concurrency" for image sync, "image-concurrency" elsewhere).
+func (f *imageFlags) register(cmd *cobra.Command, concurrency string) {
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.platforms, "platform", nil, "keep only these platforms of multi-arch images (os/arch[/variant], repeatable); default the whole index")
+	fl.IntVar(&f.concurrency, concurrency, 4, "images copied at once")
+	fl.IntVar(&f.jobs, "image-jobs", 4, "blobs of one image moved at once")
+	fl.IntVar(&f.retries, "image-retries", images.DefaultRetry.Attempts, "attempts per registry request (retried on 408, 429, 5xx, timeouts and resets, with jittered exponential backoff from 200ms, at most 5s)")
+	fl.BoolVar(&f.insecure, "insecure", false, "allow plain-HTTP registries and skip TLS verification")
+}
+
+func (f *imageFlags) options() (images.Options, error) {
+	plats, err := images.ParsePlatforms(f.platforms)
+	if err != nil {
+		return images.Options{}, err
+	}
+	if f.concurrency < 1 || f.jobs < 1 || f.retries < 1 {
+		return images.Options{}, fmt.Errorf("the image concurrency, --image-jobs and --image-retries must be at least 1")
+	}
+	r := images.DefaultRetry
+	r.Attempts = f.retries
+	return images.Options{Platforms: plats, Concurrency: f.concurrency, Jobs: f.jobs, Insecure: f.insecure, Retry: r}, nil
+}
+
+func newImageSyncCmd(g *globals) *cobra.Command {
+	var f imageFlags
+	var config, from, to, tagRegex string
+	var tags []string
+	cmd := &cobra.Command{
+		Use:   "sync",
+		Short: "Copy images registry to registry, by digest, skipping what the target already has",
+		Long: `Copy images between registries, many to many, from a config file or one --from/--to pair.
+
+A source is a repository (every tag), repository:tag1,tag2, repository:/regex/
+(tags matching an RE2 expression) or repository@sha256:... A target is a
+repository (tags and digests are kept) or, for one tag, repository:tag.
+Config file (YAML):
+
+  images:
+    registry.a.com/shop/web: registry.b.com/shop/web
+    registry.a.com/shop/api:1.0,1.1: registry.b.com/shop/api
+    registry.a.com/shop/db:/^15\./: [registry.b.com/shop/db, registry.c.com/db]
+
+Credentials come from the docker config file ($DOCKER_CONFIG/config.json or
+~/.docker/config.json) and its credential helpers.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			opts, err := f.options()
+			if err != nil {
+				return err
+			}
+			var rules []images.Rule
+			if config != "" {
+				data, err := os.ReadFile(config)
+				if err != nil {
+					return fmt.Errorf("--config: %w", err)
+				}
+				if rules, err = images.ParseConfig(data); err != nil {
+					return fmt.Errorf("--config %s: %w", config, err)
+				}
+			}
+			if (from == "") != (to == "") {
+				return fmt.Errorf("--from and --to go together")
+			}
+			if from == "" && config == "" {
+				return fmt.Errorf("give --config FILE or --from SRC --to DST")
+			}
+			if from != "" {
+				src := from
+				switch {
+				case len(tags) > 0 && tagRegex != "":
+					return fmt.Errorf("--tags and --tag-regex exclude each other")
+				case len(tags) > 0:
+					src = fmt.Sprintf("%s:%s", from, strings.Join(tags, ","))
+				case tagRegex != "":
+					src = fmt.Sprintf("%s:/%s/", from, tagRegex)
+				}
+				rules = append(rules, images.Rule{Source: src, Targets: []string{to}})
+			} else if len(tags) > 0 || tagRegex != "" {
+				return fmt.Errorf("--tags and --tag-regex go with --from")
+			}
+			bars := newImageProgress(g.stderr)
+			opts.OnProgress = bars.update
+			c := images.NewCopier(opts)
+			tasks, results := c.Expand(ctx, rules)
+			results = append(results, c.CopyAll(ctx, tasks, func(r images.Result) {
+				bars.done(r)
+				g.log.Info("image", "source", r.Source, "target", r.Target, "outcome", r.Outcome, "digest", r.Digest, "blobBytes", r.BlobBytes, "retries", r.Retries, "error", r.Error)
+			})...)
+			bars.stop()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return printImageResults(g, results)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&config, "config", "", "sync config file (YAML, images: {source: target}); see the command's help")
+	fl.StringVar(&from, "from", "", "one source: repository, repository:tag, repository@digest")
+	fl.StringVar(&to, "to", "", "the target of --from: repository, or repository:tag for one tag")
+	fl.StringSliceVar(&tags, "tags", nil, "with --from REPOSITORY: these tags")
+	fl.StringVar(&tagRegex, "tag-regex", "", "with --from REPOSITORY: the tags matching this RE2 regular expression")
+	f.register(cmd, "concurrency")
+	return cmd
+}
+
+// printImageResults prints one line per image and returns the exit code
+// error: 1 when every image failed, 2 when some did.
+func printImageResults(g *globals, results []images.Result) error {
+	images.SortResults(results)
+	failed := 0
+	var sent, retries int64
+	for _, r := range results {
+		if r.Outcome == images.Failed {
+			failed++
+		}
+		sent += r.BlobBytes
+		retries += r.Retries
+	}
+	if g.output != "table" {
+		if err := printObject(g.stdout, g.output, map[string]any{"images": results, "failed": failed, "blobBytes": sent, "retries": retries}); err != nil {
+			return err
+		}
+	} else {
+		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SOURCE\tTARGET\tRESULT\tDIGEST\tSENT\tRETRIES")
+		for _, r := range results {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.Source, orDash(r.Target), r.Outcome, orDash(r.Digest), humanBytes(r.BlobBytes), r.Retries)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		for _, r := range results {
+			if r.Outcome == images.Failed {
+				fmt.Fprintf(g.stdout, "Error: %s\n", r.Error)
+			}
+		}
+		fmt.Fprintf(g.stdout, "%d images, %d failed, %s of blobs sent, %d retries\n", len(results), failed, humanBytes(sent), retries)
+	}
+	switch {
+	case failed == 0:
+		return nil
+	case failed == len(results):
+		return &exitError{code: ExitFailed, msg: fmt.Sprintf("image sync failed: %d of %d images", failed, len(results))}
+	default:
+		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("image sync partially failed: %d of %d images", failed, len(results))}
+	}
+}
+
+// imageModeFlags are the image flags of backup create, restore create and
+// migrate.
+type imageModeFlags struct {
+	imageFlags
+	mode       string
+	mappings   []string
+	required   bool
+	pushImages bool
+}
+
+const mappingsHelp = "image registry mappings OLD=NEW (a registry host[:port] or a repository prefix host/namespace), comma-separated or repeated"
+
+func (f *imageModeFlags) registerBackup(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.mode, "images", images.ModeRecord, "what to do with the images the workloads name: none, record (resolve and record digests), copy (push to --image-registry-mappings targets) or bundle (store them under images/ in the backup storage location)")
+	fl.BoolVar(&f.required, "images-required", false, "fail when an image cannot be resolved, copied, bundled or pushed (default: a warning, and the resources still go)")
+}
+
+func (f *imageModeFlags) registerMappings(cmd *cobra.Command, restore bool) {
+	fl := cmd.Flags()
+	help := mappingsHelp + "; with --images=copy, where the backup copies images to"
+	if restore {
+		help = mappingsHelp + ": rewrite every pod template's image references (tag kept, the recorded digest pinned)"
+	}
+	fl.StringSliceVar(&f.mappings, "image-registry-mappings", nil, help)
+}
+
+func (f *imageModeFlags) registerRestore(cmd *cobra.Command, withRequired bool) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.pushImages, "push-images", false, "push the images a --images=bundle backup holds to the --image-registry-mappings targets before restoring")
+	if withRequired {
+		fl.BoolVar(&f.required, "images-required", false, "fail the restore when an image cannot be pushed or rewritten (default: a warning, and the resources still go)")
+	}
+}
+
+// applyBackup puts the image flags into a backup spec.
+func (f *imageModeFlags) applyBackup(spec *v1alpha1.BackupSpec) {
+	spec.Images, spec.ImageRegistryMappings, spec.ImagesRequired = f.mode, f.mappings, f.required
+}
+
+// applyRestore puts the image flags into a restore spec.
+func (f *imageModeFlags) applyRestore(spec *v1alpha1.RestoreSpec) {
+	spec.ImageRegistryMappings, spec.PushImages, spec.ImagesRequired = f.mappings, f.pushImages, f.required
+}

@@ -1,0 +1,328 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// Options configure copies between registries.
+type Options struct {
+	// Platforms, if set, keeps only these platforms of an image index
+	// ("linux/amd64"; a platform without variant matches every variant).
+	// The per-platform manifests keep their digests; the index is a new
+	// one, with a new digest. Single-platform images are copied as they are.
+	Platforms []v1.Platform
+	// Concurrency is the number of images copied at once (default 4).
+	Concurrency int
+	// Jobs is the number of blobs of one image moved at once (default 4).
+	Jobs int
+	// Insecure allows plain-HTTP (and unverified TLS) registries.
+	Insecure bool
+	// Keychain resolves credentials (default authn.DefaultKeychain: the
+	// docker config file and its credential helpers).
+	Keychain authn.Keychain
+	// Transport is the HTTP transport under retries and counting
+	// (default remote.DefaultTransport).
+	Transport http.RoundTripper
+	// Retry bounds the retries of each request (default DefaultRetry).
+	Retry RetryPolicy
+	// OnProgress, if set, is called as an image's blobs move: bytes
+	// complete of total (total is 0 until known).
+	OnProgress func(t Task, complete, total int64)
+}
+
+// Task is one copy: a source reference (tag or digest) to a target
+// reference in another repository.
+type Task struct {
+	Source, Target string
+}
+
+// Outcome of one image copy.
+type Outcome string
+
+// Outcomes: Copied (the manifest was written), Present (the target
+// already had the manifest by digest; nothing was sent), Failed.
+const (
+	Copied  Outcome = "copied"
+	Present Outcome = "present"
+	Failed  Outcome = "failed"
+)
+
+// Result is the outcome of one Task. BlobBytes counts the blob bytes sent
+// to the target (0 when every blob was already there or was mounted);
+// Retries counts retried requests. Error holds the registry's error.
+type Result struct {
+	Source    string   `json:"source"`
+	Target    string   `json:"target"`
+	Outcome   Outcome  `json:"outcome"`
+	Digest    string   `json:"digest,omitempty"`
+	MediaType string   `json:"mediaType,omitempty"`
+	Platforms []string `json:"platforms,omitempty"`
+	BlobBytes int64    `json:"blobBytes"`
+	Retries   int64    `json:"retries"`
+	Error     string   `json:"error,omitempty"`
+	// Seconds is the wall time of this copy.
+	Seconds float64 `json:"seconds"`
+}
+
+// Copier copies images between registries with go-containerregistry's
+// remote package: remote.Write and remote.WriteIndex check which blobs and
+// manifests the target has (HEAD) and mount blobs across repositories of
+// the same registry.
+type Copier struct {
+	opts   Options
+	base   http.RoundTripper
+	mounts mounts
+}
+
+// NewCopier returns a Copier with opts' defaults filled in.
+func NewCopier(opts Options) *Copier {
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 4
+	}
+	if opts.Jobs <= 0 {
+		opts.Jobs = 4
+	}
+	if opts.Keychain == nil {
+		opts.Keychain = authn.DefaultKeychain
+	}
+	base := opts.Transport
+	if base == nil {
+		base = remote.DefaultTransport
+	}
+	if opts.Insecure {
+		if t, ok := base.(*http.Transport); ok {
+			t = t.Clone()
+			if t.TLSClientConfig != nil {
+				t.TLSClientConfig.InsecureSkipVerify = true
+			} else {
+				t.TLSClientConfig = insecureTLS()
+			}
+			base = t
+		}
+	}
+	return &Copier{opts: opts, base: base}
+}
+
+// ParseReference parses s, allowing plain HTTP when insecure.
+func ParseReference(s string, insecure bool) (name.Reference, error) {
+	var opts []name.Option
+	if insecure {
+		opts = append(opts, name.Insecure)
+	}
+	ref, err := name.ParseReference(s, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("image %q: malformed reference: %w", s, err)
+	}
+	return ref, nil
+}
+
+// remoteOptions are the options of one operation; n counts its retries
+// and sent counts its uploaded blob bytes.
+func (c *Copier) remoteOptions(ctx context.Context, retries, sent *atomic.Int64) []remote.Option {
+	tr := http.RoundTripper(&countingTransport{inner: c.base, n: sent})
+	o := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(c.opts.Keychain), remote.WithTransport(tr), remote.WithJobs(c.opts.Jobs)}
+	return append(o, c.opts.Retry.options(retries)...)
+}
+
+// Describe resolves ref at its registry: digest, media type and, for an
+// index, the platforms it holds. The error names the image.
+func (c *Copier) Describe(ctx context.Context, ref string) (*remote.Descriptor, []string, error) {
+	var retries, sent atomic.Int64
+	r, err := ParseReference(ref, c.opts.Insecure)
+	if err != nil {
+		return nil, nil, err
+	}
+	desc, err := get(r, c.remoteOptions(ctx, &retries, &sent))
+	if err != nil {
+		return nil, nil, explain(ref, "source", err)
+	}
+	plats, err := platforms(desc)
+	if err != nil {
+		return nil, nil, explain(ref, "source", err)
+	}
+	return desc, plats, nil
+}
+
+// get fetches ref's manifest verified against its digest. A tag is
+// first resolved to the digest the registry names for it (HEAD,
+// Docker-Content-Digest), then fetched by that digest, which
+// go-containerregistry checks against the content: a registry serving a
+// manifest that does not hash to its digest is refused. A registry that
+// answers HEAD without a digest is read by tag.
+func get(ref name.Reference, opts []remote.Option) (*remote.Descriptor, error) {
+	if _, ok := ref.(name.Tag); ok {
+		head, err := remote.Head(ref, opts...)
+		if err != nil {
+			var te *transport.Error
+			if errors.As(err, &te) || isNetError(err) {
+				return nil, err
+			}
+			return remote.Get(ref, opts...)
+		}
+		desc, err := remote.Get(ref.Context().Digest(head.Digest.String()), opts...)
+		if err != nil {
+			return nil, fmt.Errorf("tag %s names %s: %w", ref, head.Digest, err)
+		}
+		return desc, nil
+	}
+	return remote.Get(ref, opts...)
+}
+
+func isNetError(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne)
+}
+
+// platforms lists the platforms of an index descriptor (nil for an image).
+func platforms(desc *remote.Descriptor) ([]string, error) {
+	if !desc.MediaType.IsIndex() {
+		return nil, nil
+	}
+	idx, err := desc.ImageIndex()
+	if err != nil {
+		return nil, err
+	}
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, m := range im.Manifests {
+		if m.Platform != nil {
+			out = append(out, m.Platform.String())
+		}
+	}
+	return out, nil
+}
+
+// Copy copies one image or index. It never panics on registry errors:
+// a failure is a Result with Outcome Failed and the registry's error,
+// naming the image.
+func (c *Copier) Copy(ctx context.Context, t Task) Result {
+	start := time.Now()
+	res := Result{Source: t.Source, Target: t.Target}
+	var retries, sent atomic.Int64
+	err := c.copy(ctx, t, &res, &retries, &sent)
+	res.Retries, res.BlobBytes = retries.Load(), sent.Load()
+	res.Seconds = time.Since(start).Seconds()
+	if err != nil {
+		res.Outcome = Failed
+		res.Error = err.Error()
+	}
+	return res
+}
+
+func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *atomic.Int64) error {
+	src, err := ParseReference(t.Source, c.opts.Insecure)
+	if err != nil {
+		return err
+	}
+	dst, err := ParseReference(t.Target, c.opts.Insecure)
+	if err != nil {
+		return fmt.Errorf("copy %s: target: %w", t.Source, err)
+	}
+	opts := c.remoteOptions(ctx, retries, sent)
+	desc, err := get(src, opts)
+	if err != nil {
+		return explain(t.Source, "source", err)
+	}
+	it, err := c.source(desc)
+	if err != nil {
+		return explain(t.Source, "source", err)
+	}
+	return c.put(ctx, t, dst, it, opts, res)
+}
+
+// CopyAll copies tasks with c's concurrency. Results come back in the
+// order of tasks; onResult, if set, is called as each finishes. A failed
+// image never stops the others.
+func (c *Copier) CopyAll(ctx context.Context, tasks []Task, onResult func(Result)) []Result {
+	out := make([]Result, len(tasks))
+	sem := make(chan struct{}, c.opts.Concurrency)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i, t := range tasks {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r := c.Copy(ctx, t)
+			out[i] = r
+			if onResult != nil {
+				mu.Lock()
+				onResult(r)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// ParsePlatforms parses "os/arch[/variant]" entries (comma-separated
+// entries allowed).
+func ParsePlatforms(entries []string) ([]v1.Platform, error) {
+	var out []v1.Platform
+	for _, e := range entries {
+		for _, s := range strings.Split(e, ",") {
+			s = strings.TrimSpace(s)
+			if s == "" {
+				continue
+			}
+			p, err := v1.ParsePlatform(s)
+			if err != nil || p.OS == "" || p.Architecture == "" {
+				return nil, fmt.Errorf("--platform %q: want os/arch[/variant], like linux/amd64", s)
+			}
+			out = append(out, *p)
+		}
+	}
+	return out, nil
+}
+
+// explain wraps a registry error with the image and a plain reason.
+func explain(ref, side string, err error) error {
+	reason := ""
+	var te *transport.Error
+	var ne net.Error
+	var oe *net.OpError
+	switch {
+	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
+		reason = "access denied: check the credentials (docker config file or credential helper)"
+	case errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
+		reason = "not found"
+	case errors.As(err, &oe), errors.As(err, &ne):
+		reason = side + " registry unreachable"
+	case strings.Contains(err.Error(), "does not match"):
+		reason = "digest mismatch: the registry returned content that does not hash to its digest"
+	}
+	if reason != "" {
+		return fmt.Errorf("image %s: %s: %w", ref, reason, err)
+	}
+	return fmt.Errorf("image %s: %w", ref, err)
+}
+
+// SortResults orders results by source then target.
+func SortResults(rs []Result) {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].Source != rs[j].Source {
+			return rs[i].Source < rs[j].Source
+		}
+		return rs[i].Target < rs[j].Target
+	})
+}

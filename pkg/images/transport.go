@@ -1,0 +1,104 @@
+package images
+
+import (
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// RetryPolicy bounds the retries of one registry request: up to Attempts
+// tries in all, waiting Initial, then doubling (less when doubling would
+// pass Max by the last wait), plus up to 50 % jitter. Requests are retried on timeouts, connection resets and the status
+// codes 408, 429, 500, 502, 503 and 504 (go-containerregistry's retrying
+// transport); a refused connection or a 401/403 is not retried.
+type RetryPolicy struct {
+	Attempts     int
+	Initial, Max time.Duration
+}
+
+// DefaultRetry is 5 attempts, 200 ms doubling to at most 5 s.
+var DefaultRetry = RetryPolicy{Attempts: 5, Initial: 200 * time.Millisecond, Max: 5 * time.Second}
+
+// factor is 2, or less when doubling would take the last wait past Max.
+// (go-containerregistry's Backoff.Cap stops retrying once it is reached,
+// so the cap is kept by the factor instead.)
+func (p RetryPolicy) factor() float64 {
+	waits := p.Attempts - 2 // growth steps between the first and the last wait
+	if waits < 1 || p.Initial <= 0 || p.Max <= p.Initial {
+		return 2
+	}
+	if f := math.Pow(float64(p.Max)/float64(p.Initial), 1/float64(waits)); f < 2 {
+		return f
+	}
+	return 2
+}
+
+// retryStatusCodes are retried (go-containerregistry's defaults, minus
+// the CDN-specific ones).
+var retryStatusCodes = []int{http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
+
+// retryOptions returns go-containerregistry's retry options for p, with a
+// predicate that counts each retryable failure in n.
+func (p RetryPolicy) options(n *atomic.Int64) []remote.Option {
+	if p.Attempts <= 0 {
+		p = DefaultRetry
+	}
+	backoff := remote.Backoff{Duration: p.Initial, Factor: p.factor(), Jitter: 0.5, Steps: p.Attempts}
+	predicate := func(err error) bool {
+		if !retryable(err) {
+			return false
+		}
+		n.Add(1)
+		return true
+	}
+	return []remote.Option{remote.WithRetryBackoff(backoff), remote.WithRetryPredicate(predicate), remote.WithRetryStatusCodes(retryStatusCodes...)}
+}
+
+// retryable is go-containerregistry's default predicate (temporary
+// errors, EOF, resets, broken pipes) without refused connections, which
+// mean the registry is not there.
+func retryable(err error) bool {
+	if err == nil || errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	var t interface{ Temporary() bool }
+	if errors.As(err, &t) && t.Temporary() {
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+}
+
+// countingTransport counts the request-body bytes of blob uploads
+// (PATCH and PUT under /blobs/uploads/) that reach the wire.
+type countingTransport struct {
+	inner http.RoundTripper
+	n     *atomic.Int64
+}
+
+func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Body != nil && (req.Method == http.MethodPatch || req.Method == http.MethodPut) && strings.Contains(req.URL.Path, "/blobs/uploads/") {
+		r2 := req.Clone(req.Context())
+		r2.Body = &countingBody{ReadCloser: req.Body, n: t.n}
+		return t.inner.RoundTrip(r2)
+	}
+	return t.inner.RoundTrip(req)
+}
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
