@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -63,10 +65,31 @@ func Verify(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opt
 	results := &report.Results{}
 	ap := newApplier(cluster, &opts, b.Name, plan, results)
 	ap.verifying = true
+	// Image references are expected as the restore rewrote them: mapped,
+	// and pinned to the digests the backup's images file recorded.
+	rec, err := images.LoadRecord(ctx, loc, b)
+	if err != nil && !errors.Is(err, images.ErrNoImages) {
+		return nil, err
+	}
+	if len(opts.Spec.ImageRegistryMappings) > 0 {
+		mappings, err := images.ParseMappings(opts.Spec.ImageRegistryMappings)
+		if err != nil {
+			return nil, err
+		}
+		var digests map[string]string
+		if rec != nil {
+			digests = rec.Digests()
+		}
+		ap.tctx.Images = images.NewRewriter(mappings, digests)
+		ap.tctx.OnImageError = func(err error) { results.Warnf("%v", err) }
+	}
 	if err := ap.run(ctx); err != nil {
 		return nil, err
 	}
 	v := report.NewVerification(b.Name, results)
+	if rec != nil {
+		v.Images = imageArtifacts(rec)
+	}
 	v.TargetServer = cluster.Config.Host
 	if b.Status.SourceCluster != nil {
 		v.SourceServer = b.Status.SourceCluster.Server
@@ -76,6 +99,34 @@ func Verify(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opt
 	}
 	v.Timings = append(v.Timings, report.NewTiming("verify", start, time.Now()))
 	return v, nil
+}
+
+// imageArtifacts are the report's image rows: each image of the backup's
+// images file with its digest and what the backup did with it.
+func imageArtifacts(rec *images.Record) []report.Artifact {
+	var out []report.Artifact
+	for _, im := range rec.Images {
+		a := report.Artifact{Name: im.Reference, Detail: im.Digest, Outcome: "recorded"}
+		switch {
+		case im.Error != "":
+			a.Outcome, a.Message = "failed", im.Error
+		case im.Bundled:
+			a.Outcome = "bundled"
+		case im.Copy != nil:
+			a.Outcome, a.Message = "copied", im.Copy.Target
+		}
+		if len(im.UsedBy) > 0 {
+			if a.Message != "" {
+				a.Message += "; "
+			}
+			a.Message += fmt.Sprintf("used by %d container(s)", len(im.UsedBy))
+		}
+		out = append(out, a)
+	}
+	for _, m := range rec.Malformed {
+		out = append(out, report.Artifact{Name: m, Outcome: "malformed"})
+	}
+	return out
 }
 
 // verify compares one planned item with the target (see Verify).

@@ -404,10 +404,31 @@ spec:
       containers: [{name: app, image: "` + src.Host + `/shop/Bad_Name:1"}, {name: side, image: "` + src.Host + `/shop/deploy:1"}]
 `
 	applyWorkloads(t, e.src.Config, "shop", src.Host+"/shop/", "quay.io/other/", bad)
+	reportDir := filepath.Join(t.TempDir(), "report")
 	r := e.run(t, "migrate", "--from-context", "src", "--to-context", "dst", "--name", "mig", "--include-namespaces", "shop",
-		"--images", "copy", "--image-registry-mappings", src.Host+"/shop="+dst.Host+"/mirror/shop", "-o", "json")
+		"--images", "copy", "--image-registry-mappings", src.Host+"/shop="+dst.Host+"/mirror/shop", "-o", "json",
+		"--report-dir", reportDir)
 	if r.code != 0 {
 		t.Fatalf("migrate: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// The verification expects the rewritten, pinned references (exit 0
+	// above means 0 unexpected differences), and its report lists the images.
+	var rep struct {
+		Images []struct{ Name, Detail, Outcome string } `json:"images"`
+	}
+	data, err := os.ReadFile(filepath.Join(reportDir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustJSON(t, string(data), &rep)
+	copied := 0
+	for _, im := range rep.Images {
+		if im.Outcome == "copied" && strings.HasPrefix(im.Detail, "sha256:") {
+			copied++
+		}
+	}
+	if copied != len(workloadNames) {
+		t.Errorf("report lists %d copied images with digests, want %d: %+v", copied, len(workloadNames), rep.Images)
 	}
 	var out struct {
 		Backup struct {
