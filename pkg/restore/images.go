@@ -15,7 +15,8 @@ import (
 // and before anything is written to the target: it reads the backup's
 // images file (checked against the commit marker), pushes the bundled
 // images with --push-images, and returns the rewriter the transforms use
-// (nil without mappings). A damaged images file fails the restore; a
+// (nil without mappings). A damaged images file, or a bundle blob that
+// does not match its digest, fails the restore before any write; a
 // failed image push is a warning, or with ImagesRequired fails it.
 func imageStage(ctx context.Context, loc *store.Location, b *v1alpha1.Backup, opts *Options, r *v1alpha1.Restore, results *report.Results) (*images.Rewriter, error) {
 	if len(opts.Spec.ImageRegistryMappings) == 0 {
@@ -44,8 +45,16 @@ func imageStage(ctx context.Context, loc *store.Location, b *v1alpha1.Backup, op
 		results.Warnf("--dry-run: the %d bundled images are not pushed", len(images.BackupIndex(rec).Manifests))
 		return rw, nil
 	}
+	// The whole bundle is checked against its digests first, as the
+	// archive is: a damaged blob refuses the restore before anything is
+	// pushed or written (a missing registry, by contrast, is a per-image
+	// warning below).
+	bundle := images.NewBundle(loc)
+	if _, _, err := bundle.Verify(ctx, rec); err != nil {
+		return nil, fmt.Errorf("%w: backup %s: image bundle: %v", ErrBackupNotRestorable, b.Name, err)
+	}
 	c := images.NewCopier(opts.Images)
-	pushed := c.PushBundled(ctx, rec, images.NewBundle(loc), rw)
+	pushed := c.PushBundled(ctx, rec, bundle, rw)
 	var failed []string
 	for _, p := range pushed {
 		if p.Outcome == images.Failed {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -276,21 +277,54 @@ func TestImageBundle(t *testing.T) {
 	if v := e.run(t, "backup", "verify", "b2"); v.code != 0 || !strings.Contains(v.stdout, "bundled blobs") {
 		t.Fatalf("backup verify: exit %d\n%s%s", v.code, v.stdout, v.stderr)
 	}
-	layer := filepath.Join(strings.TrimPrefix(e.storage, "file://"), "images", "blobs", "sha256", mustLayer(t, src, "shop/rs:1"))
-	orig, err := os.ReadFile(layer)
+	// Tamper: one byte of a layer (head, middle, tail), of the image
+	// manifest and of the config blob. backup verify and restore
+	// --push-images refuse each, naming the image, before anything is
+	// pushed to the registry or written to the target.
+	blobDir := filepath.Join(strings.TrimPrefix(e.storage, "file://"), "images", "blobs", "sha256")
+	rsImg, err := remote.Image(mustParse(t, src.Host+"/shop/rs:1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	damaged := append([]byte(nil), orig...)
-	damaged[len(damaged)/2] ^= 0xff
-	if err := os.WriteFile(layer, damaged, 0o644); err != nil {
-		t.Fatal(err)
+	rsManifest, _ := rsImg.Digest()
+	rsConfig, _ := rsImg.ConfigName()
+	layer := mustLayer(t, src, "shop/rs:1")
+	type flip struct {
+		blob string
+		pos  func(n int) int
 	}
-	if v := e.run(t, "backup", "verify", "b2"); v.code != 1 || !strings.Contains(v.stderr, "image "+src.Host+"/shop/rs:1") || !strings.Contains(v.stderr, "is damaged") {
-		t.Errorf("backup verify of a damaged blob: exit %d\n%s", v.code, v.stderr)
+	flips := []flip{
+		{layer, func(int) int { return 0 }}, {layer, func(n int) int { return n / 2 }}, {layer, func(n int) int { return n - 1 }},
+		{rsManifest.Hex, func(n int) int { return n / 2 }}, {rsConfig.Hex, func(n int) int { return n / 3 }},
 	}
-	if err := os.WriteFile(layer, orig, 0o644); err != nil {
-		t.Fatal(err)
+	cs := kubernetes.NewForConfigOrDie(e.dst.Config)
+	for i, f := range flips {
+		path := filepath.Join(blobDir, f.blob)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		damaged := append([]byte(nil), orig...)
+		damaged[f.pos(len(damaged))] ^= 0x20
+		if err := os.WriteFile(path, damaged, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if v := e.run(t, "backup", "verify", "b2"); v.code != 1 || !strings.Contains(v.stderr, "image "+src.Host+"/shop/rs:1") || !strings.Contains(v.stderr, f.blob) {
+			t.Errorf("flip %d (blob %s): backup verify exit %d\n%s", i, f.blob, v.code, v.stderr)
+		}
+		_, rr := e.restore(t, fmt.Sprintf("tampered%d", i), "b2", "--push-images", "--image-registry-mappings", src.Host+"/shop="+dst.Host+"/mirror")
+		if rr.code != 1 || !strings.Contains(rr.stderr, "image "+src.Host+"/shop/rs:1") || !strings.Contains(rr.stderr, "image bundle") {
+			t.Errorf("flip %d (blob %s): restore --push-images exit %d\n%s\n%s", i, f.blob, rr.code, rr.stdout, rr.stderr)
+		}
+		if _, err := cs.CoreV1().Namespaces().Get(context.Background(), "shop", metav1.GetOptions{}); err == nil {
+			t.Fatalf("flip %d: a restore of a tampered bundle wrote namespace shop", i)
+		}
+		if _, ok := dst.Digest("mirror/rs:1"); ok {
+			t.Fatalf("flip %d: a restore of a tampered bundle pushed an image", i)
+		}
+		if err := os.WriteFile(path, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	// Take the source registry away: the restore needs only the store.
