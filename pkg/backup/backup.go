@@ -152,7 +152,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		return b, results, err
 	}
 	// Counted up to the commit; the commit's own retries cannot be in it.
-	b.Status.Retries = &v1alpha1.RetryCounts{ObjectStore: store.Retries(), APIServer: kube.Retries()}
+	b.Status.Retries = &v1alpha1.RetryCounts{ObjectStore: store.Retries(), APIServer: kube.Retries(), Registry: images.Retries()}
 	// The commit: only now is the backup visible as restorable.
 	if err := loc.PutJSON(ctx, store.BackupDir(opts.Name)+store.BackupMarker, b); err != nil {
 		return b, results, err

@@ -20,21 +20,20 @@ func (c *Copier) BundleRecord(ctx context.Context, rec *Record, bundle *Bundle) 
 			ir.Error = err.Error()
 			return
 		}
-		desc, err := get(ref, c.remoteOptions(ctx, &retries, &sent))
-		if err != nil {
-			ir.Error = explain(ir.Reference, "source", err).Error()
-			return
-		}
-		it, err := c.source(desc)
-		if err != nil {
-			ir.Error = explain(ir.Reference, "source", err).Error()
-			return
-		}
-		if it.idx != nil {
-			err = bundle.WriteIndex(ctx, it.idx)
-		} else {
-			err = bundle.WriteImage(ctx, it.img)
-		}
+		var it *item
+		err = c.again(ctx, &retries, func() error {
+			desc, err := get(ref, c.remoteOptions(ctx, &retries, &sent))
+			if err != nil {
+				return err
+			}
+			if it, err = c.source(desc); err != nil {
+				return err
+			}
+			if it.idx != nil {
+				return bundle.WriteIndex(ctx, it.idx)
+			}
+			return bundle.WriteImage(ctx, it.img)
+		})
 		if err != nil {
 			ir.Error = explain(ir.Reference, "source", err).Error()
 			return
@@ -70,7 +69,7 @@ func (c *Copier) pushOne(ctx context.Context, ir *ImageRecord, bundle *Bundle, r
 	start := time.Now()
 	res := Result{Source: ir.Reference}
 	var retries, sent atomic.Int64
-	err := func() error {
+	err := c.again(ctx, &retries, func() error {
 		target, changed, err := rw.Rewrite(ir.Reference)
 		if err != nil {
 			return err
@@ -114,7 +113,7 @@ func (c *Copier) pushOne(ctx context.Context, ir *ImageRecord, bundle *Bundle, r
 			return fmt.Errorf("image %s: stored manifest is %s, the backup recorded %s", ir.Reference, it.digest, h)
 		}
 		return c.put(ctx, Task{Source: ir.Reference, Target: target}, dst, it, c.remoteOptions(ctx, &retries, &sent), &res)
-	}()
+	})
 	res.Retries, res.BlobBytes, res.Seconds = retries.Load(), sent.Load(), time.Since(start).Seconds()
 	if err != nil {
 		res.Outcome, res.Error = Failed, err.Error()

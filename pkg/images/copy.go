@@ -40,6 +40,11 @@ type Options struct {
 	Transport http.RoundTripper
 	// Retry bounds the retries of each request (default DefaultRetry).
 	Retry RetryPolicy
+	// IdleTimeout bounds how long a registry may stay silent: waiting for
+	// a response's headers, or between two reads of a response body
+	// (default DefaultIdleTimeout). A registry that accepts connections
+	// and never answers fails the image, naming it, instead of hanging.
+	IdleTimeout time.Duration
 	// OnProgress, if set, is called as an image's blobs move: bytes
 	// complete of total (total is 0 until known).
 	OnProgress func(t Task, complete, total int64)
@@ -100,9 +105,20 @@ func NewCopier(opts Options) *Copier {
 	if opts.Keychain == nil {
 		opts.Keychain = authn.DefaultKeychain
 	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
+	}
 	base := opts.Transport
 	if base == nil {
 		base = remote.DefaultTransport
+	}
+	if t, ok := base.(*http.Transport); ok && t.ResponseHeaderTimeout == 0 {
+		t = t.Clone()
+		t.ResponseHeaderTimeout = opts.IdleTimeout
+		if t.TLSHandshakeTimeout == 0 || t.TLSHandshakeTimeout > opts.IdleTimeout {
+			t.TLSHandshakeTimeout = opts.IdleTimeout
+		}
+		base = t
 	}
 	if opts.Insecure {
 		if t, ok := base.(*http.Transport); ok {
@@ -115,7 +131,7 @@ func NewCopier(opts Options) *Copier {
 			base = t
 		}
 	}
-	return &Copier{opts: opts, base: base}
+	return &Copier{opts: opts, base: &idleTransport{inner: base, idle: opts.IdleTimeout}}
 }
 
 // ParseReference parses s, allowing plain HTTP when insecure.
@@ -156,6 +172,54 @@ func (c *Copier) Describe(ctx context.Context, ref string) (*remote.Descriptor, 
 		return nil, nil, explain(ref, "source", err)
 	}
 	return desc, plats, nil
+}
+
+// again runs f, the copy of one whole image, and runs it again (up to
+// the retry policy's attempts, with its backoff) when it fails on a
+// transient error that the per-request retries could not absorb: a
+// connection reset or an early EOF in the middle of a streamed blob,
+// whose request cannot be replayed because its body is a stream from the
+// source. Blobs already at the target are not sent again. Each rerun is
+// counted in retries and in Retries.
+func (c *Copier) again(ctx context.Context, retries *atomic.Int64, f func() error) error {
+	p := c.opts.Retry
+	if p.Attempts <= 0 {
+		p = DefaultRetry
+	}
+	wait := p.Initial
+	var err error
+	for attempt := 1; ; attempt++ {
+		err = f()
+		if err == nil || attempt >= p.Attempts || ctx.Err() != nil || !midStream(err) {
+			return err
+		}
+		retries.Add(1)
+		retriesTotal.Add(1)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+		if wait *= 2; wait > p.Max {
+			wait = p.Max
+		}
+	}
+}
+
+// midStream reports a failure of the connection itself (reset, broken
+// pipe, early EOF, a timeout), as opposed to an answer of the registry or
+// the store (a 4xx, a digest mismatch), which a rerun would not change.
+func midStream(err error) bool {
+	if retryable(err) {
+		return true
+	}
+	s := err.Error()
+	for _, m := range []string{"connection reset", "broken pipe", "unexpected EOF", "i/o timeout", "503 Service Unavailable", "Service Unavailable"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // get fetches ref's manifest verified against its digest. A tag is
@@ -217,7 +281,7 @@ func (c *Copier) Copy(ctx context.Context, t Task) Result {
 	start := time.Now()
 	res := Result{Source: t.Source, Target: t.Target}
 	var retries, sent atomic.Int64
-	err := c.copy(ctx, t, &res, &retries, &sent)
+	err := c.again(ctx, &retries, func() error { return c.copy(ctx, t, &res, &retries, &sent) })
 	res.Retries, res.BlobBytes = retries.Load(), sent.Load()
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
@@ -306,10 +370,12 @@ func explain(ref, side string, err error) error {
 		reason = "access denied: check the credentials (docker config file or credential helper)"
 	case errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
 		reason = "not found"
+	case strings.Contains(err.Error(), "is damaged"):
+		reason = "damaged: stored content does not hash to its digest"
+	case strings.Contains(err.Error(), "does not match"), strings.Contains(err.Error(), "error verifying sha256 checksum"):
+		reason = "digest mismatch: content that does not hash to its digest"
 	case errors.As(err, &oe), errors.As(err, &ne):
 		reason = side + " registry unreachable"
-	case strings.Contains(err.Error(), "does not match"):
-		reason = "digest mismatch: the registry returned content that does not hash to its digest"
 	}
 	if reason != "" {
 		return fmt.Errorf("image %s: %s: %w", ref, reason, err)

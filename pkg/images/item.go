@@ -93,7 +93,13 @@ func imageItem(img v1.Image) (*item, error) {
 func (c *Copier) put(ctx context.Context, t Task, dst name.Reference, it *item, opts []remote.Option, res *Result) error {
 	res.Digest, res.MediaType, res.Platforms = it.digest.String(), it.mediaType, it.platforms
 	if d, ok := dst.(name.Digest); ok && d.DigestStr() != it.digest.String() {
-		return fmt.Errorf("copy %s: target %s names digest %s, but the source is %s", t.Source, t.Target, d.DigestStr(), it.digest)
+		if len(c.opts.Platforms) == 0 {
+			return fmt.Errorf("copy %s: target %s names digest %s, but the source is %s", t.Source, t.Target, d.DigestStr(), it.digest)
+		}
+		// --platform made a new index: a reference by digest names it by
+		// its own digest at the target.
+		dst = dst.Context().Digest(it.digest.String())
+		res.Target = dst.String()
 	}
 	// Incremental: a target that has this manifest by digest is skipped.
 	if head, err := remote.Head(dst, opts...); err == nil && head.Digest == it.digest {

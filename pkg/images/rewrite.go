@@ -152,8 +152,10 @@ func (r *Rewriter) Rewrite(ref string) (out string, changed bool, err error) {
 	if tag != "" {
 		target += ":" + tag
 	}
-	if digest == "" {
-		digest = r.Digests[ref]
+	if recorded := r.Digests[ref]; recorded != "" {
+		// What the backup copied or bundled: with --platform, the
+		// filtered index, whose digest differs from the one written.
+		digest = recorded
 	}
 	if digest != "" {
 		target += "@" + digest

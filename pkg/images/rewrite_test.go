@@ -14,7 +14,8 @@ func TestRewrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rw := NewRewriter(ms, map[string]string{"old.example.com/shop/web:1.2": dg})
+	filtered := "sha256:" + strings.Repeat("f", 64)
+	rw := NewRewriter(ms, map[string]string{"old.example.com/shop/web:1.2": dg, "old.example.com/shop/multi:1@" + dg: filtered, "old.example.com/shop/multi@" + dg: filtered})
 	for _, tc := range []struct{ in, want string }{
 		// Longest prefix wins, tag kept, known digest pinned.
 		{"old.example.com/shop/web:1.2", "new.example.com:5000/mirror/shop/web:1.2@" + dg},
@@ -23,6 +24,10 @@ func TestRewrite(t *testing.T) {
 		// A digest in the reference is kept.
 		{"old.example.com/shop/api@" + dg, "new.example.com:5000/mirror/shop/api@" + dg},
 		{"old.example.com/shop/api:3@" + dg, "new.example.com:5000/mirror/shop/api:3@" + dg},
+		// A recorded digest wins over the one written: with --platform the
+		// backup copied a filtered index, whose digest is its own.
+		{"old.example.com/shop/multi:1@" + dg, "new.example.com:5000/mirror/shop/multi:1@" + filtered},
+		{"old.example.com/shop/multi@" + dg, "new.example.com:5000/mirror/shop/multi@" + filtered},
 		// Registry-wide mapping.
 		{"old.example.com/other/x:9", "reg.other.io/other/x:9"},
 		// Segment boundary: shop2 is not under shop.

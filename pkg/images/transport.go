@@ -2,6 +2,7 @@ package images
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -45,8 +46,16 @@ func (p RetryPolicy) factor() float64 {
 // the CDN-specific ones).
 var retryStatusCodes = []int{http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
 
+// retriesTotal counts every registry request retried by this process.
+var retriesTotal atomic.Int64
+
+// Retries returns how many registry requests this process has retried
+// after a transient failure (what the Backup's and Restore's
+// status.retries.registry report).
+func Retries() int64 { return retriesTotal.Load() }
+
 // retryOptions returns go-containerregistry's retry options for p, with a
-// predicate that counts each retryable failure in n.
+// predicate that counts each retryable failure in n (and in Retries).
 func (p RetryPolicy) options(n *atomic.Int64) []remote.Option {
 	if p.Attempts <= 0 {
 		p = DefaultRetry
@@ -57,6 +66,7 @@ func (p RetryPolicy) options(n *atomic.Int64) []remote.Option {
 			return false
 		}
 		n.Add(1)
+		retriesTotal.Add(1)
 		return true
 	}
 	return []remote.Option{remote.WithRetryBackoff(backoff), remote.WithRetryPredicate(predicate), remote.WithRetryStatusCodes(retryStatusCodes...)}
@@ -101,4 +111,52 @@ func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	b.n.Add(int64(n))
 	return n, err
+}
+
+// DefaultIdleTimeout is how long a registry may stay silent (Options.IdleTimeout).
+const DefaultIdleTimeout = 60 * time.Second
+
+// idleTransport fails a response body that stays silent for longer than
+// idle between two reads (a stalled blob download); the read then returns
+// an error and the retries take over.
+type idleTransport struct {
+	inner http.RoundTripper
+	idle  time.Duration
+}
+
+func (t *idleTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.inner.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	b := &idleBody{ReadCloser: resp.Body, idle: t.idle}
+	b.timer = time.AfterFunc(t.idle, func() {
+		b.stalled.Store(true)
+		_ = b.ReadCloser.Close()
+	})
+	resp.Body = b
+	return resp, nil
+}
+
+type idleBody struct {
+	io.ReadCloser
+	idle    time.Duration
+	timer   *time.Timer
+	stalled atomic.Bool
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if b.stalled.Load() {
+		return n, fmt.Errorf("registry sent nothing for %s: %w", b.idle, syscall.ECONNRESET)
+	}
+	if err == nil {
+		b.timer.Reset(b.idle)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	b.timer.Stop()
+	return b.ReadCloser.Close()
 }

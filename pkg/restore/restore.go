@@ -186,7 +186,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	default:
 		r.Status.Phase = v1alpha1.PhaseCompleted
 	}
-	r.Status.Retries = &v1alpha1.RetryCounts{ObjectStore: store.Retries(), APIServer: kube.Retries()}
+	r.Status.Retries = &v1alpha1.RetryCounts{ObjectStore: store.Retries(), APIServer: kube.Retries(), Registry: images.Retries()}
 	if ctx.Err() != nil {
 		r.Status.Phase = v1alpha1.PhaseFailed
 		r.Status.FailureReason = "interrupted: " + ctx.Err().Error() + "; run the same restore again to finish it"

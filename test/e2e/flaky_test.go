@@ -125,3 +125,110 @@ func TestFlakyObjectStore(t *testing.T) {
 		t.Errorf("target has %d ConfigMaps, want 500", got)
 	}
 }
+
+// TestFlakyRegistryAndStore puts proxies that fail 20% of requests (503 or
+// a connection reset) in front of the S3 server and of both registries:
+// image sync, a backup that bundles the images into S3, and a restore that
+// pushes them to the target registry all complete, every image arrives by
+// digest, and the retries are counted.
+func TestFlakyRegistryAndStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clusters")
+	}
+	e := newEnv(t)
+	ctx := context.Background()
+	s3, err := testenv.StartS3(ctx, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.CreateBucket(ctx, "flaky"); err != nil {
+		t.Fatal(err)
+	}
+	regs := startRegistries(t, testenv.RegistryOptions{}, testenv.RegistryOptions{})
+	srcReg, dstReg := regs[0], regs[1]
+	flaky := func(rawURL string, seed int64) (*flakyProxy, string) {
+		target, _ := url.Parse(rawURL)
+		fp := &flakyProxy{proxy: httputil.NewSingleHostReverseProxy(target), share: 0.2, rng: rand.New(rand.NewSource(seed))}
+		srv := httptest.NewServer(fp)
+		t.Cleanup(srv.Close)
+		return fp, srv.URL
+	}
+	fpS3, s3Proxy := flaky(s3.Endpoint, 1)
+	fpSrc, srcProxy := flaky("http://"+srcReg.Host, 2)
+	fpDst, dstProxy := flaky("http://"+dstReg.Host, 3)
+	storage := strings.Replace(s3.URL("flaky"), s3.Endpoint, s3Proxy, 1)
+	srcHost, dstHost := strings.TrimPrefix(srcProxy, "http://"), strings.TrimPrefix(dstProxy, "http://")
+
+	for _, name := range workloadNames {
+		for _, repo := range []string{name, name + "-init"} {
+			if _, err := srcReg.PushImage("shop/"+repo+":1", 256<<10, 3); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Workloads name the source registry through its flaky proxy.
+	applyWorkloads(t, e.src.Config, "shop", srcHost+"/shop/", srcHost+"/shop/", "")
+	run := func(args ...string) result {
+		return ferry(t, append(s3.Env(), "DOCKER_CONFIG="+t.TempDir()), append(args, "--kubeconfig", e.kubeconfig, "--storage", storage, "-o", "json")...)
+	}
+	var sync struct {
+		Failed  int   `json:"failed"`
+		Retries int64 `json:"retries"`
+	}
+	r := run("image", "sync", "--from", srcHost+"/shop/deploy", "--to", dstHost+"/synced/deploy", "--image-retries", "8")
+	if r.code != 0 {
+		t.Fatalf("image sync through flaky registries: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	mustJSON(t, r.stdout, &sync)
+
+	b := run("backup", "create", "fb", "--context", "src", "--include-namespaces", "shop", "--images", "bundle", "--image-retries", "8")
+	if b.code != 0 {
+		t.Fatalf("backup through flaky S3 and registry: exit %d\n%s\n%s", b.code, b.stdout, b.stderr)
+	}
+	var bs struct {
+		Status struct {
+			Phase   string                       `json:"phase"`
+			Retries map[string]int64             `json:"retries"`
+			Images  struct{ Images, Failed int } `json:"images"`
+		} `json:"status"`
+	}
+	mustJSON(t, b.stdout, &bs)
+	if bs.Status.Phase != "Completed" || bs.Status.Images.Images != 2*len(workloadNames) || bs.Status.Images.Failed != 0 {
+		t.Fatalf("backup: %+v", bs.Status)
+	}
+	rr := run("restore", "create", "fr", "--from-backup", "fb", "--context", "dst", "--push-images", "--image-registry-mappings", srcHost+"/shop="+dstHost+"/mirror", "--image-retries", "8")
+	if rr.code != 0 {
+		t.Fatalf("restore through flaky S3 and registry: exit %d\n%s\n%s", rr.code, rr.stdout, rr.stderr)
+	}
+	var rs struct {
+		Status struct {
+			Phase        string           `json:"phase"`
+			Retries      map[string]int64 `json:"retries"`
+			ImagesPushed int              `json:"imagesPushed"`
+		} `json:"status"`
+	}
+	mustJSON(t, rr.stdout, &rs)
+	if rs.Status.Phase != "Completed" || rs.Status.ImagesPushed != 2*len(workloadNames) {
+		d := run("restore", "describe", "fr")
+		t.Fatalf("restore: %+v\n%s", rs.Status, d.stdout)
+	}
+	for _, name := range workloadNames {
+		want, _ := srcReg.Digest("shop/" + name + ":1")
+		if got, ok := dstReg.Digest("mirror/" + name + ":1"); !ok || got != want {
+			t.Errorf("mirror/%s:1 in the target registry: %v %v, want %v", name, got, ok, want)
+		}
+	}
+	if want, _ := srcReg.Digest("shop/deploy:1"); true {
+		if got, ok := dstReg.Digest("synced/deploy:1"); !ok || got != want {
+			t.Errorf("synced/deploy:1: %v %v, want %v", got, ok, want)
+		}
+	}
+	t.Logf("injected failures: S3 %d/%d, source registry %d/%d, target registry %d/%d", fpS3.injured.Load(), fpS3.total.Load(), fpSrc.injured.Load(), fpSrc.total.Load(), fpDst.injured.Load(), fpDst.total.Load())
+	t.Logf("retries counted: sync %d; backup %v; restore %v", sync.Retries, bs.Status.Retries, rs.Status.Retries)
+	if fpS3.injured.Load() == 0 || fpSrc.injured.Load() == 0 || fpDst.injured.Load() == 0 {
+		t.Fatal("a proxy injected no failure: the test proves little")
+	}
+	if sync.Retries == 0 || bs.Status.Retries["registry"] == 0 || rs.Status.Retries["registry"] == 0 || bs.Status.Retries["objectStore"]+rs.Status.Retries["objectStore"] == 0 {
+		t.Errorf("failures were injected but retries not counted: sync %d, backup %v, restore %v", sync.Retries, bs.Status.Retries, rs.Status.Retries)
+	}
+}

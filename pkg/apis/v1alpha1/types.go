@@ -125,6 +125,9 @@ type ImagesSummary struct {
 type RetryCounts struct {
 	ObjectStore int64 `json:"objectStore"`
 	APIServer   int64 `json:"apiServer"`
+	// Registry counts image registry requests retried (408, 429, 5xx,
+	// timeouts, resets).
+	Registry int64 `json:"registry"`
 }
 
 // BackupProgress counts items. TotalItems is the number of items selected,
