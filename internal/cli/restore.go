@@ -102,6 +102,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	var f restoreFlags
 	var cf cryptFlags
 	var from, fromVelero string
+	var vf volumeFlags
 	cmd := &cobra.Command{
 		Use:   "create [NAME] --from-backup BACKUP",
 		Short: "Restore a backup into the cluster",
@@ -141,6 +142,12 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			pv, closeVolumes, err := vf.restoreOptions(ctx, g, loc)
+			if err != nil {
+				return err
+			}
+			defer closeVolumes()
+			opts.PodVolumes = pv
 			return runRestore(g, cluster, loc, opts)
 		},
 	}
@@ -148,6 +155,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&fromVelero, "from-velero-backup", "", "name of a backup made by Velero in --storage (its backups/<name>/velero-backup.json and <name>.tar.gz) to restore instead")
 	f.register(cmd, true)
 	cf.registerIdentity(cmd)
+	vf.registerRestore(cmd)
 	return cmd
 }
 
@@ -178,6 +186,7 @@ func printRestore(g *globals, r *v1alpha1.Restore, res *report.Results) error {
 	if r.Status.FailureReason != "" {
 		fmt.Fprintf(g.stdout, "Failure: %s\n", r.Status.FailureReason)
 	}
+	printPodVolumes(g.stdout, r.Status.PodVolumes, "restored")
 	if res != nil {
 		printProblems(g, res)
 	}

@@ -37,6 +37,8 @@ type Options struct {
 	Workers int
 	// OnProgress, if set, is called as items are listed and written.
 	OnProgress func(backedUp, total int)
+	// PodVolumes, if set, backs up the data of pod volumes too.
+	PodVolumes *PodVolumeOptions
 	Log        *slog.Logger
 }
 
@@ -103,7 +105,13 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 
 	results := &report.Results{}
 	r := &run{ctx: ctx, cluster: cluster, opts: opts, nsf: nsf, selector: selector.String(), results: results, counts: map[string]int{}}
+	if opts.PodVolumes != nil {
+		r.pods = &podCollector{}
+	}
 	err = r.execute(loc, b)
+	if err == nil && opts.PodVolumes != nil && ctx.Err() == nil {
+		err = r.backupVolumes(loc, b)
+	}
 	end := metav1.Now()
 	b.Status.CompletionTimestamp = &end
 	b.Status.Progress = v1alpha1.BackupProgress{TotalItems: int(r.total.Load()), ItemsBackedUp: int(r.written.Load())}
@@ -152,6 +160,7 @@ type run struct {
 	mu             sync.Mutex
 	counts         map[string]int
 	refs           *references
+	pods           *podCollector // nil unless pod volumes are backed up
 }
 
 func (r *run) progress() {
@@ -237,6 +246,7 @@ func (r *run) writeItem(res kube.Resource, namespace, name string, data []byte) 
 	if err := r.aw.WriteItem(e, data); err != nil {
 		return err
 	}
+	r.pods.observe(res, data)
 	r.written.Add(1)
 	r.mu.Lock()
 	r.counts[res.GroupResource()]++

@@ -28,3 +28,7 @@ func BackupResultsKey(name string) string { return BackupDir(name) + name + "-re
 
 // RestoreResultsKey is the key of a restore's per-item results.
 func RestoreResultsKey(name string) string { return RestoreDir(name) + name + "-results.json.gz" }
+
+// BackupVolumesKey is the key of a backup's pod volume records (kopia
+// snapshot IDs; see pkg/volumes.BackupRecord).
+func BackupVolumesKey(name string) string { return BackupDir(name) + name + "-volumes.json" }

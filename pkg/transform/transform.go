@@ -33,6 +33,8 @@ type Context struct {
 	StorageClassMapping map[string]string
 	// OwnerUIDs maps source UIDs of restored owners to their target UIDs.
 	OwnerUIDs func(uid string) (string, bool)
+	// PodVolumeRestore, if set, makes restored pods wait for their volume data.
+	PodVolumeRestore *PodVolumeRestore
 }
 
 // MapNamespace returns the target name of source namespace ns.
@@ -61,6 +63,7 @@ var Steps = []Step{
 	{Name: "service", Applies: kindIs("", "Service"), Run: Service},
 	{Name: "job", Applies: kindIs("batch", "Job"), Run: Job},
 	{Name: "pod", Applies: kindIs("", "Pod"), Run: Pod},
+	{Name: "pod-volumes", Applies: kindIs("", "Pod"), Run: PodVolumes},
 	{Name: "persistent-volume", Applies: kindIs("", "PersistentVolume"), Run: PersistentVolume},
 	{Name: "persistent-volume-claim", Applies: kindIs("", "PersistentVolumeClaim"), Run: PersistentVolumeClaim},
 	{Name: "service-account-token", Applies: kindIs("", "Secret"), Run: ServiceAccountToken},

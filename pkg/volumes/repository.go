@@ -38,6 +38,14 @@ const (
 	clientHost = "ferry"
 )
 
+// Splitter is the content-defined chunking of new repositories: chunks of
+// 1 MiB on average (kopia's default is 4 MiB). A change inside a file
+// re-uploads the chunks it touches, so smaller chunks keep incremental
+// backups of files rewritten in place (databases, images) close to the
+// size of the change; the index grows by the same factor, which is small
+// next to the data.
+const Splitter = "DYNAMIC-1M-BUZHASH"
+
 // ErrNoPassword is returned when volume data is asked for without a
 // repository password.
 var ErrNoPassword = errors.New("no repository password: give --repository-password-file FILE or set " + EnvPassword)
@@ -92,9 +100,9 @@ type OpenOptions struct {
 
 // Open connects to the kopia repository under volumes/ in loc with
 // password, first creating it when opts.Create is set and there is none.
-// A new repository uses kopia's defaults: AES256-GCM-HMAC-SHA256
-// encryption of every blob, BLAKE2B-256-128 content hashing, and
-// content-defined chunking (DYNAMIC-4M-BUZHASH). Errors: ErrNoPassword,
+// A new repository uses kopia's defaults, AES256-GCM-HMAC-SHA256
+// encryption of every blob and BLAKE2B-256-128 content hashing, and
+// content-defined chunking with Splitter. Errors: ErrNoPassword,
 // ErrWrongPassword and ErrNoRepository (wrapped), or the store's error.
 func Open(ctx context.Context, loc *store.Location, password string, opts OpenOptions) (*Repository, error) {
 	if password == "" {
@@ -119,7 +127,7 @@ func Open(ctx context.Context, loc *store.Location, password string, opts OpenOp
 		return nil, fmt.Errorf("%s%s in %s: %w", RepositoryPrefix, format.KopiaRepositoryBlobID, loc.URL(), ErrNoRepository)
 	}
 	if !exists {
-		if err := repo.Initialize(ctx, st, &repo.NewRepositoryOptions{}, password); err != nil && !errors.Is(err, repo.ErrAlreadyInitialized) {
+		if err := repo.Initialize(ctx, st, &repo.NewRepositoryOptions{ObjectFormat: format.ObjectFormat{Splitter: Splitter}}, password); err != nil && !errors.Is(err, repo.ErrAlreadyInitialized) {
 			return nil, fmt.Errorf("creating the volume repository in %s: %w", r.where(), err)
 		}
 	}

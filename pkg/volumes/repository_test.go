@@ -154,6 +154,9 @@ func TestIncrementalAndDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if second.Files != first.Files || second.Bytes != first.Bytes || second.CachedFiles != 19 {
+		t.Errorf("second snapshot counts %d files, %d bytes, %d cached; first %d files, %d bytes", second.Files, second.Bytes, second.CachedFiles, first.Files, first.Bytes)
+	}
 	if second.ParentSnapshotID != first.SnapshotID {
 		t.Errorf("parent %q, want the first snapshot %q", second.ParentSnapshotID, first.SnapshotID)
 	}

@@ -16,7 +16,9 @@ func pod(ns, name string, ann map[string]string, vols ...corev1.Volume) corev1.P
 	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), Annotations: ann}, Spec: corev1.PodSpec{Volumes: vols}}
 }
 
-func vol(name string, src corev1.VolumeSource) corev1.Volume { return corev1.Volume{Name: name, VolumeSource: src} }
+func vol(name string, src corev1.VolumeSource) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: src}
+}
 
 func TestSelect(t *testing.T) {
 	claim := func(c string) corev1.VolumeSource {

@@ -148,8 +148,11 @@ func (r *Repository) Snapshot(ctx context.Context, dir, identity string, tags ma
 			return fmt.Errorf("saving the snapshot manifest: %w", err)
 		}
 		res.SnapshotID = string(id)
-		res.Bytes = man.Stats.TotalFileSize
-		res.Files = int64(man.Stats.TotalFileCount)
+		// The root's summary counts every file; kopia's upload stats
+		// count only those it hashed this time.
+		if ds := man.RootEntry.DirSummary; ds != nil {
+			res.Bytes, res.Files = ds.TotalFileSize, ds.TotalFileCount
+		}
 		res.CachedFiles = int64(man.Stats.CachedFiles)
 		return nil
 	})

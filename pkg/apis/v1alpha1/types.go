@@ -64,6 +64,11 @@ type BackupSpec struct {
 	// EncryptionRecipients are the age public keys the archive and the
 	// results were encrypted for (empty: not encrypted).
 	EncryptionRecipients []string `json:"encryptionRecipients,omitempty"`
+	// DefaultVolumesToFsBackup backs up every pod volume's data (file-system
+	// backup, kopia) except those excluded by annotation and the types
+	// never copied; without it only volumes named in a pod's
+	// backup.ferry.dev/backup-volumes annotation are.
+	DefaultVolumesToFsBackup bool `json:"defaultVolumesToFsBackup,omitempty"`
 }
 
 // BackupStatus reports a backup's outcome.
@@ -81,6 +86,23 @@ type BackupStatus struct {
 	ResourceCounts map[string]int `json:"resourceCounts,omitempty"`
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
+	// PodVolumes summarizes the pod volume data backed up (nil when the
+	// backup did not back up volume data); the per-volume records are in
+	// backups/<name>/<name>-volumes.json.
+	PodVolumes *PodVolumeSummary `json:"podVolumes,omitempty"`
+}
+
+// PodVolumeSummary counts pod volumes backed up or restored. Bytes counts
+// the volumes' file data; UploadedBytes what a backup wrote to the store
+// after deduplication (new, encrypted data).
+type PodVolumeSummary struct {
+	Total         int   `json:"total"`
+	Completed     int   `json:"completed"`
+	Failed        int   `json:"failed"`
+	Skipped       int   `json:"skipped"`
+	Bytes         int64 `json:"bytes"`
+	Files         int64 `json:"files"`
+	UploadedBytes int64 `json:"uploadedBytes,omitempty"`
 }
 
 // RetryCounts counts requests retried after transient failures: to the
@@ -179,6 +201,8 @@ type RestoreStatus struct {
 	TargetCluster       *ClusterInfo  `json:"targetCluster,omitempty"`
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
+	// PodVolumes summarizes the pod volume data restored (nil when none was).
+	PodVolumes *PodVolumeSummary `json:"podVolumes,omitempty"`
 }
 
 // RestoreCounts counts items by outcome. Every item of the plan lands in
