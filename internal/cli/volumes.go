@@ -24,6 +24,7 @@ type volumeFlags struct {
 	defaultToFS  bool
 	helperImage  string
 	wait         time.Duration
+	byNodeAgent  bool
 }
 
 func (f *volumeFlags) registerPassword(cmd *cobra.Command) {
@@ -45,6 +46,7 @@ func (f *volumeFlags) registerRestore(cmd *cobra.Command) {
 	f.registerPassword(cmd)
 	cmd.Flags().StringVar(&f.helperImage, "restore-helper-image", restore.DefaultRestoreHelperImage, "image of the ferry-restore-wait init container added to restored pods whose volume data is restored (needs /bin/sh)")
 	cmd.Flags().DurationVar(&f.wait, "volume-timeout", 10*time.Minute, "how long to wait for each restored pod, claim binding and volume directory before that volume fails")
+	cmd.Flags().BoolVar(&f.byNodeAgent, "volumes-by-node-agent", false, "leave the volume data to `ferry node-agent` on each node: the restored pods wait for it in their ferry-restore-wait init container (no --host-pods-dir or password needed here)")
 }
 
 func (f *volumeFlags) validate() error {
@@ -81,6 +83,12 @@ func (f *volumeFlags) backupOptions(ctx context.Context, g *globals, loc *store.
 
 // restoreOptions is backupOptions for a restore.
 func (f *volumeFlags) restoreOptions(ctx context.Context, g *globals, loc *store.Location) (*restore.PodVolumeOptions, func(), error) {
+	if f.byNodeAgent {
+		if f.hostPodsDir != "" {
+			return nil, nil, errors.New("--volumes-by-node-agent and --host-pods-dir: give one (the node agents, or this process, restore the data)")
+		}
+		return &restore.PodVolumeOptions{ByNodeAgent: true, HelperImage: f.helperImage}, func() {}, nil
+	}
 	if f.hostPodsDir == "" {
 		return nil, func() {}, nil
 	}
@@ -183,6 +191,10 @@ func (f *volumeFlags) verifyVolumes(ctx context.Context, loc *store.Location, na
 // printPodVolumes prints a pod volume summary line.
 func printPodVolumes(w io.Writer, s *v1alpha1.PodVolumeSummary, verb string) {
 	if s == nil {
+		return
+	}
+	if s.Deferred > 0 {
+		fmt.Fprintf(w, "Pod volumes: %d left to the node agents (ferry node-agent): the pods wait for them\n", s.Deferred)
 		return
 	}
 	fmt.Fprintf(w, "Pod volumes: %d of %d %s (%d failed, %d skipped), %d files, %s", s.Completed, s.Total, verb, s.Failed, s.Skipped, s.Files, humanBytes(s.Bytes))

@@ -177,7 +177,15 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		results.Errorf("%v", err)
 		r.Status.FailureReason = err.Error()
 	}
-	if volRec != nil && r.Status.FailureReason == "" && ctx.Err() == nil {
+	switch {
+	case volRec == nil || r.Status.FailureReason != "" || ctx.Err() != nil:
+	case opts.PodVolumes.ByNodeAgent:
+		n := 0
+		for _, v := range ap.tctx.PodVolumeRestore.Volumes {
+			n += len(v)
+		}
+		r.Status.PodVolumes = &v1alpha1.PodVolumeSummary{Total: n, Deferred: n}
+	default:
 		r.Status.PodVolumes = restorePodVolumes(ctx, cluster, volRec, ap.tctx.PodVolumeRestore, &opts, results)
 	}
 	end := metav1.Now()

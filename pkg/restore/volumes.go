@@ -31,6 +31,9 @@ type PodVolumeOptions struct {
 	Wait time.Duration
 	// OnProgress, if set, gets running totals of the data restored.
 	OnProgress func(volumes.Totals)
+	// ByNodeAgent leaves the data to the node agents (ferry node-agent on
+	// each node): the restore only makes the pods wait for it.
+	ByNodeAgent bool
 }
 
 // loadVolumeRecord reads the backup's pod volume records; nil when the
@@ -56,7 +59,7 @@ func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, 
 			restored[it.Namespace+"/"+it.Name] = true
 		}
 	}
-	pvr := &transform.PodVolumeRestore{RestoreUID: uid, Image: o.PodVolumes.HelperImage, Volumes: map[string][]string{}}
+	pvr := &transform.PodVolumeRestore{RestoreUID: uid, Image: o.PodVolumes.HelperImage, Volumes: map[string][]string{}, Backup: o.Spec.BackupName, SourceNamespaces: map[string]string{}}
 	for _, v := range rec.Volumes {
 		if v.Error != "" {
 			results.Warnf("pod volume %s: not in the backup (%s)", v.Key(), v.Error)
@@ -69,6 +72,7 @@ func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, 
 				continue
 			}
 			key := o.mapNamespace(ns) + "/" + name
+			pvr.SourceNamespaces[o.mapNamespace(ns)] = ns
 			pvr.Volumes[key] = append(pvr.Volumes[key], v.Volume)
 		}
 	}

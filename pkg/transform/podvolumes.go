@@ -19,6 +19,15 @@ const restoreMountRoot = "/restores"
 // markerDir is pkg/volumes.MarkerDir: the volume's folder of done-markers.
 const markerDir = ".ferry"
 
+// Annotations on a pod that waits for its volume data: what a node agent
+// needs to restore it (pkg/volumes.PendingRestores).
+const (
+	AnnotationRestoreUID      = "ferry.dev/restore-uid"
+	AnnotationRestoreBackup   = "ferry.dev/restore-backup"
+	AnnotationSourceNamespace = "ferry.dev/source-namespace"
+	AnnotationRestoreVolumes  = "ferry.dev/restore-volumes"
+)
+
 // PodVolumeRestore says which restored pods wait for their volume data.
 type PodVolumeRestore struct {
 	// RestoreUID names the done-markers: <volume>/.ferry/<RestoreUID>.
@@ -28,6 +37,10 @@ type PodVolumeRestore struct {
 	// Volumes maps a pod's target "namespace/name" to the names of its
 	// volumes whose data the restore writes.
 	Volumes map[string][]string
+	// Backup is the backup's name; SourceNamespaces maps a target
+	// namespace back to its source.
+	Backup           string
+	SourceNamespaces map[string]string
 }
 
 // WaitScript is the init container's shell loop: it returns once every
@@ -82,5 +95,18 @@ func PodVolumes(c *Context, u *unstructured.Unstructured) []string {
 		kept = append(kept, c)
 	}
 	_ = unstructured.SetNestedSlice(u.Object, kept, "spec", "initContainers")
+	ann := u.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	srcNS := u.GetNamespace()
+	if s, ok := pvr.SourceNamespaces[srcNS]; ok {
+		srcNS = s
+	}
+	ann[AnnotationRestoreUID] = pvr.RestoreUID
+	ann[AnnotationRestoreBackup] = pvr.Backup
+	ann[AnnotationSourceNamespace] = srcNS
+	ann[AnnotationRestoreVolumes] = strings.Join(vols, ",")
+	u.SetAnnotations(ann)
 	return []string{fmt.Sprintf("init container %s added: waits for the data of volumes %s", RestoreWaitContainer, strings.Join(vols, ", "))}
 }

@@ -34,6 +34,7 @@ func TestVolumeRoundTrip(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			e := newEnv(t)
 			var env []string
+			var s3Dir string
 			if backend == "s3" {
 				ctx := context.Background()
 				s3, err := testenv.StartS3(ctx, t)
@@ -44,14 +45,15 @@ func TestVolumeRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				e.storage = s3.URL("ferry")
+				s3Dir = s3.Dir
 				env = s3.Env()
 			}
-			volumeRoundTrip(t, e, append(env, volumes.EnvPassword+"="+volumePassword), backend == "file")
+			volumeRoundTrip(t, e, append(env, volumes.EnvPassword+"="+volumePassword), s3Dir, backend == "file")
 		})
 	}
 }
 
-func volumeRoundTrip(t *testing.T, e *env, env []string, extra bool) {
+func volumeRoundTrip(t *testing.T, e *env, env []string, s3Dir string, extra bool) {
 	ctx := context.Background()
 	src := kubernetes.NewForConfigOrDie(e.src.Config)
 	dst := kubernetes.NewForConfigOrDie(e.dst.Config)
@@ -128,6 +130,21 @@ func volumeRoundTrip(t *testing.T, e *env, env []string, extra bool) {
 			t.Errorf("done-marker: %v", err)
 		}
 	}
+	// Encryption: no byte of the store holds the data's marker.
+	storeDir := strings.TrimPrefix(e.storage, "file://")
+	if !strings.HasPrefix(e.storage, "file://") {
+		storeDir = s3Dir
+	}
+	_ = filepath.WalkDir(storeDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err == nil && (strings.Contains(string(data), "E2E-MARKER") || strings.Contains(string(data), "deep file")) {
+			t.Errorf("%s holds plaintext of the volume data", p)
+		}
+		return nil
+	})
 	if r := run("backup", "verify", "b1"); r.code != 0 || !strings.Contains(r.stdout, "verified") {
 		t.Errorf("backup verify: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -286,4 +303,66 @@ func waitClaimBound(t *testing.T, cs kubernetes.Interface, ns, name string) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Fatalf("claim %s/%s never bound", ns, name)
+}
+
+// TestNodeAgent: a restore with --volumes-by-node-agent only makes the pod
+// wait; ferry node-agent on the (stand-in) node then restores its data.
+func TestNodeAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clusters")
+	}
+	e := newEnv(t)
+	env := []string{volumes.EnvPassword + "=" + volumePassword}
+	run := func(args ...string) result {
+		return ferry(t, env, append(args, "--kubeconfig", e.kubeconfig, "--storage", e.storage)...)
+	}
+	ctx := context.Background()
+	src := kubernetes.NewForConfigOrDie(e.src.Config)
+	dst := kubernetes.NewForConfigOrDie(e.dst.Config)
+	createNamespace(t, src, "na")
+	pod := createVolumePod(t, src, "na", "db", "pv-db")
+	hostSrc, hostDst := t.TempDir(), t.TempDir()
+	dataDir := filepath.Join(hostSrc, string(pod.UID), "volumes", "kubernetes.io~csi", "pv-db", "mount")
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := volumetest.MakeTree(dataDir, volumetest.TreeOptions{BigFile: 5 << 20, SmallFiles: 200, Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if r := run("backup", "create", "nb", "--context", "src", "--include-namespaces", "na", "--host-pods-dir", hostSrc); r.code != 2 {
+		// cache has no directory: PartiallyFailed, data is backed up.
+		t.Fatalf("backup: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r := run("restore", "create", "nr", "--from-backup", "nb", "--context", "dst", "--volumes-by-node-agent", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("restore: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	rs := &v1alpha1.Restore{}
+	mustJSON(t, r.stdout, rs)
+	if rs.Status.PodVolumes == nil || rs.Status.PodVolumes.Deferred != 1 {
+		t.Fatalf("restore volumes: %+v", rs.Status.PodVolumes)
+	}
+	kctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go fakeKubelet(kctx, dst, "na", hostDst)
+	a := ferry(t, env, "node-agent", "--host-pods-dir", hostDst, "--once", "--volume-timeout", "1m", "--kubeconfig", e.kubeconfig, "--context", "dst", "--storage", e.storage)
+	if a.code != 0 || !strings.Contains(a.stdout, "pod na/db: 1 restored") {
+		t.Fatalf("node-agent: exit %d\n%s\n%s", a.code, a.stdout, a.stderr)
+	}
+	got, err := dst.CoreV1().Pods("na").Get(ctx, "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := filepath.Join(hostDst, string(got.UID), "volumes", "kubernetes.io~csi", "pv-db", "mount")
+	if diffs, err := volumetest.Compare(dataDir, to, volumes.MarkerDir); err != nil || len(diffs) > 0 {
+		t.Fatalf("node agent restored differently: %v %v", err, diffs)
+	}
+	if _, err := os.Stat(volumes.MarkerPath(to, string(rs.UID))); err != nil {
+		t.Errorf("done-marker: %v", err)
+	}
+	// Nothing left to do: a second pass restores nothing.
+	a = ferry(t, env, "node-agent", "--host-pods-dir", hostDst, "--once", "--kubeconfig", e.kubeconfig, "--context", "dst", "--storage", e.storage)
+	if a.code != 0 || strings.Contains(a.stdout, "restored") {
+		t.Errorf("second node-agent pass: exit %d %s", a.code, a.stdout)
+	}
 }

@@ -96,10 +96,12 @@ type BackupStatus struct {
 // the volumes' file data; UploadedBytes what a backup wrote to the store
 // after deduplication (new, encrypted data).
 type PodVolumeSummary struct {
-	Total         int   `json:"total"`
-	Completed     int   `json:"completed"`
-	Failed        int   `json:"failed"`
-	Skipped       int   `json:"skipped"`
+	Total     int `json:"total"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Skipped   int `json:"skipped"`
+	// Deferred counts volumes a restore left to the node agents.
+	Deferred      int   `json:"deferred,omitempty"`
 	Bytes         int64 `json:"bytes"`
 	Files         int64 `json:"files"`
 	UploadedBytes int64 `json:"uploadedBytes,omitempty"`
