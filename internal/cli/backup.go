@@ -362,8 +362,12 @@ func newBackupVerifyCmd(g *globals) *cobra.Command {
 					return err
 				}
 			} else {
-				fmt.Fprintf(g.stdout, "Backup %s: %d items, archive %s (%s, sha256:%s) matches its manifest and commit\n",
-					b.Name, len(a.Items), b.Status.Archive.Key, humanBytes(b.Status.Archive.Size), b.Status.Archive.SHA256)
+				state := "verified"
+				if bad > 0 {
+					state = "damaged volume data"
+				}
+				fmt.Fprintf(g.stdout, "Backup %s %s: %d items, archive %s (%s, sha256:%s) matches its manifest and commit\n",
+					b.Name, state, len(a.Items), b.Status.Archive.Key, humanBytes(b.Status.Archive.Size), b.Status.Archive.SHA256)
 				for _, v := range vols {
 					state := "verified"
 					if len(v.Errors) > 0 {

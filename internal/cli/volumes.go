@@ -150,7 +150,7 @@ func (f *volumeFlags) deleteBackup(ctx context.Context, loc *store.Location, nam
 	if err != nil {
 		return n, fmt.Errorf("backup %s deleted, but deleting its volume snapshots failed (run the delete of another backup, or this one again, to retry): %w", name, err)
 	}
-	if err := repo.Maintain(ctx, false); err != nil {
+	if err := repo.Maintain(ctx); err != nil {
 		return n, fmt.Errorf("backup %s and its %d volume snapshots deleted; repository maintenance failed: %w", name, n, err)
 	}
 	return n, nil

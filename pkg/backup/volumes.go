@@ -62,6 +62,13 @@ func (r *run) backupVolumes(loc *store.Location, b *v1alpha1.Backup) error {
 	r.opts.Log.Info("backing up pod volumes", "volumes", len(vols), "skipped", len(skipped))
 	rec := &volumes.BackupRecord{Repository: volumes.RepositoryPrefix, Skipped: skipped}
 	rec.Volumes = o.Repository.BackupPodVolumes(r.ctx, o.HostPodsDir, r.opts.Name, vols, o.OnProgress)
+	if len(vols) > 0 {
+		// kopia's scheduled maintenance (index compaction hourly, garbage
+		// collection daily), as the kopia CLI runs after its snapshots.
+		if err := o.Repository.Maintain(r.ctx); err != nil {
+			r.results.Warnf("volume repository maintenance: %v", err)
+		}
+	}
 	sum := &v1alpha1.PodVolumeSummary{Total: len(rec.Volumes), Skipped: len(skipped)}
 	for _, v := range rec.Volumes {
 		if v.Error != "" {

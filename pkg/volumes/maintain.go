@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/kopia/kopia/repo"
 	kblob "github.com/kopia/kopia/repo/blob"
@@ -124,26 +123,20 @@ func (r *Repository) PruneSnapshots(ctx context.Context, keep func(backup string
 	return len(del), r.DeleteSnapshots(ctx, del)
 }
 
-// Maintain runs kopia's maintenance (snapshotmaintenance.Run): full mode
-// garbage-collects the contents no snapshot references and rewrites or
-// deletes the pack blobs that held them, never touching data a remaining
-// snapshot uses; safety is kopia's maintenance.SafetyFull (contents
-// younger than its margins are kept, so concurrent backups are safe).
-func (r *Repository) Maintain(ctx context.Context, full bool) error {
-	return r.maintain(ctx, full, maintenance.SafetyFull)
+// Maintain runs kopia's maintenance (snapshotmaintenance.Run) in auto
+// mode: the quick cycle (index compaction, at most hourly) or, when kopia's
+// schedule says so (daily), the full cycle, which garbage-collects the
+// contents no snapshot references and rewrites or deletes the pack blobs
+// that held them, never touching data a remaining snapshot uses. Safety is
+// kopia's maintenance.SafetyFull (contents younger than its margins are
+// kept, so backups running meanwhile are safe).
+func (r *Repository) Maintain(ctx context.Context) error {
+	return r.maintain(ctx, maintenance.ModeAuto, maintenance.SafetyFull)
 }
 
-func (r *Repository) maintain(ctx context.Context, full bool, safety maintenance.SafetyParameters) error {
-	mode := maintenance.ModeQuick
-	if full {
-		mode = maintenance.ModeFull
-	}
+func (r *Repository) maintain(ctx context.Context, mode maintenance.Mode, safety maintenance.SafetyParameters) error {
 	return repo.DirectWriteSession(ctx, r.rep, repo.WriteSessionOptions{Purpose: "ferry: maintenance"}, func(ctx context.Context, w repo.DirectRepositoryWriter) error {
-		err := runMaintenance(ctx, w, mode, safety)
-		if err != nil && strings.Contains(err.Error(), "another maintenance") {
-			return nil
-		}
-		return err
+		return runMaintenance(ctx, w, mode, safety)
 	})
 }
 

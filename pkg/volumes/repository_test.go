@@ -173,7 +173,7 @@ func TestIncrementalAndDelete(t *testing.T) {
 	// Garbage-collect with no safety margin (test only) so that what only
 	// the first snapshot used is really removed.
 	for range 2 {
-		if err := r2.maintain(ctx, true, maintenance.SafetyNone); err != nil {
+		if err := r2.maintain(ctx, maintenance.ModeFull, maintenance.SafetyNone); err != nil {
 			t.Fatal(err)
 		}
 	}
