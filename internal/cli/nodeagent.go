@@ -95,6 +95,7 @@ then the done-marker that lets the pod start.`,
 	}
 	vf.registerHostPodsDir(cmd, "restore")
 	vf.registerPassword(cmd)
+	vf.registerSparse(cmd)
 	cmd.Flags().StringVar(&node, "node", os.Getenv("NODE_NAME"), "the node whose pods to serve (default $NODE_NAME; empty: every pod, for a single-machine cluster)")
 	cmd.Flags().DurationVar(&interval, "interval", 5*time.Second, "how often to look for pods waiting for their data")
 	cmd.Flags().DurationVar(&vf.wait, "volume-timeout", time.Minute, "how long to wait for a pod's claim binding and volume directory")

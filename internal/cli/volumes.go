@@ -25,6 +25,7 @@ type volumeFlags struct {
 	helperImage  string
 	wait         time.Duration
 	byNodeAgent  bool
+	sparse       bool
 }
 
 func (f *volumeFlags) registerPassword(cmd *cobra.Command) {
@@ -41,9 +42,14 @@ func (f *volumeFlags) registerBackup(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.defaultToFS, "default-volumes-to-fs-backup", false, "back up the data of every pod volume (except those in a pod's "+volumes.AnnotationExcludeVolumes+" annotation, and hostPath, secret, configMap, projected, downwardAPI, image and unnamed emptyDir volumes); without it, only the volumes named in a pod's "+volumes.AnnotationBackupVolumes+" annotation")
 }
 
+func (f *volumeFlags) registerSparse(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.sparse, "write-sparse-files", false, "restore files sparsely: blocks of zeros become holes (slower; kopia's option of the same name)")
+}
+
 func (f *volumeFlags) registerRestore(cmd *cobra.Command) {
 	f.registerHostPodsDir(cmd, "restore")
 	f.registerPassword(cmd)
+	f.registerSparse(cmd)
 	cmd.Flags().StringVar(&f.helperImage, "restore-helper-image", restore.DefaultRestoreHelperImage, "image of the ferry-restore-wait init container added to restored pods whose volume data is restored (needs /bin/sh)")
 	cmd.Flags().DurationVar(&f.wait, "volume-timeout", 10*time.Minute, "how long to wait for each restored pod, claim binding and volume directory before that volume fails")
 	cmd.Flags().BoolVar(&f.byNodeAgent, "volumes-by-node-agent", false, "leave the volume data to `ferry node-agent` on each node: the restored pods wait for it in their ferry-restore-wait init container (no --host-pods-dir or password needed here)")
@@ -63,7 +69,12 @@ func (f *volumeFlags) openRepository(ctx context.Context, loc *store.Location, c
 	if err != nil {
 		return nil, err
 	}
-	return volumes.Open(ctx, loc, pw, volumes.OpenOptions{Create: create})
+	r, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{Create: create})
+	if err != nil {
+		return nil, err
+	}
+	r.SparseFiles = f.sparse
+	return r, nil
 }
 
 // backupOptions returns the pod volume options of a backup, or nil when

@@ -82,6 +82,12 @@ func ReadPassword(file string) (string, error) {
 // Repository is a location's kopia repository, connected for reading and
 // writing. Close it when done: it holds a local cache directory.
 type Repository struct {
+	// SparseFiles makes Restore write files sparsely: blocks of zeros
+	// become holes, as in a sparse source (kopia's --write-sparse-files).
+	// Off by default, as in kopia and Velero: it writes block by block,
+	// which is slower, and a volume's filesystem may not need it.
+	SparseFiles bool
+
 	rep     repo.DirectRepository
 	st      *bucketStorage
 	dir     string

@@ -66,6 +66,7 @@ func TestRoundTripAndEncryption(t *testing.T) {
 		t.Errorf("no progress reported")
 	}
 	dst := t.TempDir()
+	r.SparseFiles = true
 	rr, err := r.Restore(ctx, res.SnapshotID, dst, "restore-1", nil)
 	if err != nil {
 		t.Fatal(err)

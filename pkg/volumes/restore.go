@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -49,7 +48,7 @@ func (r *Repository) loadSnapshot(ctx context.Context, id string) (*snapshot.Man
 // system, so each move is a rename). An entry of the snapshot replaces an
 // entry of the same name already in dir. File modes, owners (when
 // permitted), modification times, symlinks and sparse regions are
-// restored. On error the staging folder is removed and no marker is
+// restored; runs of zeros become holes again with SparseFiles. On error the staging folder is removed and no marker is
 // written: the pod's ferry-restore-wait init container keeps waiting.
 func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, progress Progress) (*RestoreResult, error) {
 	start := time.Now()
@@ -83,13 +82,13 @@ func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, pr
 		OverwriteFiles:         true,
 		OverwriteSymlinks:      true,
 		IgnorePermissionErrors: true,
-		WriteSparseFiles:       true,
+		WriteSparseFiles:       r.SparseFiles,
 	}
 	if err := out.Init(ctx); err != nil {
 		return nil, fmt.Errorf("restoring snapshot %s into %s: %w", id, dir, err)
 	}
 	stats, err := restore.Entry(ctx, r.rep, out, root, restore.Options{
-		Parallel:               runtime.NumCPU() * 2,
+		Parallel:               8,
 		RestoreDirEntryAtDepth: math.MaxInt32,
 		ProgressCallback: func(_ context.Context, s restore.Stats) {
 			if progress != nil {
