@@ -38,6 +38,13 @@ test: control-plane lint
 bench: control-plane build
 	$(GO) run ./bench/resources
 
+# bench/volumes: pod volume backup and restore of a 2 GiB data set by
+# ferry's engine and by the kopia CLI v0.22.3 (built into $(TOOLS_BIN) on
+# first use), side by side.
+.PHONY: bench-volumes
+bench-volumes:
+	$(GO) run ./bench/volumes -gib 2 -rounds 3
+
 # The load test (bench/load): a whole-cluster migration of 50,000 objects in
 # 200 namespaces, timed, with ferry's peak RSS (target < 512 MiB).
 .PHONY: load

@@ -46,6 +46,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -69,6 +70,7 @@ func main() {
 	src := flag.String("src", "", "internal: folder to back up")
 	dst := flag.String("dst", "", "internal: folder to restore into")
 	snap := flag.String("snapshot", "", "internal: snapshot to restore")
+	cpuProfile := flag.String("cpuprofile", "", "internal: write the worker's CPU profile here")
 	gib := flag.Float64("gib", 2, "size of the data set in GiB")
 	rounds := flag.Int("rounds", 1, "rounds (kopia and ferry alternate which goes first)")
 	work := flag.String("dir", "", "work folder (default a new folder under $TMPDIR; needs about 5x the data set)")
@@ -76,7 +78,14 @@ func main() {
 	out := flag.String("out", "bench/results/volumes.json", "JSON result")
 	flag.Parse()
 	if *worker != "" {
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err == nil && pprof.StartCPUProfile(f) == nil {
+				defer pprof.StopCPUProfile()
+			}
+		}
 		if err := runWorker(*worker, *storeURL, *src, *dst, *snap); err != nil {
+			pprof.StopCPUProfile()
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -150,9 +150,11 @@ func Open(ctx context.Context, loc *store.Location, password string, opts OpenOp
 	copts := &repo.ConnectOptions{
 		ClientOptions: repo.ClientOptions{Hostname: clientHost, Username: clientUser, Description: "ferry " + loc.URL()},
 		CachingOptions: content.CachingOptions{
-			CacheDirectory:         cacheDir,
-			ContentCacheSizeBytes:  64 << 20,
-			MetadataCacheSizeBytes: 256 << 20,
+			// No local cache (kopia: a zero content cache size turns all
+			// of them off). A process reads each piece of a snapshot once,
+			// and its cache would start empty anyway (it is temporary), so
+			// caching would only add a local copy of every byte restored.
+			CacheDirectory: cacheDir,
 		},
 	}
 	if err := repo.Connect(ctx, config, st, password, copts); err != nil {
