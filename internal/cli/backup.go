@@ -77,15 +77,21 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pv, closeVolumes, err := vf.backupOptions(ctx, g, loc)
+			pv, closeVolumes, err := vf.backupOptions(ctx, loc)
 			if err != nil {
 				return err
 			}
 			pr := newProgress(g.stderr, "backup "+args[0])
+			dp := &dataProgress{}
+			if pv != nil {
+				dp = pr.dataBar("volume data")
+				pv.OnProgress = dp.update
+			}
 			spec := f.spec()
 			spec.EncryptionRecipients = cf.recipients
 			spec.DefaultVolumesToFsBackup = vf.defaultToFS
 			b, res, err := backup.Run(ctx, cluster, loc, backup.Options{Name: args[0], Spec: spec, Log: g.log, OnProgress: pr.update, PodVolumes: pv})
+			dp.stop()
 			pr.stop()
 			closeVolumes()
 			if err != nil {

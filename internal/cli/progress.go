@@ -61,7 +61,6 @@ func (pr *progress) stop() {
 // dataProgress shows bytes and files of volume data as they go, on a
 // terminal only.
 type dataProgress struct {
-	p   *mpb.Progress
 	bar *mpb.Bar
 	mu  sync.Mutex
 	t   struct {
@@ -70,12 +69,14 @@ type dataProgress struct {
 	}
 }
 
-func newDataProgress(w io.Writer, name string) *dataProgress {
-	if !isTerminal(w) {
+// dataBar adds a bar of volume data under pr's bar (nothing when pr shows
+// nothing). Stop it before pr.
+func (pr *progress) dataBar(name string) *dataProgress {
+	if pr.p == nil {
 		return &dataProgress{}
 	}
-	dp := &dataProgress{p: mpb.New(mpb.WithOutput(w), mpb.WithAutoRefresh())}
-	dp.bar = dp.p.New(0, mpb.NopStyle(),
+	dp := &dataProgress{}
+	dp.bar = pr.p.New(0, mpb.NopStyle(),
 		mpb.PrependDecorators(decor.Name(name, decor.WC{C: decor.DindentRight | decor.DextraSpace})),
 		mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
 			dp.mu.Lock()
@@ -103,5 +104,4 @@ func (dp *dataProgress) stop() {
 		return
 	}
 	dp.bar.SetTotal(-1, true)
-	dp.p.Wait()
 }

@@ -142,7 +142,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pv, closeVolumes, err := vf.restoreOptions(ctx, g, loc)
+			pv, closeVolumes, err := vf.restoreOptions(ctx, loc)
 			if err != nil {
 				return err
 			}
@@ -162,7 +162,13 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 func runRestore(g *globals, cluster *kube.Cluster, loc *store.Location, opts restore.Options) error {
 	pr := newProgress(g.stderr, "restore "+opts.Name)
 	opts.OnProgress = pr.update
+	dp := &dataProgress{}
+	if opts.PodVolumes != nil && !opts.PodVolumes.ByNodeAgent {
+		dp = pr.dataBar("volume data")
+		opts.PodVolumes.OnProgress = dp.update
+	}
 	r, res, err := restore.Run(contextOf(g), cluster, loc, opts)
+	dp.stop()
 	pr.stop()
 	if err != nil {
 		return err

@@ -79,7 +79,7 @@ func (f *volumeFlags) openRepository(ctx context.Context, loc *store.Location, c
 
 // backupOptions returns the pod volume options of a backup, or nil when
 // --host-pods-dir is not given. close releases the repository.
-func (f *volumeFlags) backupOptions(ctx context.Context, g *globals, loc *store.Location) (*backup.PodVolumeOptions, func(), error) {
+func (f *volumeFlags) backupOptions(ctx context.Context, loc *store.Location) (*backup.PodVolumeOptions, func(), error) {
 	if f.hostPodsDir == "" {
 		return nil, func() {}, nil
 	}
@@ -87,13 +87,12 @@ func (f *volumeFlags) backupOptions(ctx context.Context, g *globals, loc *store.
 	if err != nil {
 		return nil, nil, err
 	}
-	pr := newDataProgress(g.stderr, "volume data")
-	return &backup.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir, OnProgress: pr.update},
-		func() { pr.stop(); repo.Close(context.WithoutCancel(ctx)) }, nil
+	return &backup.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir},
+		func() { repo.Close(context.WithoutCancel(ctx)) }, nil
 }
 
 // restoreOptions is backupOptions for a restore.
-func (f *volumeFlags) restoreOptions(ctx context.Context, g *globals, loc *store.Location) (*restore.PodVolumeOptions, func(), error) {
+func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location) (*restore.PodVolumeOptions, func(), error) {
 	if f.byNodeAgent {
 		if f.hostPodsDir != "" {
 			return nil, nil, errors.New("--volumes-by-node-agent and --host-pods-dir: give one (the node agents, or this process, restore the data)")
@@ -107,9 +106,8 @@ func (f *volumeFlags) restoreOptions(ctx context.Context, g *globals, loc *store
 	if err != nil {
 		return nil, nil, err
 	}
-	pr := newDataProgress(g.stderr, "volume data")
-	return &restore.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir, HelperImage: f.helperImage, Wait: f.wait, OnProgress: pr.update},
-		func() { pr.stop(); repo.Close(context.WithoutCancel(ctx)) }, nil
+	return &restore.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir, HelperImage: f.helperImage, Wait: f.wait},
+		func() { repo.Close(context.WithoutCancel(ctx)) }, nil
 }
 
 // backupVolumeRecord reads a backup's volume record; nil when it has none.
