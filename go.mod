@@ -15,6 +15,7 @@ require (
 	github.com/kopia/kopia v0.22.3
 	github.com/spf13/cobra v1.10.2
 	github.com/vbauerster/mpb/v8 v8.16.2
+	go.uber.org/zap v1.28.0
 	gocloud.dev v0.47.0
 	golang.org/x/term v0.48.0
 	k8s.io/api v0.37.2
@@ -136,7 +137,6 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.46.0 // indirect
 	go.opentelemetry.io/otel/trace v1.46.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.28.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.56.0 // indirect

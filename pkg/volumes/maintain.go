@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/kopia/kopia/repo"
 	kblob "github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/logging"
 	"github.com/kopia/kopia/repo/maintenance"
 	"github.com/kopia/kopia/repo/manifest"
 	"github.com/kopia/kopia/snapshot"
@@ -42,13 +48,25 @@ func (r *Repository) Verify(ctx context.Context, id string) (*VerifyResult, erro
 	if err != nil {
 		return nil, fmt.Errorf("listing the blobs of %s: %w", r.where(), err)
 	}
-	v := snapshotfs.NewVerifier(ctx, r.rep, snapshotfs.VerifierOptions{VerifyFilesPercent: 100, BlobMap: blobMap, MaxErrors: 1000})
-	res, err := v.InParallel(ctx, func(tw *snapshotfs.TreeWalker) error {
-		return tw.Process(ctx, root, ".")
+	// kopia's tree walker logs each error with the file's path ("error
+	// processing <path>: <error>") but returns it without; keep the log.
+	var lines lineCollector
+	lctx := logging.WithLogger(ctx, zap.New(zapcore.NewCore(
+		zapcore.NewConsoleEncoder(zapcore.EncoderConfig{MessageKey: "msg"}), zapcore.AddSync(&lines), zap.ErrorLevel)).Sugar().Named)
+	v := snapshotfs.NewVerifier(lctx, r.rep, snapshotfs.VerifierOptions{VerifyFilesPercent: 100, BlobMap: blobMap, MaxErrors: 1000})
+	res, err := v.InParallel(lctx, func(tw *snapshotfs.TreeWalker) error {
+		return tw.Process(lctx, root, ".")
 	})
 	out := &VerifyResult{SnapshotID: id, Files: res.Stats.ReadFileCount, Bytes: res.Stats.ReadBytes}
-	for _, e := range res.Errors {
-		out.Errors = append(out.Errors, e.Error())
+	for _, l := range lines.get() {
+		if p, ok := strings.CutPrefix(l, "error processing "); ok && !strings.HasPrefix(p, "tree walker enqueue:") {
+			out.Errors = append(out.Errors, strings.TrimPrefix(p, "./"))
+		}
+	}
+	if len(out.Errors) == 0 {
+		for _, e := range res.Errors {
+			out.Errors = append(out.Errors, e.Error())
+		}
 	}
 	if err != nil && len(out.Errors) == 0 {
 		out.Errors = append(out.Errors, err.Error())
@@ -142,4 +160,23 @@ func (r *Repository) maintain(ctx context.Context, mode maintenance.Mode, safety
 
 func runMaintenance(ctx context.Context, w repo.DirectRepositoryWriter, mode maintenance.Mode, safety maintenance.SafetyParameters) error {
 	return snapshotmaintenance.Run(ctx, w, mode, true, safety)
+}
+
+// lineCollector keeps the lines written to it.
+type lineCollector struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (c *lineCollector) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lines = append(c.lines, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
+	return len(p), nil
+}
+
+func (c *lineCollector) get() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.lines...)
 }

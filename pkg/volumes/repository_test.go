@@ -277,7 +277,7 @@ func TestBadInput(t *testing.T) {
 	vr, err := r2.Verify(ctx, res.SnapshotID)
 	if err != nil || len(vr.Errors) == 0 {
 		t.Errorf("verify of a corrupted pack: %+v %v", vr, err)
-	} else {
-		t.Logf("verify: %v", vr.Errors[0])
+	} else if t.Logf("verify: %v", vr.Errors); !regexp.MustCompile(`^[^ :]+: .*invalid checksum at p[0-9a-f]+`).MatchString(vr.Errors[0]) {
+		t.Errorf("verify does not name the file and the pack blob: %q", vr.Errors[0])
 	}
 }
