@@ -208,6 +208,62 @@ func volumeRoundTrip(t *testing.T, e *env, env []string, s3Dir string, extra boo
 	if !strings.Contains(d.stdout, "vol/ghost/data") || !strings.Contains(d.stdout, "no volume directory") {
 		t.Errorf("describe does not name the missing volume dir:\n%s", d.stdout)
 	}
+
+	// A damaged pack blob: verify names the file; a restore fails that
+	// volume, naming the file, and leaves no data and no done-marker.
+	var pack string
+	var size int64
+	_ = filepath.WalkDir(filepath.Join(storeDir, "volumes"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "p") {
+			if st, _ := d.Info(); st.Size() > size {
+				pack, size = p, st.Size()
+			}
+		}
+		return nil
+	})
+	data, err := os.ReadFile(pack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 64; i < len(data); i += 1 << 16 {
+		data[i] ^= 0x5a
+	}
+	if err := os.WriteFile(pack, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v := run("backup", "verify", "b2")
+	if v.code != 1 || !strings.Contains(v.stdout, "damaged volume data") || !strings.Contains(v.stdout, "big.bin: ") {
+		t.Errorf("verify of a damaged pack: exit %d\n%s\n%s", v.code, v.stdout, v.stderr)
+	}
+	go fakeKubelet(kctx, dst, "vol3", hostDst)
+	r = run("restore", "create", "r3", "--from-backup", "b2", "--context", "dst", "--namespace-mappings", "vol:vol3", "--host-pods-dir", hostDst, "--volume-timeout", "1m", "-o", "json")
+	rs3 := &v1alpha1.Restore{}
+	if r.code != 2 {
+		t.Fatalf("restore of a damaged pack: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	mustJSON(t, r.stdout, rs3)
+	if rs3.Status.Phase != v1alpha1.PhasePartiallyFailed || rs3.Status.PodVolumes == nil || rs3.Status.PodVolumes.Failed == 0 {
+		t.Errorf("restore of a damaged pack: %+v %+v", rs3.Status, rs3.Status.PodVolumes)
+	}
+	desc := run("restore", "describe", "r3")
+	if !strings.Contains(desc.stdout, "big.bin") || !strings.Contains(desc.stdout, "invalid checksum at p") {
+		t.Errorf("the restore's error does not name the file and the pack:\n%s", desc.stdout)
+	}
+	p3, err := dst.CoreV1().Pods("vol3").Get(ctx, "app", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(hostDst, string(p3.UID), "volumes", "kubernetes.io~csi", "*", "mount"))
+	if len(dirs) != 1 {
+		t.Fatalf("target data volume dirs: %v", dirs)
+	}
+	entries, _ := os.ReadDir(dirs[0])
+	if len(entries) != 1 || entries[0].Name() != volumes.MarkerDir {
+		t.Errorf("a failed volume restore left data in the volume: %v", entries)
+	}
+	if _, err := os.Stat(volumes.MarkerPath(dirs[0], string(rs3.UID))); err == nil {
+		t.Errorf("a failed volume restore wrote its done-marker")
+	}
 }
 
 // createVolumePod creates a statically bound PV/PVC pair and a pod
