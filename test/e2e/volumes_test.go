@@ -176,6 +176,14 @@ func volumeRoundTrip(t *testing.T, e *env, env []string, s3Dir string, extra boo
 		t.Errorf("the second backup uploaded %.1f %% of the first", pct)
 	}
 
+	// Without the password a backup with volume data is not deleted at all.
+	nopw := ferry(t, env[:len(env)-1], "backup", "delete", "b1", "--kubeconfig", e.kubeconfig, "--storage", e.storage)
+	if nopw.code != 1 || !strings.Contains(nopw.stderr, "holds pod volume data") || !strings.Contains(nopw.stderr, volumes.EnvPassword) {
+		t.Errorf("delete without the password: exit %d %s", nopw.code, nopw.stderr)
+	}
+	if g := run("backup", "get", "b1"); g.code != 0 {
+		t.Errorf("backup b1 is gone after a refused delete: %s", g.stderr)
+	}
 	// Deleting the first backup deletes its snapshots, not the second's data.
 	if r := run("backup", "delete", "b1"); r.code != 0 || !strings.Contains(r.stdout, "2 volume snapshots") {
 		t.Errorf("backup delete: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
