@@ -47,6 +47,13 @@ bench-images: build
 	hack/install-tools.sh >/dev/null
 	$(GO) run ./bench/images -ferry $(BIN)/ferry
 
+# bench/volumes: pod volume backup and restore of a 2 GiB data set by
+# ferry's engine and by the kopia CLI v0.22.3 (built into $(TOOLS_BIN) on
+# first use), side by side.
+.PHONY: bench-volumes
+bench-volumes:
+	$(GO) run ./bench/volumes -gib 2 -rounds 3
+
 # The load test (bench/load): a whole-cluster migration of 50,000 objects in
 # 200 namespaces, timed, with ferry's peak RSS (target < 512 MiB).
 .PHONY: load

@@ -58,6 +58,7 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 	var f backupFlags
 	var cf cryptFlags
 	var imf imageModeFlags
+	var vf volumeFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Back up the cluster's API objects into the backup storage location",
@@ -74,6 +75,9 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := vf.validate(); err != nil {
+				return err
+			}
 			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
 				return err
@@ -83,12 +87,24 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			pv, closeVolumes, err := vf.backupOptions(ctx, loc)
+			if err != nil {
+				return err
+			}
 			pr := newProgress(g.stderr, "backup "+args[0])
+			dp := &dataProgress{}
+			if pv != nil {
+				dp = pr.dataBar("volume data")
+				pv.OnProgress = dp.update
+			}
 			spec := f.spec()
 			spec.EncryptionRecipients = cf.recipients
 			imf.applyBackup(&spec)
-			b, res, err := backup.Run(ctx, cluster, loc, backup.Options{Name: args[0], Spec: spec, Log: g.log, OnProgress: pr.update, Images: iopts})
+			spec.DefaultVolumesToFsBackup = vf.defaultToFS
+			b, res, err := backup.Run(ctx, cluster, loc, backup.Options{Name: args[0], Spec: spec, Log: g.log, OnProgress: pr.update, Images: iopts, PodVolumes: pv})
+			dp.stop()
 			pr.stop()
+			closeVolumes()
 			if err != nil {
 				return err
 			}
@@ -103,6 +119,7 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 	imf.registerBackup(cmd)
 	imf.registerMappings(cmd, false)
 	imf.register(cmd, "image-concurrency")
+	vf.registerBackup(cmd)
 	return cmd
 }
 
@@ -117,6 +134,7 @@ func printBackup(g *globals, b *v1alpha1.Backup, res *report.Results) error {
 	if b.Status.FailureReason != "" {
 		fmt.Fprintf(g.stdout, "Failure: %s\n", b.Status.FailureReason)
 	}
+	printPodVolumes(g.stdout, b.Status.PodVolumes, "backed up")
 	if res != nil {
 		printProblems(g, res)
 	}
@@ -265,6 +283,14 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(w, "Image bundle: %s; %d blobs written (%s), %d already in the store\n", im.IndexKey, im.BlobsWritten, humanBytes(im.BytesWritten), im.BlobsReused)
 				}
 			}
+			printPodVolumes(w, b.Status.PodVolumes, "backed up")
+			if b.Status.PodVolumes != nil {
+				if rec, err := backupVolumeRecord(ctx, loc, b.Name); err != nil {
+					res.Warnf("the pod volume records cannot be read: %v", err)
+				} else if rec != nil {
+					printVolumeRecord(w, rec)
+				}
+			}
 			if len(b.Status.ResourceCounts) > 0 {
 				fmt.Fprintln(w, "Resource counts:")
 				keys := make([]string, 0, len(b.Status.ResourceCounts))
@@ -299,9 +325,10 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 }
 
 func newBackupDeleteCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var vf volumeFlags
+	cmd := &cobra.Command{
 		Use:   "delete NAME",
-		Short: "Delete a backup (complete or interrupted) from the backup storage location",
+		Short: "Delete a backup (complete or interrupted) from the backup storage location, with its volume snapshots",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -310,13 +337,19 @@ func newBackupDeleteCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer loc.Close()
-			if err := loc.DeleteBackup(ctx, args[0]); err != nil {
+			n, err := vf.deleteBackup(ctx, loc, args[0])
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "Backup %s deleted from %s\n", args[0], loc.URL())
+			if n > 0 {
+				fmt.Fprintf(g.stdout, "  with %d volume snapshots\n", n)
+			}
 			return nil
 		},
 	}
+	vf.registerPassword(cmd)
+	return cmd
 }
 
 func orAll(s []string) string {
@@ -342,6 +375,7 @@ func orDash(s string) string {
 
 func newBackupVerifyCmd(g *globals) *cobra.Command {
 	var cf cryptFlags
+	var vf volumeFlags
 	cmd := &cobra.Command{
 		Use:   "verify NAME",
 		Short: "Check a backup's archive, images file and image bundle against its manifest, commit marker and digests, without restoring it",
@@ -370,17 +404,46 @@ func newBackupVerifyCmd(g *globals) *cobra.Command {
 				}
 				imgs = map[string]any{"key": b.Status.Images.Key, "images": len(rec.Images), "bundleBlobs": blobs, "bundleBytes": size}
 			}
-			if g.output != "table" {
-				return printObject(g.stdout, g.output, map[string]any{"backup": b.Name, "verified": true, "items": len(a.Items), "archive": b.Status.Archive, "images": imgs})
+			vols, err := vf.verifyVolumes(ctx, loc, b.Name)
+			if err != nil {
+				return err
 			}
-			fmt.Fprintf(g.stdout, "Backup %s verified: %d items, archive %s (%s, sha256:%s) matches its manifest and commit\n",
-				b.Name, len(a.Items), b.Status.Archive.Key, humanBytes(b.Status.Archive.Size), b.Status.Archive.SHA256)
-			if imgs != nil {
-				fmt.Fprintf(g.stdout, "Images file %s matches its commit: %d images; %d bundled blobs (%s) match their digests\n", imgs["key"], imgs["images"], imgs["bundleBlobs"], humanBytes(imgs["bundleBytes"].(int64)))
+			bad := 0
+			for _, v := range vols {
+				bad += len(v.Errors)
+			}
+			if g.output != "table" {
+				if err := printObject(g.stdout, g.output, map[string]any{"backup": b.Name, "verified": bad == 0, "items": len(a.Items), "archive": b.Status.Archive, "images": imgs, "volumes": vols}); err != nil {
+					return err
+				}
+			} else {
+				state := "verified"
+				if bad > 0 {
+					state = "damaged volume data"
+				}
+				fmt.Fprintf(g.stdout, "Backup %s %s: %d items, archive %s (%s, sha256:%s) matches its manifest and commit\n",
+					b.Name, state, len(a.Items), b.Status.Archive.Key, humanBytes(b.Status.Archive.Size), b.Status.Archive.SHA256)
+				if imgs != nil {
+					fmt.Fprintf(g.stdout, "Images file %s matches its commit: %d images; %d bundled blobs (%s) match their digests\n", imgs["key"], imgs["images"], imgs["bundleBlobs"], humanBytes(imgs["bundleBytes"].(int64)))
+				}
+				for _, v := range vols {
+					state := "verified"
+					if len(v.Errors) > 0 {
+						state = fmt.Sprintf("DAMAGED (%d errors)", len(v.Errors))
+					}
+					fmt.Fprintf(g.stdout, "  volume %s: snapshot %s, %d files, %s read back: %s\n", v.Volume, v.SnapshotID, v.Files, humanBytes(v.Bytes), state)
+					for _, e := range v.Errors {
+						fmt.Fprintf(g.stdout, "    %s\n", e)
+					}
+				}
+			}
+			if bad > 0 {
+				return &exitError{code: ExitFailed, msg: fmt.Sprintf("backup %s: %d volume data errors", b.Name, bad)}
 			}
 			return nil
 		},
 	}
 	cf.registerIdentity(cmd)
+	vf.registerPassword(cmd)
 	return cmd
 }

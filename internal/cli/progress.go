@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/kubeferry/ferry/pkg/images"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // progress shows one mpb bar on stderr when stderr is a terminal, and
@@ -116,4 +118,52 @@ func (ip *imageProgress) stop() {
 	if ip.p != nil {
 		ip.p.Wait()
 	}
+}
+
+// dataProgress shows bytes and files of volume data as they go, on a
+// terminal only.
+type dataProgress struct {
+	bar *mpb.Bar
+	mu  sync.Mutex
+	t   struct {
+		volumes, done int
+		bytes, files  int64
+	}
+}
+
+// dataBar adds a bar of volume data under pr's bar (nothing when pr shows
+// nothing). Stop it before pr.
+func (pr *progress) dataBar(name string) *dataProgress {
+	if pr.p == nil {
+		return &dataProgress{}
+	}
+	dp := &dataProgress{}
+	dp.bar = pr.p.New(0, mpb.NopStyle(),
+		mpb.PrependDecorators(decor.Name(name, decor.WC{C: decor.DindentRight | decor.DextraSpace})),
+		mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
+			dp.mu.Lock()
+			defer dp.mu.Unlock()
+			return fmt.Sprintf("%d/%d volumes, %d files, %s", dp.t.done, dp.t.volumes, dp.t.files, humanBytes(dp.t.bytes))
+		}), decor.Name("  "), decor.AverageSpeed(decor.SizeB1024(0), "% .1f")),
+	)
+	return dp
+}
+
+// update takes the running totals of pkg/volumes.
+func (dp *dataProgress) update(t volumes.Totals) {
+	if dp.bar == nil {
+		return
+	}
+	dp.mu.Lock()
+	dp.t.volumes, dp.t.done, dp.t.bytes, dp.t.files = t.Volumes, t.VolumesDone, t.Bytes, t.Files
+	dp.mu.Unlock()
+	dp.bar.SetTotal(t.Bytes+1, false)
+	dp.bar.SetCurrent(t.Bytes)
+}
+
+func (dp *dataProgress) stop() {
+	if dp.bar == nil {
+		return
+	}
+	dp.bar.SetTotal(-1, true)
 }

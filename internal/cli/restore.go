@@ -103,6 +103,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	var cf cryptFlags
 	var imf imageModeFlags
 	var from, fromVelero string
+	var vf volumeFlags
 	cmd := &cobra.Command{
 		Use:   "create [NAME] --from-backup BACKUP",
 		Short: "Restore a backup into the cluster",
@@ -147,6 +148,12 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			pv, closeVolumes, err := vf.restoreOptions(ctx, loc)
+			if err != nil {
+				return err
+			}
+			defer closeVolumes()
+			opts.PodVolumes = pv
 			return runRestore(g, cluster, loc, opts)
 		},
 	}
@@ -157,13 +164,20 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	imf.registerMappings(cmd, true)
 	imf.registerRestore(cmd, true)
 	imf.register(cmd, "image-concurrency")
+	vf.registerRestore(cmd)
 	return cmd
 }
 
 func runRestore(g *globals, cluster *kube.Cluster, loc *store.Location, opts restore.Options) error {
 	pr := newProgress(g.stderr, "restore "+opts.Name)
 	opts.OnProgress = pr.update
+	dp := &dataProgress{}
+	if opts.PodVolumes != nil && !opts.PodVolumes.ByNodeAgent {
+		dp = pr.dataBar("volume data")
+		opts.PodVolumes.OnProgress = dp.update
+	}
 	r, res, err := restore.Run(contextOf(g), cluster, loc, opts)
+	dp.stop()
 	pr.stop()
 	if err != nil {
 		return err
@@ -190,6 +204,7 @@ func printRestore(g *globals, r *v1alpha1.Restore, res *report.Results) error {
 	if r.Status.FailureReason != "" {
 		fmt.Fprintf(g.stdout, "Failure: %s\n", r.Status.FailureReason)
 	}
+	printPodVolumes(g.stdout, r.Status.PodVolumes, "restored")
 	if res != nil {
 		printProblems(g, res)
 	}

@@ -38,6 +38,8 @@ type Options struct {
 	Workers int
 	// OnProgress, if set, is called as items are listed and written.
 	OnProgress func(backedUp, total int)
+	// PodVolumes, if set, backs up the data of pod volumes too.
+	PodVolumes *PodVolumeOptions
 	Log        *slog.Logger
 	// Images configures registry access for the image step (Spec.Images);
 	// its Mode and Mappings are taken from Spec.
@@ -123,9 +125,15 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	if opts.Spec.Images != images.ModeNone {
 		r.images = images.NewCollector()
 	}
+	if opts.PodVolumes != nil {
+		r.pods = &podCollector{}
+	}
 	err = r.execute(loc, b)
 	if err == nil && r.images != nil && ctx.Err() == nil {
 		err = r.backupImages(loc, b, mappings)
+	}
+	if err == nil && opts.PodVolumes != nil && ctx.Err() == nil {
+		err = r.backupVolumes(loc, b)
 	}
 	end := metav1.Now()
 	b.Status.CompletionTimestamp = &end
@@ -176,6 +184,7 @@ type run struct {
 	counts         map[string]int
 	refs           *references
 	images         *images.Collector
+	pods           *podCollector // nil unless pod volumes are backed up
 }
 
 func (r *run) progress() {
@@ -261,6 +270,7 @@ func (r *run) writeItem(res kube.Resource, namespace, name string, data []byte) 
 	if err := r.aw.WriteItem(e, data); err != nil {
 		return err
 	}
+	r.pods.observe(res, data)
 	r.written.Add(1)
 	r.mu.Lock()
 	r.counts[res.GroupResource()]++

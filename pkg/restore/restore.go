@@ -14,6 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -24,6 +25,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // Options configure one restore.
@@ -36,6 +38,8 @@ type Options struct {
 	CRDTimeout time.Duration
 	// OnProgress, if set, is called as items finish.
 	OnProgress func(done, total int)
+	// PodVolumes, if set, restores pod volume data in this process.
+	PodVolumes *PodVolumeOptions
 	Log        *slog.Logger
 	// keepFiltered keeps the items the filters leave out in the plan, as
 	// skipped with the reason (Verify lists them).
@@ -114,6 +118,14 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if p := opts.PodVolumes; p != nil {
+		if p.HelperImage == "" {
+			p.HelperImage = DefaultRestoreHelperImage
+		}
+		if p.Wait <= 0 {
+			p.Wait = 10 * time.Minute
+		}
+	}
 	if opts.Spec.ExistingResourcePolicy == "" {
 		opts.Spec.ExistingResourcePolicy = v1alpha1.PolicyNone
 	}
@@ -166,9 +178,39 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 			results.Warnf("%v", err)
 		}
 	}
+	var volRec *volumes.BackupRecord
+	if !opts.Spec.DryRun && !opts.Spec.FromVelero {
+		if volRec, err = loadVolumeRecord(ctx, loc, b.Name); err != nil {
+			return fail(ctx, loc, r, results, err)
+		}
+	}
+	switch {
+	case volRec == nil || len(volRec.Volumes) == 0:
+	case opts.PodVolumes == nil:
+		results.Warnf("backup %s holds the data of %d pod volumes; it is not restored: give --host-pods-dir to restore it", b.Name, len(volRec.Volumes))
+		volRec = nil
+	default:
+		r.UID = uuid.NewUUID()
+		if prev != nil && prev.UID != "" {
+			// A re-run: the pods it already made wait for this UID's markers.
+			r.UID = prev.UID
+		}
+		ap.tctx.PodVolumeRestore = planPodVolumes(volRec, plan, &opts, string(r.UID), results)
+	}
 	if err := ap.run(ctx); err != nil {
 		results.Errorf("%v", err)
 		r.Status.FailureReason = err.Error()
+	}
+	switch {
+	case volRec == nil || r.Status.FailureReason != "" || ctx.Err() != nil:
+	case opts.PodVolumes.ByNodeAgent:
+		n := 0
+		for _, v := range ap.tctx.PodVolumeRestore.Volumes {
+			n += len(v)
+		}
+		r.Status.PodVolumes = &v1alpha1.PodVolumeSummary{Total: n, Deferred: n}
+	default:
+		r.Status.PodVolumes = restorePodVolumes(ctx, cluster, volRec, ap.tctx.PodVolumeRestore, &opts, results)
 	}
 	end := metav1.Now()
 	r.Status.CompletionTimestamp = &end

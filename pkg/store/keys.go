@@ -45,3 +45,7 @@ const ImageLayoutKey = "images/oci-layout"
 // ImageBlobKey is the key of a content-addressed image blob (manifest,
 // config or layer) shared by all backups: images/blobs/<algorithm>/<hex>.
 func ImageBlobKey(algorithm, hex string) string { return "images/blobs/" + algorithm + "/" + hex }
+
+// BackupVolumesKey is the key of a backup's pod volume records (kopia
+// snapshot IDs; see pkg/volumes.BackupRecord).
+func BackupVolumesKey(name string) string { return BackupDir(name) + name + "-volumes.json" }

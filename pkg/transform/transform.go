@@ -39,6 +39,8 @@ type Context struct {
 	// for none. OnImageError, if set, gets each reference it cannot rewrite.
 	Images       *images.Rewriter
 	OnImageError func(error)
+	// PodVolumeRestore, if set, makes restored pods wait for their volume data.
+	PodVolumeRestore *PodVolumeRestore
 }
 
 // MapNamespace returns the target name of source namespace ns.
@@ -67,6 +69,7 @@ var Steps = []Step{
 	{Name: "service", Applies: kindIs("", "Service"), Run: Service},
 	{Name: "job", Applies: kindIs("batch", "Job"), Run: Job},
 	{Name: "pod", Applies: kindIs("", "Pod"), Run: Pod},
+	{Name: "pod-volumes", Applies: kindIs("", "Pod"), Run: PodVolumes},
 	{Name: "persistent-volume", Applies: kindIs("", "PersistentVolume"), Run: PersistentVolume},
 	{Name: "persistent-volume-claim", Applies: kindIs("", "PersistentVolumeClaim"), Run: PersistentVolumeClaim},
 	{Name: "service-account-token", Applies: kindIs("", "Secret"), Run: ServiceAccountToken},

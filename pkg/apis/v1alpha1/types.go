@@ -77,6 +77,11 @@ type BackupSpec struct {
 	ImageRegistryMappings []string `json:"imageRegistryMappings,omitempty"`
 	// ImagesRequired makes a failed image fail the backup.
 	ImagesRequired bool `json:"imagesRequired,omitempty"`
+	// DefaultVolumesToFsBackup backs up every pod volume's data (file-system
+	// backup, kopia) except those excluded by annotation and the types
+	// never copied; without it only volumes named in a pod's
+	// backup.ferry.dev/backup-volumes annotation are.
+	DefaultVolumesToFsBackup bool `json:"defaultVolumesToFsBackup,omitempty"`
 }
 
 // BackupStatus reports a backup's outcome.
@@ -97,6 +102,10 @@ type BackupStatus struct {
 	// Images summarizes the images file (backups/<name>/<name>-images.json);
 	// nil with --images=none.
 	Images *ImagesSummary `json:"images,omitempty"`
+	// PodVolumes summarizes the pod volume data backed up (nil when the
+	// backup did not back up volume data); the per-volume records are in
+	// backups/<name>/<name>-volumes.json.
+	PodVolumes *PodVolumeSummary `json:"podVolumes,omitempty"`
 }
 
 // ImagesSummary pins a backup's images file: its key and SHA-256 (hex),
@@ -116,6 +125,21 @@ type ImagesSummary struct {
 	BlobsWritten int64  `json:"blobsWritten,omitempty"`
 	BlobsReused  int64  `json:"blobsReused,omitempty"`
 	BytesWritten int64  `json:"bytesWritten,omitempty"`
+}
+
+// PodVolumeSummary counts pod volumes backed up or restored. Bytes counts
+// the volumes' file data; UploadedBytes what a backup wrote to the store
+// after deduplication (new, encrypted data).
+type PodVolumeSummary struct {
+	Total     int `json:"total"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Skipped   int `json:"skipped"`
+	// Deferred counts volumes a restore left to the node agents.
+	Deferred      int   `json:"deferred,omitempty"`
+	Bytes         int64 `json:"bytes"`
+	Files         int64 `json:"files"`
+	UploadedBytes int64 `json:"uploadedBytes,omitempty"`
 }
 
 // RetryCounts counts requests retried after transient failures: to the
@@ -231,6 +255,8 @@ type RestoreStatus struct {
 	// store (--push-images), those the target already had included.
 	ImagesPushed int `json:"imagesPushed,omitempty"`
 	ImagesFailed int `json:"imagesFailed,omitempty"`
+	// PodVolumes summarizes the pod volume data restored (nil when none was).
+	PodVolumes *PodVolumeSummary `json:"podVolumes,omitempty"`
 }
 
 // RestoreCounts counts items by outcome. Every item of the plan lands in

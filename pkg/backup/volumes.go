@@ -1,0 +1,87 @@
+package backup
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumes"
+)
+
+// PodVolumeOptions turn on the backup of pod volume data (file-system
+// backup into the location's kopia repository, pkg/volumes).
+type PodVolumeOptions struct {
+	// Repository is the location's open kopia repository.
+	Repository *volumes.Repository
+	// HostPodsDir is the kubelet's pods directory on this machine
+	// (/var/lib/kubelet/pods on a node), where each pod's volumes are.
+	HostPodsDir string
+	// OnProgress, if set, gets running totals of the data backed up.
+	OnProgress func(volumes.Totals)
+}
+
+// podCollector keeps the pods written into the archive, to choose their
+// volumes once the archive is complete.
+type podCollector struct {
+	mu   sync.Mutex
+	pods []corev1.Pod
+	errs []error
+}
+
+func (c *podCollector) observe(res kube.Resource, data []byte) {
+	if c == nil || res.Group != "" || res.GroupVersionResource.Resource != "pods" {
+		return
+	}
+	var p corev1.Pod
+	err := json.Unmarshal(data, &p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		c.errs = append(c.errs, fmt.Errorf("decoding pod for its volumes: %w", err))
+		return
+	}
+	c.pods = append(c.pods, p)
+}
+
+// backupVolumes backs up the chosen volumes of the archived pods and writes
+// <name>-volumes.json. Each failed volume is an error of the backup (which
+// becomes PartiallyFailed); an error returned means the record could not
+// be written, and fails the backup.
+func (r *run) backupVolumes(loc *store.Location, b *v1alpha1.Backup) error {
+	o := r.opts.PodVolumes
+	for _, err := range r.pods.errs {
+		r.results.Errorf("%v", err)
+	}
+	vols, skipped := volumes.Select(r.pods.pods, r.opts.Spec.DefaultVolumesToFsBackup)
+	volumes.ResolveClaims(r.ctx, r.cluster.Typed, vols)
+	r.opts.Log.Info("backing up pod volumes", "volumes", len(vols), "skipped", len(skipped))
+	rec := &volumes.BackupRecord{Repository: volumes.RepositoryPrefix, Skipped: skipped}
+	rec.Volumes = o.Repository.BackupPodVolumes(r.ctx, o.HostPodsDir, r.opts.Name, vols, o.OnProgress)
+	if len(vols) > 0 {
+		// kopia's scheduled maintenance (index compaction hourly, garbage
+		// collection daily), as the kopia CLI runs after its snapshots.
+		if err := o.Repository.Maintain(r.ctx); err != nil {
+			r.results.Warnf("volume repository maintenance: %v", err)
+		}
+	}
+	sum := &v1alpha1.PodVolumeSummary{Total: len(rec.Volumes), Skipped: len(skipped)}
+	for _, v := range rec.Volumes {
+		if v.Error != "" {
+			sum.Failed++
+			r.results.Errorf("pod volume %s: %s", v.Key(), v.Error)
+			continue
+		}
+		sum.Completed++
+		sum.Bytes += v.Bytes
+		sum.Files += v.Files
+		sum.UploadedBytes += v.UploadedBytes
+	}
+	b.Status.PodVolumes = sum
+	// Before the commit marker: a committed backup always has its record.
+	return loc.PutSealedJSON(r.ctx, store.BackupVolumesKey(r.opts.Name), rec)
+}

@@ -1,0 +1,132 @@
+package restore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/transform"
+	"github.com/kubeferry/ferry/pkg/volumes"
+)
+
+// DefaultRestoreHelperImage runs the ferry-restore-wait init container.
+const DefaultRestoreHelperImage = "busybox:1.37"
+
+// PodVolumeOptions turn on the restore of pod volume data in this process
+// (direct mode): the restored pods' volumes are filled from the
+// location's kopia repository in the kubelet pods directory of this machine.
+type PodVolumeOptions struct {
+	Repository *volumes.Repository
+	// HostPodsDir is the kubelet's pods directory (/var/lib/kubelet/pods).
+	HostPodsDir string
+	// HelperImage runs the init container that waits for the data
+	// (default DefaultRestoreHelperImage).
+	HelperImage string
+	// Wait bounds the wait for each restored pod, claim binding and volume
+	// folder (default 10m).
+	Wait time.Duration
+	// OnProgress, if set, gets running totals of the data restored.
+	OnProgress func(volumes.Totals)
+	// ByNodeAgent leaves the data to the node agents (ferry node-agent on
+	// each node): the restore only makes the pods wait for it.
+	ByNodeAgent bool
+}
+
+// loadVolumeRecord reads the backup's pod volume records; nil when the
+// backup has none.
+func loadVolumeRecord(ctx context.Context, loc *store.Location, backup string) (*volumes.BackupRecord, error) {
+	rec := &volumes.BackupRecord{}
+	err := loc.GetJSON(ctx, store.BackupVolumesKey(backup), rec)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// planPodVolumes decides which restored pods wait for volume data: the
+// pods of the record that the plan restores. The others are warnings.
+func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, results *report.Results) *transform.PodVolumeRestore {
+	restored := map[string]bool{} // source ns/name
+	for _, it := range p.Items {
+		if it.GroupResource == "pods" && it.Skip == "" {
+			restored[it.Namespace+"/"+it.Name] = true
+		}
+	}
+	pvr := &transform.PodVolumeRestore{RestoreUID: uid, Image: o.PodVolumes.HelperImage, Volumes: map[string][]string{}, Backup: o.Spec.BackupName, SourceNamespaces: map[string]string{}}
+	for _, v := range rec.Volumes {
+		if v.Error != "" {
+			results.Warnf("pod volume %s: not in the backup (%s)", v.Key(), v.Error)
+			continue
+		}
+		for _, pod := range append([]string{v.Namespace + "/" + v.Pod}, v.AlsoMountedBy...) {
+			ns, name, _ := cut(pod)
+			if !restored[pod] {
+				results.Warnf("pod volume %s/%s/%s: the pod is not restored, so neither is its data", ns, name, v.Volume)
+				continue
+			}
+			key := o.mapNamespace(ns) + "/" + name
+			pvr.SourceNamespaces[o.mapNamespace(ns)] = ns
+			pvr.Volumes[key] = append(pvr.Volumes[key], v.Volume)
+		}
+	}
+	return pvr
+}
+
+func cut(s string) (string, string, bool) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return s[:i], s[i+1:], true
+		}
+	}
+	return "", s, false
+}
+
+// restorePodVolumes fills the volumes of the restored pods that wait for
+// them, and records each failure as an error of the restore.
+func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.BackupRecord, pvr *transform.PodVolumeRestore, o *Options, results *report.Results) *v1alpha1.PodVolumeSummary {
+	po := o.PodVolumes
+	// Only the pods this restore made wait.
+	keep := &volumes.BackupRecord{}
+	for _, v := range rec.Volumes {
+		if v.Error != "" {
+			continue
+		}
+		if len(pvr.Volumes[o.mapNamespace(v.Namespace)+"/"+v.Pod]) == 0 {
+			continue
+		}
+		var also []string
+		for _, p := range v.AlsoMountedBy {
+			ns, name, _ := cut(p)
+			if len(pvr.Volumes[o.mapNamespace(ns)+"/"+name]) > 0 {
+				also = append(also, p)
+			}
+		}
+		v.AlsoMountedBy = also
+		keep.Volumes = append(keep.Volumes, v)
+	}
+	targets, failed := volumes.Targets(ctx, cluster.Typed, keep, o.mapNamespace, po.Wait)
+	out := po.Repository.RestorePodVolumes(ctx, po.HostPodsDir, pvr.RestoreUID, targets, po.Wait, po.OnProgress)
+	out = append(out, failed...)
+	sum := &v1alpha1.PodVolumeSummary{Total: len(out)}
+	for _, r := range out {
+		if r.Error != "" {
+			sum.Failed++
+			results.Errorf("pod volume %s: %s", r.Key(), r.Error)
+			continue
+		}
+		sum.Completed++
+		if r.RestoreResult != nil {
+			sum.Bytes += r.Bytes
+			sum.Files += r.Files
+		}
+	}
+	o.Log.Info("pod volumes restored", "completed", sum.Completed, "failed", sum.Failed, "bytes", sum.Bytes)
+	return sum
+}

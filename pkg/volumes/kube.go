@@ -1,0 +1,129 @@
+package volumes
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// ResolveClaims sets PVName on each claim-backed volume from its
+// PersistentVolumeClaim's spec.volumeName. A claim that cannot be read is
+// left unresolved: HostPath then reports it.
+func ResolveClaims(ctx context.Context, client kubernetes.Interface, vols []PodVolume) {
+	cache := map[string]string{}
+	for i := range vols {
+		v := &vols[i]
+		if v.ClaimName == "" {
+			continue
+		}
+		key := v.Namespace + "/" + v.ClaimName
+		pv, ok := cache[key]
+		if !ok {
+			pvc, err := client.CoreV1().PersistentVolumeClaims(v.Namespace).Get(ctx, v.ClaimName, metav1.GetOptions{})
+			if err == nil {
+				pv = pvc.Spec.VolumeName
+			}
+			cache[key] = pv
+		}
+		v.PVName = pv
+	}
+}
+
+// Targets turns a backup's volume records into restore targets in the
+// target cluster: each backed-up volume goes to the restored pod of the
+// same name in namespace mapNamespace(namespace), and for a claim also to
+// the pods in AlsoMountedBy (marker only). It waits up to wait for each
+// pod to exist and each claim to be bound, to learn the pod's UID and the
+// claim's PersistentVolume. Volumes that failed in the backup, and pods or
+// claims that never appear, come back as failed restores.
+func Targets(ctx context.Context, client kubernetes.Interface, rec *BackupRecord, mapNamespace func(string) string, wait time.Duration) ([]RestoreTarget, []PodVolumeRestore) {
+	var targets []RestoreTarget
+	var failed []PodVolumeRestore
+	deadline := time.Now().Add(wait)
+	for _, b := range rec.Volumes {
+		if b.Error != "" || b.SnapshotResult == nil {
+			continue // the backup has no data for it; its error is in the backup
+		}
+		pods := append([]string{b.Namespace + "/" + b.Pod}, b.AlsoMountedBy...)
+		for i, key := range pods {
+			ns, name := splitKey(key)
+			t := RestoreTarget{PodVolume: b.PodVolume, SnapshotID: b.SnapshotID, MarkerOnly: i > 0}
+			t.AlsoMountedBy = nil
+			t.Namespace, t.Pod = mapNamespace(ns), name
+			pod, err := waitPod(ctx, client, t.Namespace, t.Pod, deadline)
+			if err != nil {
+				failed = append(failed, PodVolumeRestore{RestoreTarget: t, Error: err.Error()})
+				continue
+			}
+			t.PodUID = string(pod.UID)
+			if t.ClaimName != "" {
+				t.PVName, err = waitBound(ctx, client, t.Namespace, t.ClaimName, deadline)
+				if err != nil {
+					failed = append(failed, PodVolumeRestore{RestoreTarget: t, Error: err.Error()})
+					continue
+				}
+			}
+			targets = append(targets, t)
+		}
+	}
+	return targets, failed
+}
+
+func splitKey(key string) (string, string) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i], key[i+1:]
+		}
+	}
+	return "", key
+}
+
+func waitPod(ctx context.Context, client kubernetes.Interface, ns, name string, deadline time.Time) (*corev1.Pod, error) {
+	for {
+		pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			return pod, nil
+		}
+		if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("pod %s/%s in the target: %w", ns, name, err)
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func waitBound(ctx context.Context, client kubernetes.Interface, ns, name string, deadline time.Time) (string, error) {
+	for {
+		pvc, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && pvc.Spec.VolumeName != "" && pvc.Status.Phase == corev1.ClaimBound {
+			return pvc.Spec.VolumeName, nil
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("claim %s/%s in the target: %w", ns, name, err)
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				return "", fmt.Errorf("claim %s/%s in the target: %w", ns, name, err)
+			}
+			return "", fmt.Errorf("claim %s/%s in the target is %s, not bound to a volume", ns, name, pvc.Status.Phase)
+		}
+		if err := sleep(ctx, time.Second); err != nil {
+			return "", err
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}

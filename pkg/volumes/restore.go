@@ -1,0 +1,173 @@
+package volumes
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/kopia/kopia/repo/manifest"
+	"github.com/kopia/kopia/snapshot"
+	"github.com/kopia/kopia/snapshot/restore"
+	"github.com/kopia/kopia/snapshot/snapshotfs"
+)
+
+// RestoreResult is what one volume restore wrote.
+type RestoreResult struct {
+	SnapshotID string   `json:"snapshotID"`
+	Bytes      int64    `json:"bytes"`
+	Files      int64    `json:"files"`
+	Duration   Duration `json:"duration"`
+}
+
+// loadSnapshot reads snapshot id's manifest; a missing one wraps ErrSnapshotNotFound.
+func (r *Repository) loadSnapshot(ctx context.Context, id string) (*snapshot.Manifest, error) {
+	man, err := snapshot.LoadSnapshot(ctx, r.rep, manifest.ID(id))
+	if errors.Is(err, snapshot.ErrSnapshotNotFound) {
+		return nil, fmt.Errorf("snapshot %s in %s: %w", id, r.where(), ErrSnapshotNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s in %s: %w", id, r.where(), err)
+	}
+	return man, nil
+}
+
+// Restore writes snapshot id into directory dir (which must exist: it is
+// the volume's mount), then the done-marker dir/.ferry/<restoreUID>.
+//
+// Nothing of the snapshot appears in dir until all of it has been read and
+// verified: kopia authenticates every content it reads (AES-GCM with
+// HMAC'd content IDs), and the data is first written to a staging folder
+// under dir/.ferry/, then moved into place entry by entry (same file
+// system, so each move is a rename). An entry of the snapshot replaces an
+// entry of the same name already in dir. File modes, owners (when
+// permitted), modification times, symlinks and sparse regions are
+// restored; runs of zeros become holes again with SparseFiles. On error the staging folder is removed and no marker is
+// written: the pod's ferry-restore-wait init container keeps waiting.
+func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, progress Progress) (*RestoreResult, error) {
+	start := time.Now()
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("restoring snapshot %s: volume directory: %w", id, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("restoring snapshot %s: %s is not a directory", id, dir)
+	}
+	man, err := r.loadSnapshot(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	root, err := snapshotfs.SnapshotRoot(r.rep, man)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", id, err)
+	}
+	markers := filepath.Join(dir, MarkerDir)
+	if err := os.MkdirAll(markers, 0o755); err != nil {
+		return nil, err
+	}
+	suffix := make([]byte, 6)
+	_, _ = rand.Read(suffix)
+	staging := filepath.Join(markers, "restore-"+hex.EncodeToString(suffix)+".partial")
+	defer os.RemoveAll(staging)
+
+	out := &restore.FilesystemOutput{
+		TargetPath:             staging,
+		OverwriteDirectories:   true,
+		OverwriteFiles:         true,
+		OverwriteSymlinks:      true,
+		IgnorePermissionErrors: true,
+		WriteSparseFiles:       r.SparseFiles,
+	}
+	if err := out.Init(ctx); err != nil {
+		return nil, fmt.Errorf("restoring snapshot %s into %s: %w", id, dir, err)
+	}
+	stats, err := restore.Entry(ctx, r.rep, out, root, restore.Options{
+		Parallel:               8,
+		RestoreDirEntryAtDepth: math.MaxInt32,
+		ProgressCallback: func(_ context.Context, s restore.Stats) {
+			if progress != nil {
+				progress(s.RestoredTotalFileSize, int64(s.RestoredFileCount))
+			}
+		},
+	})
+	if err != nil {
+		// Name files by their place in the volume, not in the staging folder.
+		msg := strings.ReplaceAll(err.Error(), staging+string(filepath.Separator), "")
+		return nil, fmt.Errorf("restoring snapshot %s into %s: %s (nothing was moved into the volume)", id, dir, msg)
+	}
+	times, err := r.dirTimes(ctx, man.RootEntry)
+	if err != nil {
+		return nil, fmt.Errorf("restoring snapshot %s into %s: %w (nothing was moved into the volume)", id, dir, err)
+	}
+	if err := setDirTimes(staging, times); err != nil {
+		return nil, err
+	}
+	if err := moveInto(staging, dir); err != nil {
+		return nil, fmt.Errorf("restoring snapshot %s into %s: %w", id, dir, err)
+	}
+	// The root's own mode and times are the snapshot's (the moves above
+	// changed its mtime).
+	if err := os.Chmod(dir, root.Mode().Perm()); err != nil {
+		return nil, err
+	}
+	if err := WriteMarker(dir, restoreUID, id); err != nil {
+		return nil, err
+	}
+	if err := os.Chtimes(dir, root.ModTime(), root.ModTime()); err != nil {
+		return nil, err
+	}
+	return &RestoreResult{SnapshotID: id, Bytes: stats.RestoredTotalFileSize, Files: int64(stats.RestoredFileCount), Duration: Duration(time.Since(start))}, nil
+}
+
+// moveInto renames every entry of from into to, replacing same-named ones.
+func moveInto(from, to string) error {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() == MarkerDir {
+			continue
+		}
+		dst := filepath.Join(to, e.Name())
+		if _, err := os.Lstat(dst); err == nil {
+			if err := os.RemoveAll(dst); err != nil {
+				return err
+			}
+		}
+		if err := os.Rename(filepath.Join(from, e.Name()), dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MarkerPath is where the done-marker of restore restoreUID lives in a
+// volume mounted at dir.
+func MarkerPath(dir, restoreUID string) string {
+	return filepath.Join(dir, MarkerDir, restoreUID)
+}
+
+// WriteMarker writes the done-marker of restore restoreUID into the volume
+// at dir (its content names the snapshot), atomically: written to a temp
+// file and renamed, so a waiting init container never sees half of it.
+func WriteMarker(dir, restoreUID, snapshotID string) error {
+	if restoreUID == "" {
+		return errors.New("done-marker: no restore UID")
+	}
+	p := MarkerPath(dir, restoreUID)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(snapshotID+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, p)
+}

@@ -1,0 +1,194 @@
+package volumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"sync"
+
+	kblob "github.com/kopia/kopia/repo/blob"
+	"gocloud.dev/blob"
+	"gocloud.dev/gcerrors"
+)
+
+// storageType is the kopia storage type name under which bucketStorage is
+// registered (kopia's blob.AddSupportedStorage). A repository's local
+// config names it with a process-local handle, see openHandles.
+const storageType = "ferry-gocloud"
+
+// RepositoryPrefix is where a location's kopia repository lives, under the
+// location's own prefix (DESIGN.md §4).
+const RepositoryPrefix = "volumes/"
+
+// bucketStorage is kopia's blob.Storage over a gocloud.dev/blob bucket, so
+// that the repository sits on the backup storage location's own backend
+// (file, S3, GCS, Azure, mem) with its credentials, key prefix and retry
+// policy (pkg/store). Each kopia blob ID is one object, <prefix><blob ID>.
+//
+// gocloud's writes are atomic (a reader sees the whole object or none) and
+// its list/read are read-after-write on every provider ferry supports, the
+// semantics kopia's Storage interface requires. Retention (object lock) and
+// setting modification times are not supported: kopia is told so with
+// ErrUnsupportedPutBlobOption and ErrSetTimeUnsupported.
+type bucketStorage struct {
+	kblob.DefaultProviderImplementation
+
+	bucket *blob.Bucket
+	prefix string
+	name   string // for messages: the location URL, without credentials
+	handle string
+}
+
+// storageConfig is what kopia records in its local config file for this
+// storage: only the handle of an open bucket in this process. No URL or
+// credentials are ever written.
+type storageConfig struct {
+	Handle string `json:"handle"`
+}
+
+// openHandles maps handles to the open bucketStorage they name. kopia's
+// repo.Connect and repo.Open re-create the storage from the local config
+// through the registered factory, which looks the handle up here.
+var openHandles sync.Map // string -> *bucketStorage
+
+func init() {
+	kblob.AddSupportedStorage(storageType, storageConfig{}, func(_ context.Context, c *storageConfig, _ bool) (kblob.Storage, error) {
+		st, ok := openHandles.Load(c.Handle)
+		if !ok {
+			return nil, fmt.Errorf("ferry storage handle %q is not open in this process", c.Handle)
+		}
+		return st.(*bucketStorage), nil
+	})
+}
+
+// newBucketStorage returns kopia storage over the objects of bucket under
+// prefix, registered under handle until release is called.
+func newBucketStorage(bucket *blob.Bucket, prefix, name, handle string) (st *bucketStorage, release func()) {
+	st = &bucketStorage{bucket: bucket, prefix: prefix, name: name, handle: handle}
+	openHandles.Store(handle, st)
+	return st, func() { openHandles.Delete(handle) }
+}
+
+func (s *bucketStorage) key(id kblob.ID) string { return s.prefix + string(id) }
+
+// translate maps gocloud error codes to kopia's sentinel errors, and wraps
+// the rest with the object's key.
+func (s *bucketStorage) translate(op string, id kblob.ID, err error) error {
+	switch gcerrors.Code(err) {
+	case gcerrors.NotFound:
+		return fmt.Errorf("%s %s: %w", op, s.key(id), kblob.ErrBlobNotFound)
+	case gcerrors.FailedPrecondition:
+		return fmt.Errorf("%s %s: %w", op, s.key(id), kblob.ErrBlobAlreadyExists)
+	}
+	return fmt.Errorf("%s %s in %s: %w", op, s.key(id), s.name, err)
+}
+
+// GetBlob reads length bytes at offset of blob id into output (the whole
+// blob when length < 0). A short blob gives ErrInvalidRange.
+func (s *bucketStorage) GetBlob(ctx context.Context, id kblob.ID, offset, length int64, output kblob.OutputBuffer) error {
+	output.Reset()
+	if offset < 0 {
+		return kblob.ErrInvalidRange
+	}
+	r, err := s.bucket.NewRangeReader(ctx, s.key(id), offset, length, nil)
+	if err != nil {
+		return s.translate("reading", id, err)
+	}
+	defer r.Close()
+	if length == 0 {
+		return nil
+	}
+	if _, err := io.Copy(output, r); err != nil {
+		return s.translate("reading", id, err)
+	}
+	return kblob.EnsureLengthExactly(output.Length(), length)
+}
+
+// GetMetadata returns the length and modification time of blob id.
+func (s *bucketStorage) GetMetadata(ctx context.Context, id kblob.ID) (kblob.Metadata, error) {
+	a, err := s.bucket.Attributes(ctx, s.key(id))
+	if err != nil {
+		return kblob.Metadata{}, s.translate("reading attributes of", id, err)
+	}
+	return kblob.Metadata{BlobID: id, Length: a.Size, Timestamp: a.ModTime}, nil
+}
+
+// PutBlob writes data as blob id, replacing it unless opts.DoNotRecreate.
+func (s *bucketStorage) PutBlob(ctx context.Context, id kblob.ID, data kblob.Bytes, opts kblob.PutOptions) error {
+	if opts.HasRetentionOptions() {
+		return fmt.Errorf("blob retention on %s: %w", s.name, kblob.ErrUnsupportedPutBlobOption)
+	}
+	if !opts.SetModTime.IsZero() {
+		return kblob.ErrSetTimeUnsupported
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w, err := s.bucket.NewWriter(wctx, s.key(id), &blob.WriterOptions{ContentType: "application/x-kopia", IfNotExist: opts.DoNotRecreate})
+	if err != nil {
+		return s.translate("writing", id, err)
+	}
+	if _, err := data.WriteTo(w); err != nil {
+		cancel() // abandons the upload: nothing appears
+		_ = w.Close()
+		return s.translate("writing", id, err)
+	}
+	if err := w.Close(); err != nil {
+		return s.translate("writing", id, err)
+	}
+	if opts.GetModTime != nil {
+		a, err := s.bucket.Attributes(ctx, s.key(id))
+		if err != nil {
+			return s.translate("reading attributes of", id, err)
+		}
+		*opts.GetModTime = a.ModTime
+	}
+	return nil
+}
+
+// DeleteBlob removes blob id; a missing blob is not an error.
+func (s *bucketStorage) DeleteBlob(ctx context.Context, id kblob.ID) error {
+	if err := s.bucket.Delete(ctx, s.key(id)); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+		return s.translate("deleting", id, err)
+	}
+	return nil
+}
+
+// stagingFile matches the temporary files gocloud's fileblob writes next to
+// a key while it is being written (<key>.<hex nanoseconds>.tmp); they are
+// not blobs. kopia's own blob IDs never end in ".tmp".
+var stagingFile = regexp.MustCompile(`\.[0-9a-f]+\.tmp$`)
+
+// ListBlobs calls cb for every blob whose ID starts with prefix.
+func (s *bucketStorage) ListBlobs(ctx context.Context, prefix kblob.ID, cb func(kblob.Metadata) error) error {
+	it := s.bucket.List(&blob.ListOptions{Prefix: s.key(prefix)})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("listing %s in %s: %w", s.key(prefix), s.name, err)
+		}
+		if obj.IsDir || stagingFile.MatchString(obj.Key) {
+			continue
+		}
+		id := kblob.ID(strings.TrimPrefix(obj.Key, s.prefix))
+		if err := cb(kblob.Metadata{BlobID: id, Length: obj.Size, Timestamp: obj.ModTime}); err != nil {
+			return err
+		}
+	}
+}
+
+// ConnectionInfo names this storage by its handle (no URL, no credentials).
+func (s *bucketStorage) ConnectionInfo() kblob.ConnectionInfo {
+	return kblob.ConnectionInfo{Type: storageType, Config: &storageConfig{Handle: s.handle}}
+}
+
+// DisplayName is the location URL and the repository prefix.
+func (s *bucketStorage) DisplayName() string { return s.name + " " + s.prefix }
+
+// Close does nothing: the bucket belongs to the store.Location.
+func (s *bucketStorage) Close(context.Context) error { return nil }

@@ -1,0 +1,112 @@
+package volumes
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	kblob "github.com/kopia/kopia/repo/blob"
+	"gocloud.dev/blob/memblob"
+)
+
+func TestBucketStorage(t *testing.T) {
+	ctx := context.Background()
+	b := memblob.OpenBucket(nil)
+	defer b.Close()
+	// An object outside the prefix and a fileblob staging file are not blobs.
+	_ = b.WriteAll(ctx, "backups/x", []byte("x"), nil)
+	_ = b.WriteAll(ctx, "volumes/p1.18a3f0c2b.tmp", []byte("partial"), nil)
+	st, release := newBucketStorage(b, "volumes/", "mem://", "h1")
+	defer release()
+
+	put := func(id string, data string, opts kblob.PutOptions) error {
+		return st.PutBlob(ctx, kblob.ID(id), sliceBytes(data), opts)
+	}
+	if err := put("p1", "hello world", kblob.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("q2", "second", kblob.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := b.Exists(ctx, "volumes/p1"); !ok {
+		t.Fatal("blob p1 is not at volumes/p1")
+	}
+	var buf outBuf
+	if err := st.GetBlob(ctx, "p1", 0, -1, &buf); err != nil || buf.String() != "hello world" {
+		t.Fatalf("get: %q %v", buf.String(), err)
+	}
+	if err := st.GetBlob(ctx, "p1", 6, 5, &buf); err != nil || buf.String() != "world" {
+		t.Fatalf("range: %q %v", buf.String(), err)
+	}
+	if err := st.GetBlob(ctx, "p1", 6, 50, &buf); !errors.Is(err, kblob.ErrInvalidRange) {
+		t.Errorf("short range: %v", err)
+	}
+	if err := st.GetBlob(ctx, "nope", 0, -1, &buf); !errors.Is(err, kblob.ErrBlobNotFound) {
+		t.Errorf("missing: %v", err)
+	}
+	if _, err := st.GetMetadata(ctx, "nope"); !errors.Is(err, kblob.ErrBlobNotFound) {
+		t.Errorf("missing metadata: %v", err)
+	}
+	md, err := st.GetMetadata(ctx, "p1")
+	if err != nil || md.Length != 11 || md.Timestamp.IsZero() {
+		t.Errorf("metadata %+v %v", md, err)
+	}
+	if err := put("p1", "again", kblob.PutOptions{DoNotRecreate: true}); !errors.Is(err, kblob.ErrBlobAlreadyExists) {
+		t.Errorf("DoNotRecreate: %v", err)
+	}
+	if err := put("p3", "x", kblob.PutOptions{RetentionPeriod: 1}); !errors.Is(err, kblob.ErrUnsupportedPutBlobOption) {
+		t.Errorf("retention: %v", err)
+	}
+	var mt = md.Timestamp
+	if err := put("p4", "x", kblob.PutOptions{GetModTime: &mt}); err != nil || mt.IsZero() {
+		t.Errorf("GetModTime: %v %v", mt, err)
+	}
+	var ids []string
+	if err := st.ListBlobs(ctx, "p", func(m kblob.Metadata) error { ids = append(ids, string(m.BlobID)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 2 || ids[0] != "p1" || ids[1] != "p4" {
+		t.Errorf("list p: %v", ids)
+	}
+	if err := st.DeleteBlob(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteBlob(ctx, "p1"); err != nil {
+		t.Errorf("deleting a missing blob: %v", err)
+	}
+	all, _ := kblob.ListAllBlobs(ctx, st, "")
+	if len(all) != 2 {
+		t.Errorf("after delete: %v", all)
+	}
+	// kopia re-creates the storage from its config by handle.
+	again, err := kblob.NewStorage(ctx, st.ConnectionInfo(), false)
+	if err != nil || again != kblob.Storage(st) {
+		t.Errorf("NewStorage from ConnectionInfo: %v", err)
+	}
+	release()
+	if _, err := kblob.NewStorage(ctx, st.ConnectionInfo(), false); err == nil {
+		t.Errorf("a released handle still opens")
+	}
+}
+
+// sliceBytes is kopia's blob.Bytes over a string.
+type sliceBytes string
+
+func (s sliceBytes) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.WriteString(w, string(s))
+	return int64(n), err
+}
+func (s sliceBytes) Length() int               { return len(s) }
+func (s sliceBytes) Reader() io.ReadSeekCloser { return nopCloser{strings.NewReader(string(s))} }
+
+type nopCloser struct{ *strings.Reader }
+
+func (nopCloser) Close() error { return nil }
+
+// outBuf is kopia's blob.OutputBuffer.
+type outBuf struct{ bytes.Buffer }
+
+func (b *outBuf) Length() int { return b.Len() }
