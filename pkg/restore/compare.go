@@ -272,6 +272,10 @@ func pruneAdded(live, desired *unstructured.Unstructured) (*unstructured.Unstruc
 		if strings.HasPrefix(path, ".metadata.labels.") && strings.HasPrefix(strings.TrimPrefix(path, ".metadata.labels."), ignoredLabelPrefix) {
 			return true
 		}
+		// ferry's own annotations (a pod volume restore's bookkeeping).
+		if strings.HasPrefix(path, ".metadata.annotations.") && strings.HasPrefix(strings.TrimPrefix(path, ".metadata.annotations."), ignoredLabelPrefix) {
+			return true
+		}
 		return false
 	}
 	for k, v := range out.Object {

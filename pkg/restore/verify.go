@@ -185,12 +185,27 @@ func (a *applier) verify(ctx context.Context, it *Item) report.Result {
 
 // liveForCompare is the target's object as a comparison sees it: a Pod
 // without the service-account token volume its admission injected
-// (transform.DropTokenVolumes), which the restore drops from the backup's.
+// (transform.DropTokenVolumes), which the restore drops from the backup's,
+// and without the ferry-restore-wait init container a restore of its
+// volume data added (transform.PodVolumes).
 func liveForCompare(cur *unstructured.Unstructured) *unstructured.Unstructured {
 	if cur.GetKind() != "Pod" {
 		return cur
 	}
 	live := cur.DeepCopy()
 	transform.DropTokenVolumes(live)
+	if inits, ok, _ := unstructured.NestedSlice(live.Object, "spec", "initContainers"); ok {
+		kept := inits[:0]
+		for _, c := range inits {
+			if m, _ := c.(map[string]any); m["name"] != transform.RestoreWaitContainer {
+				kept = append(kept, c)
+			}
+		}
+		if len(kept) == 0 {
+			unstructured.RemoveNestedField(live.Object, "spec", "initContainers")
+		} else {
+			_ = unstructured.SetNestedSlice(live.Object, kept, "spec", "initContainers")
+		}
+	}
 	return live
 }
