@@ -18,6 +18,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // Verify compares every object of backup opts.Spec.BackupName with
@@ -86,9 +87,16 @@ func Verify(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opt
 	if err := ap.run(ctx); err != nil {
 		return nil, err
 	}
+	vrec, err := loadVolumeRecord(ctx, loc, b.Name)
+	if err != nil {
+		return nil, err
+	}
 	v := report.NewVerification(b.Name, results)
 	if rec != nil {
 		v.Images = imageArtifacts(rec)
+	}
+	if vrec != nil {
+		v.Volumes = volumeArtifacts(vrec)
 	}
 	v.TargetServer = cluster.Config.Host
 	if b.Status.SourceCluster != nil {
@@ -125,6 +133,27 @@ func imageArtifacts(rec *images.Record) []report.Artifact {
 	}
 	for _, m := range rec.Malformed {
 		out = append(out, report.Artifact{Name: m, Outcome: "malformed"})
+	}
+	return out
+}
+
+// volumeArtifacts are the report's volume rows: each pod volume the
+// backup copied (snapshot, files, bytes) or failed, and those it skipped.
+func volumeArtifacts(rec *volumes.BackupRecord) []report.Artifact {
+	var out []report.Artifact
+	for _, pv := range rec.Volumes {
+		a := report.Artifact{Name: pv.Namespace + "/" + pv.Pod + " " + pv.Volume, Outcome: "backed up"}
+		switch {
+		case pv.Error != "":
+			a.Outcome, a.Message = "failed", pv.Error
+		case pv.SnapshotResult != nil:
+			a.Detail = "snapshot " + pv.SnapshotID
+			a.Message = fmt.Sprintf("%d files, %d bytes", pv.Files, pv.Bytes)
+		}
+		out = append(out, a)
+	}
+	for _, s := range rec.Skipped {
+		out = append(out, report.Artifact{Name: s.Namespace + "/" + s.Pod + " " + s.Volume, Outcome: "skipped", Message: s.Reason})
 	}
 	return out
 }
