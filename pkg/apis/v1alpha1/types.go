@@ -40,6 +40,19 @@ const (
 )
 
 // Backup is one backup: its spec (what was asked) and status (what happened).
+// In server mode it is a namespaced custom resource in the server's
+// namespace; a new one (phase "" or New) is taken once by `ferry server`.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=ferry
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Items",type=integer,JSONPath=`.status.progress.itemsBackedUp`
+// +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errors`
+// +kubebuilder:printcolumn:name="Warnings",type=integer,JSONPath=`.status.warnings`
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.storageLocationName`
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiration`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Backup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -58,6 +71,7 @@ type BackupSpec struct {
 	// LabelSelector is a label selector in kubectl syntax ("app=web,tier!=db").
 	LabelSelector string `json:"labelSelector,omitempty"`
 	// IncludeClusterResources is "auto" (default), "true" or "false".
+	// +kubebuilder:validation:Enum=auto;"true";"false"
 	IncludeClusterResources string `json:"includeClusterResources,omitempty"`
 	// StorageLocation is the URL of the backup storage location (credentials never included).
 	StorageLocation string `json:"storageLocation,omitempty"`
@@ -69,10 +83,20 @@ type BackupSpec struct {
 	// so that a target that no longer serves the preferred version can
 	// still take the objects.
 	PreferredVersionOnly bool `json:"preferredVersionOnly,omitempty"`
+	// StorageLocationName names the BackupStorageLocation (server mode) to
+	// write to; empty means the location marked default.
+	// +optional
+	StorageLocationName string `json:"storageLocationName,omitempty"`
+	// TTL is how long the backup is kept (server mode): after
+	// status.startTimestamp + TTL the server's garbage collector deletes it
+	// from the store and the cluster. Empty or zero: kept until deleted.
+	// +optional
+	TTL *metav1.Duration `json:"ttl,omitempty"`
 }
 
 // BackupStatus reports a backup's outcome.
 type BackupStatus struct {
+	// +kubebuilder:validation:Enum=New;InProgress;Completed;PartiallyFailed;Failed;Incomplete
 	Phase               Phase           `json:"phase,omitempty"`
 	StartTimestamp      *metav1.Time    `json:"startTimestamp,omitempty"`
 	CompletionTimestamp *metav1.Time    `json:"completionTimestamp,omitempty"`
@@ -86,6 +110,10 @@ type BackupStatus struct {
 	ResourceCounts map[string]int `json:"resourceCounts,omitempty"`
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
+	// Expiration is when the garbage collector deletes the backup
+	// (startTimestamp + spec.ttl), set by the server; nil: never.
+	// +optional
+	Expiration *metav1.Time `json:"expiration,omitempty"`
 }
 
 // RetryCounts counts requests retried after transient failures: to the
@@ -124,7 +152,19 @@ type ArchiveSummary struct {
 	Encryption string `json:"encryption,omitempty"`
 }
 
-// Restore is one restore of a backup into a cluster.
+// Restore is one restore of a backup into a cluster. In server mode it is
+// a namespaced custom resource in the server's namespace, restored into the
+// server's own cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=ferry
+// +kubebuilder:printcolumn:name="Backup",type=string,JSONPath=`.spec.backupName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Created",type=integer,JSONPath=`.status.counts.created`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.counts.failed`
+// +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errors`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Restore struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -144,6 +184,7 @@ const (
 
 // RestoreSpec says what to restore and how.
 type RestoreSpec struct {
+	// +kubebuilder:validation:MinLength=1
 	BackupName string `json:"backupName"`
 	// FromVelero says BackupName is a backup made by Velero, read from its
 	// own object-store and archive layout.
@@ -153,7 +194,8 @@ type RestoreSpec struct {
 	IncludedResources  []string `json:"includedResources,omitempty"`
 	ExcludedResources  []string `json:"excludedResources,omitempty"`
 	// NamespaceMapping maps source namespace names to target names.
-	NamespaceMapping       map[string]string      `json:"namespaceMapping,omitempty"`
+	NamespaceMapping map[string]string `json:"namespaceMapping,omitempty"`
+	// +kubebuilder:validation:Enum=none;update
 	ExistingResourcePolicy ExistingResourcePolicy `json:"existingResourcePolicy,omitempty"`
 	PreserveNodePorts      bool                   `json:"preserveNodePorts,omitempty"`
 	// RestoreStatus lists resources whose .status is restored too.
@@ -170,10 +212,19 @@ type RestoreSpec struct {
 	// DryRun plans the restore and checks every object with server-side
 	// dry-run requests; nothing is written to the target or the store.
 	DryRun bool `json:"dryRun,omitempty"`
+	// StorageLocationName names the BackupStorageLocation (server mode) to
+	// read the backup from; empty means the location marked default.
+	// +optional
+	StorageLocationName string `json:"storageLocationName,omitempty"`
+	// CRDTimeout bounds the wait for each restored CRD to be Established
+	// (default 60s).
+	// +optional
+	CRDTimeout *metav1.Duration `json:"crdTimeout,omitempty"`
 }
 
 // RestoreStatus reports a restore's outcome.
 type RestoreStatus struct {
+	// +kubebuilder:validation:Enum=New;InProgress;Completed;PartiallyFailed;Failed;Incomplete
 	Phase               Phase         `json:"phase,omitempty"`
 	StartTimestamp      *metav1.Time  `json:"startTimestamp,omitempty"`
 	CompletionTimestamp *metav1.Time  `json:"completionTimestamp,omitempty"`
@@ -184,6 +235,17 @@ type RestoreStatus struct {
 	TargetCluster       *ClusterInfo  `json:"targetCluster,omitempty"`
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
+	// Progress counts items as they finish while the restore runs
+	// (server mode); nil before it starts.
+	// +optional
+	Progress *RestoreProgress `json:"progress,omitempty"`
+}
+
+// RestoreProgress counts a running restore's items: TotalItems planned,
+// ItemsRestored finished (whatever their outcome).
+type RestoreProgress struct {
+	TotalItems    int `json:"totalItems"`
+	ItemsRestored int `json:"itemsRestored"`
 }
 
 // RestoreCounts counts items by outcome. Every item of the plan lands in
