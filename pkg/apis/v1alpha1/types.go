@@ -97,15 +97,18 @@ type BackupSpec struct {
 // BackupStatus reports a backup's outcome.
 type BackupStatus struct {
 	// +kubebuilder:validation:Enum=New;InProgress;Completed;PartiallyFailed;Failed;Incomplete
-	Phase               Phase           `json:"phase,omitempty"`
-	StartTimestamp      *metav1.Time    `json:"startTimestamp,omitempty"`
-	CompletionTimestamp *metav1.Time    `json:"completionTimestamp,omitempty"`
-	Progress            BackupProgress  `json:"progress"`
-	Warnings            int             `json:"warnings"`
-	Errors              int             `json:"errors"`
-	FailureReason       string          `json:"failureReason,omitempty"`
-	SourceCluster       *ClusterInfo    `json:"sourceCluster,omitempty"`
-	Archive             *ArchiveSummary `json:"archive,omitempty"`
+	Phase               Phase        `json:"phase,omitempty"`
+	StartTimestamp      *metav1.Time `json:"startTimestamp,omitempty"`
+	CompletionTimestamp *metav1.Time `json:"completionTimestamp,omitempty"`
+	// +optional
+	Progress BackupProgress `json:"progress"`
+	// +optional
+	Warnings int `json:"warnings"`
+	// +optional
+	Errors        int             `json:"errors"`
+	FailureReason string          `json:"failureReason,omitempty"`
+	SourceCluster *ClusterInfo    `json:"sourceCluster,omitempty"`
+	Archive       *ArchiveSummary `json:"archive,omitempty"`
 	// ResourceCounts counts backed-up items by group-resource ("deployments.apps").
 	ResourceCounts map[string]int `json:"resourceCounts,omitempty"`
 	// Retries counts the requests retried after transient failures.
@@ -225,14 +228,17 @@ type RestoreSpec struct {
 // RestoreStatus reports a restore's outcome.
 type RestoreStatus struct {
 	// +kubebuilder:validation:Enum=New;InProgress;Completed;PartiallyFailed;Failed;Incomplete
-	Phase               Phase         `json:"phase,omitempty"`
-	StartTimestamp      *metav1.Time  `json:"startTimestamp,omitempty"`
-	CompletionTimestamp *metav1.Time  `json:"completionTimestamp,omitempty"`
-	Counts              RestoreCounts `json:"counts"`
-	Warnings            int           `json:"warnings"`
-	Errors              int           `json:"errors"`
-	FailureReason       string        `json:"failureReason,omitempty"`
-	TargetCluster       *ClusterInfo  `json:"targetCluster,omitempty"`
+	Phase               Phase        `json:"phase,omitempty"`
+	StartTimestamp      *metav1.Time `json:"startTimestamp,omitempty"`
+	CompletionTimestamp *metav1.Time `json:"completionTimestamp,omitempty"`
+	// +optional
+	Counts RestoreCounts `json:"counts"`
+	// +optional
+	Warnings int `json:"warnings"`
+	// +optional
+	Errors        int          `json:"errors"`
+	FailureReason string       `json:"failureReason,omitempty"`
+	TargetCluster *ClusterInfo `json:"targetCluster,omitempty"`
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
 	// Progress counts items as they finish while the restore runs
