@@ -56,6 +56,7 @@ func (f *backupFlags) spec() v1alpha1.BackupSpec {
 func newBackupCreateCmd(g *globals) *cobra.Command {
 	var f backupFlags
 	var cf cryptFlags
+	var sm serverMode
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Back up the cluster's API objects into the backup storage location",
@@ -67,6 +68,13 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			}
 			if err := cf.validate(); err != nil {
 				return err
+			}
+			if on, err := sm.enabled(g, cmd); err != nil {
+				return err
+			} else if on {
+				spec := f.spec()
+				spec.EncryptionRecipients = cf.recipients
+				return sm.createBackupCR(ctx, g, args[0], spec)
 			}
 			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
@@ -93,6 +101,7 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 	}
 	f.register(cmd)
 	cf.registerRecipients(cmd)
+	sm.register(cmd, true)
 	return cmd
 }
 

@@ -102,6 +102,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	var f restoreFlags
 	var cf cryptFlags
 	var from, fromVelero string
+	var sm serverMode
 	cmd := &cobra.Command{
 		Use:   "create [NAME] --from-backup BACKUP",
 		Short: "Restore a backup into the cluster",
@@ -132,6 +133,11 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			if err := cf.validate(); err != nil {
 				return err
 			}
+			if on, err := sm.enabled(g, cmd); err != nil {
+				return err
+			} else if on {
+				return sm.createRestoreCR(ctx, g, name, spec, f.crdTimeout)
+			}
 			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
 				return err
@@ -148,6 +154,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&fromVelero, "from-velero-backup", "", "name of a backup made by Velero in --storage (its backups/<name>/velero-backup.json and <name>.tar.gz) to restore instead")
 	f.register(cmd, true)
 	cf.registerIdentity(cmd)
+	sm.register(cmd, false)
 	return cmd
 }
 
