@@ -8,11 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -399,53 +396,6 @@ func TestServer(t *testing.T) {
 	})
 }
 
-// holdProxy is a reverse proxy to an S3 server that holds every request
-// for an archive (*.tar.gz) while held is set.
-type holdProxy struct {
-	mu       sync.Mutex
-	held     bool
-	release  chan struct{}
-	arrived  chan struct{}
-	srv      *http.Server
-	endpoint string
-}
-
-func startHoldProxy(t *testing.T, target string) *holdProxy {
-	u, _ := url.Parse(target)
-	rp := httputil.NewSingleHostReverseProxy(u)
-	p := &holdProxy{release: make(chan struct{}), arrived: make(chan struct{}, 100)}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	p.endpoint = "http://" + l.Addr().String()
-	p.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		held, release := p.held, p.release
-		p.mu.Unlock()
-		if held && strings.Contains(r.URL.Path, ".tar.gz") {
-			p.arrived <- struct{}{}
-			select {
-			case <-release:
-			case <-r.Context().Done():
-				return
-			}
-		}
-		rp.ServeHTTP(w, r)
-	})}
-	go func() { _ = p.srv.Serve(l) }()
-	t.Cleanup(func() { p.srv.Close() })
-	return p
-}
-
-func (p *holdProxy) hold(on bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.held = on
-	if !on {
-		close(p.release)
-		p.release = make(chan struct{})
-	}
-}
-
 // TestRestartMidBackup stops the server while a backup's archive upload is
 // held: the Backup stays InProgress in the cluster (nothing is written at
 // stop) and Incomplete in the store. The next server marks it Failed with
@@ -464,23 +414,24 @@ func TestRestartMidBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	must(t, s3.CreateBucket(ctx, "ferry"))
-	proxy := startHoldProxy(t, s3.Endpoint)
-	bucketURL := strings.Replace(s3.URL("ferry"), s3.Endpoint, proxy.endpoint, 1)
+	proxy, err := testenv.StartHoldProxy(t, s3.Endpoint)
+	must(t, err)
+	bucketURL := strings.Replace(s3.URL("ferry"), s3.Endpoint, proxy.Endpoint, 1)
 	s := setupSite(t, c, s3, bucketURL)
 	s.start(t, controller.Options{LeaderElect: true, LeaseDuration: 3 * time.Second})
 
-	proxy.hold(true)
+	proxy.Hold(".tar.gz")
 	b := v1alpha1.NewBackup("killed")
 	b.Namespace = ns
 	must(t, s.cl.Create(ctx, b))
 	select {
-	case <-proxy.arrived:
+	case <-proxy.Arrived:
 	case <-time.After(60 * time.Second):
 		t.Fatal("the archive upload never started")
 	}
 	waitBackup(t, s, "killed", 5*time.Second, v1alpha1.PhaseInProgress)
 	s.stop()
-	proxy.hold(false)
+	proxy.Release()
 	if got := waitBackup(t, s, "killed", time.Second, v1alpha1.PhaseInProgress); got.Status.CompletionTimestamp != nil {
 		t.Fatalf("stopped server finished the backup: %+v", got.Status)
 	}
