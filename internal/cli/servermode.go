@@ -46,7 +46,7 @@ func (s *serverMode) register(cmd *cobra.Command, withTTL bool) {
 func (s *serverMode) enabled(g *globals, cmd *cobra.Command) (bool, error) {
 	on := s.on || os.Getenv(EnvMode) == "server"
 	if !on {
-		for _, f := range []string{"storage-location", "wait", "ttl"} {
+		for _, f := range []string{"namespace", "storage-location", "wait", "ttl"} {
 			if cmd.Flags().Changed(f) {
 				return false, fmt.Errorf("--%s is for server mode (--server or %s=server)", f, EnvMode)
 			}

@@ -293,10 +293,12 @@ func TestServer(t *testing.T) {
 		for name, spec := range map[string]v1alpha1.BackupStorageLocationSpec{
 			"wrongcred": {URL: s3.URL("ferry"), Credential: &v1alpha1.SecretReference{Name: "wrong"}},
 			"nobucket":  {URL: s3.URL("nosuchbucket"), Credential: &v1alpha1.SecretReference{Name: "creds"}},
+			"folder":    {URL: strings.Replace(s3.URL("ferry"), "ferry?", "ferry/sub?", 1), Credential: &v1alpha1.SecretReference{Name: "creds"}},
+			"nosecret":  {URL: s3.URL("ferry"), Credential: &v1alpha1.SecretReference{Name: "nosuch"}},
 		} {
 			must(t, src.cl.Create(ctx, &v1alpha1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}))
 		}
-		for name, want := range map[string]string{"wrongcred": "access denied", "nobucket": "not found"} {
+		for name, want := range map[string]string{"wrongcred": "access denied", "nobucket": "not found", "folder": "names a bucket, not a folder", "nosecret": `secrets "nosuch" not found`} {
 			bsl := &v1alpha1.BackupStorageLocation{}
 			eventually(t, 10*time.Second, "location "+name, func() error {
 				must(t, src.cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bsl))

@@ -230,10 +230,13 @@ func deployment(o Options, m metav1.ObjectMeta) *appsv1.Deployment {
 						{Name: "metrics", ContainerPort: 8085}, {Name: "probes", ContainerPort: 8086},
 					},
 					LivenessProbe: probe("/healthz"), ReadinessProbe: probe("/readyz"),
-					Resources: o.ServerResources,
+					// The root filesystem is read-only; /tmp is scratch space.
+					VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+					Resources:    o.ServerResources,
 					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 						Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 				}},
+				Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
 			},
 		},
 	}}
