@@ -33,6 +33,9 @@ import (
 // mapped namespace) complete, so the least-privilege RBAC is enough.
 // `ferry uninstall` then removes the CRDs and the namespace.
 func TestInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
 	ctx := context.Background()
 	c, err := testenv.StartCluster(ctx, t, "inst")
 	if err != nil {

@@ -25,6 +25,9 @@ import (
 // --wait` and `restore create --server --wait` (FERRY_MODE=server), and
 // `schedule create|get|pause|unpause|delete`, with an invalid cron refused.
 func TestServerCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
 	ctx := context.Background()
 	c, err := testenv.StartCluster(ctx, t, "cli")
 	if err != nil {

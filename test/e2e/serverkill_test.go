@@ -57,6 +57,9 @@ func (p *serverProc) kill() {
 // by a killed process); the next server, once it holds the Lease, marks
 // it Failed with the reason, and a new backup completes.
 func TestServerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
 	ctx := context.Background()
 	c, err := testenv.StartCluster(ctx, t, "kill")
 	if err != nil {
