@@ -90,4 +90,7 @@ var neverRestored = map[string]string{
 	"restores.ferry.dev":          "ferry's own records of the source's restores",
 	"podvolumebackups.ferry.dev":  "ferry's own records of the source's volume backups",
 	"podvolumerestores.ferry.dev": "ferry's own records of the source's volume restores",
+	// A restored Schedule would make the target's server back the target
+	// up under the source's backup names, into the same store.
+	"schedules.ferry.dev": "the source's backup schedule; create one in the target on purpose",
 }
