@@ -56,7 +56,7 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 	fl.StringVarP(&opts.Namespace, "namespace", "n", serverNamespace(), "namespace of the server's objects, their Secrets and its leader-election Lease (env "+EnvNamespace+")")
 	fl.StringVar(&opts.MetricsAddr, "metrics-addr", ":8085", "address for Prometheus metrics on /metrics (0 disables)")
 	fl.StringVar(&opts.ProbeAddr, "probe-addr", ":8086", "address for /healthz and /readyz (0 disables)")
-	fl.BoolVar(&opts.LeaderElect, "leader-elect", true, "run the controllers only while holding the Lease ferry-server in --namespace, so that replicas never both run")
+	fl.BoolVar(&opts.LeaderElect, "leader-elect", true, "run the controllers only while holding the Lease ferry-server in --namespace, so that replicas never both run (without it, run one replica only)")
 	fl.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a stopped leader's Lease blocks the next one (renewal deadline 2/3 of it)")
 	fl.DurationVar(&opts.SyncPeriod, "sync-period", time.Minute, "how often each location's backups are synced into the cluster")
 	fl.DurationVar(&opts.ValidationPeriod, "location-validation-period", time.Minute, "how often a BackupStorageLocation is validated when its spec.validationFrequency is not set")
