@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,6 +75,7 @@ func (r *BackupReconciler) orphaned(ctx context.Context, req reconcile.Request) 
 	b.Status.Phase = v1alpha1.PhaseFailed
 	b.Status.CompletionTimestamp = &now
 	b.Status.Errors++
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonServerStopped, Message: "the ferry server running it stopped before it finished"})
 	b.Status.FailureReason = "the ferry server running this backup stopped before it finished (found InProgress at server start); its store folder is Incomplete and never restorable: remove it with `ferry backup delete " + b.Name + "`"
 	r.Log.Warn("backup left InProgress by a stopped server: marked Failed", "backup", b.Name)
 	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
@@ -86,10 +88,10 @@ func (r *BackupReconciler) orphaned(ctx context.Context, req reconcile.Request) 
 func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	bsl, err := resolveLocation(ctx, r.Client, b.Namespace, b.Spec.StorageLocationName)
 	if err != nil {
-		return r.fail(ctx, b, err.Error())
+		return r.fail(ctx, b, v1alpha1.ReasonLocationNotFound, err.Error())
 	}
 	if bsl.Status.Phase == v1alpha1.LocationUnavailable {
-		return r.fail(ctx, b, fmt.Sprintf("backup storage location %s is Unavailable: %s", bsl.Name, bsl.Status.Message))
+		return r.fail(ctx, b, v1alpha1.ReasonLocationUnavailable, fmt.Sprintf("backup storage location %s is Unavailable: %s", bsl.Name, bsl.Status.Message))
 	}
 	// Claim it: label and InProgress, each with optimistic concurrency.
 	if b.Labels == nil {
@@ -116,13 +118,13 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 
 	loc, err := openLocation(ctx, r.APIReader, bsl)
 	if err != nil {
-		return r.fail(ctx, b, err.Error())
+		return r.fail(ctx, b, v1alpha1.ReasonLocationUnavailable, err.Error())
 	}
 	defer loc.Close()
 	if len(b.Spec.EncryptionRecipients) > 0 {
 		recipients, err := store.ParseRecipients(b.Spec.EncryptionRecipients)
 		if err != nil {
-			return r.fail(ctx, b, err.Error())
+			return r.fail(ctx, b, v1alpha1.ReasonInvalidSpec, err.Error())
 		}
 		loc.SetEncryption(&store.Encryption{Recipients: recipients})
 	}
@@ -140,13 +142,14 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 		if ctx.Err() != nil {
 			return ctx.Err() // stopping: leave it InProgress for the next server
 		}
-		return r.fail(ctx, b, err.Error())
+		return r.fail(ctx, b, v1alpha1.ReasonFailed, err.Error())
 	}
 	orig := b.DeepCopy()
 	expiration := b.Status.Expiration
 	b.Status = res.Status
 	b.Status.StartTimestamp = &start
 	b.Status.Expiration = expiration
+	meta.SetStatusCondition(&b.Status.Conditions, ended(b.Status.Phase, b.Status.FailureReason))
 	if err := r.Client.Status().Patch(ctx, b, ctrl.MergeFrom(orig)); err != nil {
 		return err
 	}
@@ -173,8 +176,23 @@ func (r *BackupReconciler) reportProgress(ctx context.Context, b *v1alpha1.Backu
 	})
 }
 
-// fail ends b as Failed with reason.
-func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.Backup, reason string) error {
+// ended is ConditionSucceeded for a run that ended in phase.
+func ended(phase v1alpha1.Phase, failure string) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: string(phase), Message: failure}
+	switch phase {
+	case v1alpha1.PhaseCompleted:
+		c.Status, c.Message = metav1.ConditionTrue, "completed"
+	case v1alpha1.PhasePartiallyFailed:
+		c.Message = "some items failed: see the errors count and the results in the store"
+	}
+	if c.Message == "" {
+		c.Message = string(phase)
+	}
+	return c
+}
+
+// fail ends b as Failed with reason (a v1alpha1.Reason*) and message.
+func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.Backup, why, reason string) error {
 	orig := b.DeepCopy()
 	now := metav1.NewTime(r.Clock.Now())
 	if b.Status.StartTimestamp == nil {
@@ -184,6 +202,7 @@ func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.Backup, reason 
 	b.Status.CompletionTimestamp = &now
 	b.Status.FailureReason = reason
 	b.Status.Errors++
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: why, Message: reason})
 	r.Log.Warn("backup failed", "backup", b.Name, "reason", reason)
 	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
 	return r.Client.Status().Patch(ctx, b, ctrl.MergeFrom(orig))

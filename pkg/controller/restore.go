@@ -2,10 +2,12 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,7 +47,7 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 			return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 		}
 		if cur.Status.Phase == v1alpha1.PhaseInProgress {
-			return reconcile.Result{}, r.fail(ctx, cur, "the ferry server running this restore stopped before it finished (found InProgress at server start); create a new Restore of the same backup to finish it: what was applied comes out unchanged")
+			return reconcile.Result{}, r.fail(ctx, cur, v1alpha1.ReasonServerStopped, "the ferry server running this restore stopped before it finished (found InProgress at server start); create a new Restore of the same backup to finish it: what was applied comes out unchanged")
 		}
 	}
 	return reconcile.Result{}, nil
@@ -57,14 +59,14 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		opts.CRDTimeout = rs.Spec.CRDTimeout.Duration
 	}
 	if err := opts.Validate(); err != nil {
-		return r.fail(ctx, rs, err.Error())
+		return r.fail(ctx, rs, v1alpha1.ReasonInvalidSpec, err.Error())
 	}
 	bsl, err := resolveLocation(ctx, r.Client, rs.Namespace, rs.Spec.StorageLocationName)
 	if err != nil {
-		return r.fail(ctx, rs, err.Error())
+		return r.fail(ctx, rs, v1alpha1.ReasonLocationNotFound, err.Error())
 	}
 	if bsl.Status.Phase == v1alpha1.LocationUnavailable {
-		return r.fail(ctx, rs, fmt.Sprintf("backup storage location %s is Unavailable: %s", bsl.Name, bsl.Status.Message))
+		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, fmt.Sprintf("backup storage location %s is Unavailable: %s", bsl.Name, bsl.Status.Message))
 	}
 	start := metav1.NewTime(r.Clock.Now())
 	rs.Status.Phase = v1alpha1.PhaseInProgress
@@ -76,7 +78,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	defer restoresInProgress.Dec()
 	loc, err := openLocation(ctx, r.APIReader, bsl)
 	if err != nil {
-		return r.fail(ctx, rs, err.Error())
+		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, err.Error())
 	}
 	defer loc.Close()
 
@@ -95,12 +97,17 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return r.fail(ctx, rs, err.Error())
+		why := v1alpha1.ReasonFailed
+		if errors.Is(err, restore.ErrBackupNotRestorable) {
+			why = v1alpha1.ReasonBackupNotRestorable
+		}
+		return r.fail(ctx, rs, why, err.Error())
 	}
 	orig := rs.DeepCopy()
 	rs.Status = res.Status
 	rs.Status.StartTimestamp = &start
 	rs.Status.Progress = &v1alpha1.RestoreProgress{ItemsRestored: res.Status.Counts.Total(), TotalItems: res.Status.Counts.Total()}
+	meta.SetStatusCondition(&rs.Status.Conditions, ended(rs.Status.Phase, rs.Status.FailureReason))
 	if err := r.Client.Status().Patch(ctx, rs, ctrl.MergeFrom(orig)); err != nil {
 		return err
 	}
@@ -115,7 +122,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	return nil
 }
 
-func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, reason string) error {
+func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, why, reason string) error {
 	orig := rs.DeepCopy()
 	now := metav1.NewTime(r.Clock.Now())
 	if rs.Status.StartTimestamp == nil {
@@ -125,6 +132,7 @@ func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, reas
 	rs.Status.CompletionTimestamp = &now
 	rs.Status.FailureReason = reason
 	rs.Status.Errors++
+	meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: why, Message: reason})
 	r.Log.Warn("restore failed", "restore", rs.Name, "reason", reason)
 	restoresTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
 	return r.Client.Status().Patch(ctx, rs, ctrl.MergeFrom(orig))

@@ -159,6 +159,20 @@ func waitRestore(t *testing.T, s *site, name string, phases ...v1alpha1.Phase) *
 	return r
 }
 
+// checkCondition checks the Succeeded condition.
+func checkCondition(t *testing.T, conds []metav1.Condition, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	for _, c := range conds {
+		if c.Type == v1alpha1.ConditionSucceeded {
+			if c.Status != status || c.Reason != reason || c.Message == "" {
+				t.Errorf("condition %+v, want %s %s", c, status, reason)
+			}
+			return
+		}
+	}
+	t.Errorf("no %s condition in %+v", v1alpha1.ConditionSucceeded, conds)
+}
+
 func freeAddr(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -226,6 +240,7 @@ func TestServer(t *testing.T) {
 		if b.Labels[v1alpha1.LabelStorageLocation] != "default" {
 			t.Errorf("labels %v", b.Labels)
 		}
+		checkCondition(t, b.Status.Conditions, metav1.ConditionTrue, v1alpha1.ReasonCompleted)
 		// Store sync brings it to the target within a sync period (1s).
 		synced := waitBackup(t, dst, "b1", 5*time.Second, v1alpha1.PhaseCompleted)
 		if synced.Status.Archive == nil || synced.Status.Archive.SHA256 != b.Status.Archive.SHA256 {
@@ -319,6 +334,7 @@ func TestServer(t *testing.T) {
 			if !strings.Contains(b.Status.FailureReason, "Unavailable") || !strings.Contains(b.Status.FailureReason, want) {
 				t.Errorf("backup to %s: reason %q", name, b.Status.FailureReason)
 			}
+			checkCondition(t, b.Status.Conditions, metav1.ConditionFalse, v1alpha1.ReasonLocationUnavailable)
 			t.Logf("backup to %s failed in %s: %s", name, time.Since(start).Round(time.Millisecond), b.Status.FailureReason)
 		}
 		// An invalid cron expression.
@@ -343,6 +359,7 @@ func TestServer(t *testing.T) {
 		if !strings.Contains(r.Status.FailureReason, `backup "nosuch"`) || !strings.Contains(r.Status.FailureReason, "not found") {
 			t.Errorf("restore of a missing backup: %q", r.Status.FailureReason)
 		}
+		checkCondition(t, r.Status.Conditions, metav1.ConditionFalse, v1alpha1.ReasonBackupNotRestorable)
 	})
 
 	t.Run("schedule and TTL", func(t *testing.T) {
@@ -443,6 +460,7 @@ func TestRestartMidBackup(t *testing.T) {
 	if !strings.Contains(got.Status.FailureReason, "stopped before it finished") {
 		t.Errorf("reason %q", got.Status.FailureReason)
 	}
+	checkCondition(t, got.Status.Conditions, metav1.ConditionFalse, v1alpha1.ReasonServerStopped)
 	loc, err := store.Open(ctx, s3.URL("ferry"), store.WithCredentials(map[string]string{store.EnvAWSAccessKeyID: s3.AccessKey, store.EnvAWSSecretAccessKey: s3.SecretKey}))
 	must(t, err)
 	defer loc.Close()

@@ -33,6 +33,24 @@ const (
 	PhaseIncomplete      Phase = "Incomplete"
 )
 
+// ConditionSucceeded is set on a Backup or Restore when it ends (server
+// mode): True when Completed; False otherwise, with one of the Reason*
+// reasons and the failure as the message, so that
+// `kubectl wait --for=condition=Succeeded` works.
+const ConditionSucceeded = "Succeeded"
+
+// Reasons of ConditionSucceeded.
+const (
+	ReasonCompleted           = "Completed"
+	ReasonPartiallyFailed     = "PartiallyFailed"
+	ReasonFailed              = "Failed"
+	ReasonInvalidSpec         = "InvalidSpec"
+	ReasonLocationNotFound    = "LocationNotFound"
+	ReasonLocationUnavailable = "LocationUnavailable"
+	ReasonBackupNotRestorable = "BackupNotRestorable"
+	ReasonServerStopped       = "ServerStopped"
+)
+
 // Labels ferry puts on every restored object.
 const (
 	LabelBackup  = "ferry.dev/backup"
@@ -117,6 +135,9 @@ type BackupStatus struct {
 	// (startTimestamp + spec.ttl), set by the server; nil: never.
 	// +optional
 	Expiration *metav1.Time `json:"expiration,omitempty"`
+	// Conditions (server mode): ConditionSucceeded once it ends.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // RetryCounts counts requests retried after transient failures: to the
@@ -245,6 +266,9 @@ type RestoreStatus struct {
 	// (server mode); nil before it starts.
 	// +optional
 	Progress *RestoreProgress `json:"progress,omitempty"`
+	// Conditions (server mode): ConditionSucceeded once it ends.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // RestoreProgress counts a running restore's items: TotalItems planned,
