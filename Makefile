@@ -4,8 +4,10 @@ GO ?= go
 BIN := bin
 TOOLS_BIN := $(or $(FERRY_TOOLS_BIN),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ferry/bin)
 STATICCHECK_VERSION := v0.8.2
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 
-.PHONY: all build control-plane tools demo test unit lint bench fuzz clean
+.PHONY: all build control-plane tools generate demo test unit lint bench fuzz clean
 
 all: build
 
@@ -22,11 +24,19 @@ control-plane:
 
 tools:
 	@test -x $(TOOLS_BIN)/staticcheck || GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@test -x $(CONTROLLER_GEN) || { GOBIN=$(TOOLS_BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) && mv $(TOOLS_BIN)/controller-gen $(CONTROLLER_GEN); }
+
+# Deepcopy functions and CRD YAML from pkg/apis/v1alpha1 (controller-gen).
+# `make lint` fails when they are stale (hack/verify-generated.sh).
+generate: tools
+	$(CONTROLLER_GEN) object paths=./pkg/apis/...
+	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:dir=config/crd
 
 demo: control-plane build
 	$(GO) run ./test/demo -ferry $(BIN)/ferry
 
 lint: tools
+	hack/verify-generated.sh
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(TOOLS_BIN)/staticcheck ./...

@@ -59,6 +59,7 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 	var cf cryptFlags
 	var imf imageModeFlags
 	var vf volumeFlags
+	var sm serverMode
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Back up the cluster's API objects into the backup storage location",
@@ -77,6 +78,15 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			}
 			if err := vf.validate(); err != nil {
 				return err
+			}
+			if on, err := sm.enabled(g, cmd); err != nil {
+				return err
+			} else if on {
+				spec := f.spec()
+				spec.EncryptionRecipients = cf.recipients
+				imf.applyBackup(&spec)
+				spec.DefaultVolumesToFsBackup = vf.defaultToFS
+				return sm.createBackupCR(ctx, g, args[0], spec)
 			}
 			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
@@ -120,6 +130,7 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 	imf.registerMappings(cmd, false)
 	imf.register(cmd, "image-concurrency")
 	vf.registerBackup(cmd)
+	sm.register(cmd, true)
 	return cmd
 }
 

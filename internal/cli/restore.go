@@ -104,6 +104,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	var imf imageModeFlags
 	var from, fromVelero string
 	var vf volumeFlags
+	var sm serverMode
 	cmd := &cobra.Command{
 		Use:   "create [NAME] --from-backup BACKUP",
 		Short: "Restore a backup into the cluster",
@@ -139,6 +140,11 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			if err := cf.validate(); err != nil {
 				return err
 			}
+			if on, err := sm.enabled(g, cmd); err != nil {
+				return err
+			} else if on {
+				return sm.createRestoreCR(ctx, g, name, spec, f.crdTimeout)
+			}
 			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
 				return err
@@ -165,6 +171,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	imf.registerRestore(cmd, true)
 	imf.register(cmd, "image-concurrency")
 	vf.registerRestore(cmd)
+	sm.register(cmd, false)
 	return cmd
 }
 

@@ -83,4 +83,14 @@ var neverRestored = map[string]string{
 	"ipaddresses.networking.k8s.io":            "ClusterIP allocations of the source; the target allocates its own",
 	"tokenreviews.authentication.k8s.io":       "not stored state",
 	"selfsubjectreviews.authentication.k8s.io": "not stored state",
+	// ferry's own records (server mode): the target's server would take a
+	// restored Backup or Restore, whose status is dropped, as a new one and
+	// run it; the store, not the archive, carries backups to the target.
+	"backups.ferry.dev":           "ferry's own records; store sync brings the backups",
+	"restores.ferry.dev":          "ferry's own records of the source's restores",
+	"podvolumebackups.ferry.dev":  "ferry's own records of the source's volume backups",
+	"podvolumerestores.ferry.dev": "ferry's own records of the source's volume restores",
+	// A restored Schedule would make the target's server back the target
+	// up under the source's backup names, into the same store.
+	"schedules.ferry.dev": "the source's backup schedule; create one in the target on purpose",
 }

@@ -126,3 +126,26 @@ func TestPlanWarnsUnmatched(t *testing.T) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+// ferry's own records are never restored: the target's server would run a
+// restored Backup (its status dropped) as a new one, and a restored
+// Schedule would back the target up under the source's names. Locations
+// (and their Secrets) are restored.
+func TestPlanSkipsFerryRecords(t *testing.T) {
+	var items []archive.Item
+	for _, r := range []string{"backups", "restores", "schedules", "podvolumebackups", "podvolumerestores", "backupstoragelocations"} {
+		items = append(items, item("ferry.dev", r, "ferry", r, `{"kind":"X","metadata":{"name":"`+r+`"}}`))
+	}
+	p, err := buildPlan(items, &Options{Name: "r", Spec: v1alpha1.RestoreSpec{BackupName: "b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range p.Items {
+		if skipped := it.Skip != ""; skipped != (it.Name != "backupstoragelocations") {
+			t.Errorf("%s: skip %q", it.Name, it.Skip)
+		}
+	}
+	if len(p.Items) != 6 {
+		t.Errorf("%d items planned", len(p.Items))
+	}
+}

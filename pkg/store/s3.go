@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	gcaws "gocloud.dev/aws"
@@ -50,7 +51,7 @@ func (c countingRetryer) RetryDelay(attempt int, err error) (time.Duration, erro
 // query parameters of gocloud.dev's s3blob URL opener (use_path_style,
 // disable_https, accelerate, ssetype, kmskeyid, and the AWS ones: region,
 // endpoint, profile, ...); see https://gocloud.dev/howto/blob/#s3.
-func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
+func openS3(ctx context.Context, u *url.URL, creds map[string]string) (*blob.Bucket, error) {
 	q := u.Query()
 	var s3opts []func(*s3.Options)
 	bopts := &s3blob.Options{}
@@ -87,9 +88,15 @@ func openS3(ctx context.Context, u *url.URL) (*blob.Bucket, error) {
 	if strings.Trim(u.Path, "/") != "" {
 		return nil, fmt.Errorf("an s3 URL names a bucket, not a folder: use s3://%s?prefix=%s/ for a key prefix", u.Host, strings.Trim(u.Path, "/"))
 	}
+	if creds[EnvAWSRegion] != "" && q.Get("region") == "" {
+		q.Set("region", creds[EnvAWSRegion])
+	}
 	cfg, err := gcaws.V2ConfigFromURLParams(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	if creds[EnvAWSAccessKeyID] != "" {
+		cfg.Credentials = aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(creds[EnvAWSAccessKeyID], creds[EnvAWSSecretAccessKey], creds[EnvAWSSessionToken]))
 	}
 	cfg.Retryer = func() aws.Retryer {
 		return countingRetryer{retry.NewStandard(func(o *retry.StandardOptions) {

@@ -67,10 +67,14 @@ func DefaultURL() string {
 }
 
 // Open opens the location at rawURL and checks that it is reachable with
-// the credentials in the environment. Errors name the location (without
-// credentials) and say whether the cause is access, absence or the URL.
-// file:// locations are created if missing.
-func Open(ctx context.Context, rawURL string) (*Location, error) {
+// the credentials in the environment (or those of WithCredentials). Errors
+// name the location (without credentials) and say whether the cause is
+// access, absence or the URL. file:// locations are created if missing.
+func Open(ctx context.Context, rawURL string, opts ...OpenOption) (*Location, error) {
+	var o openOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if rawURL == "" {
 		rawURL = DefaultURL()
 	}
@@ -99,9 +103,12 @@ func Open(ctx context.Context, rawURL string) (*Location, error) {
 		u.RawQuery = q.Encode()
 		openURL = u.String()
 	}
+	if err := o.check(u.Scheme); err != nil {
+		return nil, fmt.Errorf("backup storage location %s: %w", Redact(rawURL), err)
+	}
 	var b *blob.Bucket
 	if u.Scheme == "s3" {
-		b, err = openS3(ctx, u)
+		b, err = openS3(ctx, u, o.credentials)
 	} else {
 		b, err = blob.OpenBucket(ctx, openURL)
 	}

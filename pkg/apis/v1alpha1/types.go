@@ -33,6 +33,24 @@ const (
 	PhaseIncomplete      Phase = "Incomplete"
 )
 
+// ConditionSucceeded is set on a Backup or Restore when it ends (server
+// mode): True when Completed; False otherwise, with one of the Reason*
+// reasons and the failure as the message, so that
+// `kubectl wait --for=condition=Succeeded` works.
+const ConditionSucceeded = "Succeeded"
+
+// Reasons of ConditionSucceeded.
+const (
+	ReasonCompleted           = "Completed"
+	ReasonPartiallyFailed     = "PartiallyFailed"
+	ReasonFailed              = "Failed"
+	ReasonInvalidSpec         = "InvalidSpec"
+	ReasonLocationNotFound    = "LocationNotFound"
+	ReasonLocationUnavailable = "LocationUnavailable"
+	ReasonBackupNotRestorable = "BackupNotRestorable"
+	ReasonServerStopped       = "ServerStopped"
+)
+
 // Labels ferry puts on every restored object.
 const (
 	LabelBackup  = "ferry.dev/backup"
@@ -40,6 +58,19 @@ const (
 )
 
 // Backup is one backup: its spec (what was asked) and status (what happened).
+// In server mode it is a namespaced custom resource in the server's
+// namespace; a new one (phase "" or New) is taken once by `ferry server`.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=ferry
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Items",type=integer,JSONPath=`.status.progress.itemsBackedUp`
+// +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errors`
+// +kubebuilder:printcolumn:name="Warnings",type=integer,JSONPath=`.status.warnings`
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.storageLocationName`
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiration`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Backup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -58,6 +89,7 @@ type BackupSpec struct {
 	// LabelSelector is a label selector in kubectl syntax ("app=web,tier!=db").
 	LabelSelector string `json:"labelSelector,omitempty"`
 	// IncludeClusterResources is "auto" (default), "true" or "false".
+	// +kubebuilder:validation:Enum=auto;"true";"false"
 	IncludeClusterResources string `json:"includeClusterResources,omitempty"`
 	// StorageLocation is the URL of the backup storage location (credentials never included).
 	StorageLocation string `json:"storageLocation,omitempty"`
@@ -82,19 +114,32 @@ type BackupSpec struct {
 	// never copied; without it only volumes named in a pod's
 	// backup.ferry.dev/backup-volumes annotation are.
 	DefaultVolumesToFsBackup bool `json:"defaultVolumesToFsBackup,omitempty"`
+	// StorageLocationName names the BackupStorageLocation (server mode) to
+	// write to; empty means the location marked default.
+	// +optional
+	StorageLocationName string `json:"storageLocationName,omitempty"`
+	// TTL is how long the backup is kept (server mode): after
+	// status.startTimestamp + TTL the server's garbage collector deletes it
+	// from the store and the cluster. Empty or zero: kept until deleted.
+	// +optional
+	TTL *metav1.Duration `json:"ttl,omitempty"`
 }
 
 // BackupStatus reports a backup's outcome.
 type BackupStatus struct {
-	Phase               Phase           `json:"phase,omitempty"`
-	StartTimestamp      *metav1.Time    `json:"startTimestamp,omitempty"`
-	CompletionTimestamp *metav1.Time    `json:"completionTimestamp,omitempty"`
-	Progress            BackupProgress  `json:"progress"`
-	Warnings            int             `json:"warnings"`
-	Errors              int             `json:"errors"`
-	FailureReason       string          `json:"failureReason,omitempty"`
-	SourceCluster       *ClusterInfo    `json:"sourceCluster,omitempty"`
-	Archive             *ArchiveSummary `json:"archive,omitempty"`
+	// +kubebuilder:validation:Enum=New;InProgress;Completed;PartiallyFailed;Failed;Incomplete
+	Phase               Phase        `json:"phase,omitempty"`
+	StartTimestamp      *metav1.Time `json:"startTimestamp,omitempty"`
+	CompletionTimestamp *metav1.Time `json:"completionTimestamp,omitempty"`
+	// +optional
+	Progress BackupProgress `json:"progress"`
+	// +optional
+	Warnings int `json:"warnings"`
+	// +optional
+	Errors        int             `json:"errors"`
+	FailureReason string          `json:"failureReason,omitempty"`
+	SourceCluster *ClusterInfo    `json:"sourceCluster,omitempty"`
+	Archive       *ArchiveSummary `json:"archive,omitempty"`
 	// ResourceCounts counts backed-up items by group-resource ("deployments.apps").
 	ResourceCounts map[string]int `json:"resourceCounts,omitempty"`
 	// Retries counts the requests retried after transient failures.
@@ -106,6 +151,13 @@ type BackupStatus struct {
 	// backup did not back up volume data); the per-volume records are in
 	// backups/<name>/<name>-volumes.json.
 	PodVolumes *PodVolumeSummary `json:"podVolumes,omitempty"`
+	// Expiration is when the garbage collector deletes the backup
+	// (startTimestamp + spec.ttl), set by the server; nil: never.
+	// +optional
+	Expiration *metav1.Time `json:"expiration,omitempty"`
+	// Conditions (server mode): ConditionSucceeded once it ends.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // ImagesSummary pins a backup's images file: its key and SHA-256 (hex),
@@ -181,7 +233,19 @@ type ArchiveSummary struct {
 	Encryption string `json:"encryption,omitempty"`
 }
 
-// Restore is one restore of a backup into a cluster.
+// Restore is one restore of a backup into a cluster. In server mode it is
+// a namespaced custom resource in the server's namespace, restored into the
+// server's own cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=ferry
+// +kubebuilder:printcolumn:name="Backup",type=string,JSONPath=`.spec.backupName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Created",type=integer,JSONPath=`.status.counts.created`
+// +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.counts.failed`
+// +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errors`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Restore struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -201,6 +265,7 @@ const (
 
 // RestoreSpec says what to restore and how.
 type RestoreSpec struct {
+	// +kubebuilder:validation:MinLength=1
 	BackupName string `json:"backupName"`
 	// FromVelero says BackupName is a backup made by Velero, read from its
 	// own object-store and archive layout.
@@ -210,7 +275,8 @@ type RestoreSpec struct {
 	IncludedResources  []string `json:"includedResources,omitempty"`
 	ExcludedResources  []string `json:"excludedResources,omitempty"`
 	// NamespaceMapping maps source namespace names to target names.
-	NamespaceMapping       map[string]string      `json:"namespaceMapping,omitempty"`
+	NamespaceMapping map[string]string `json:"namespaceMapping,omitempty"`
+	// +kubebuilder:validation:Enum=none;update
 	ExistingResourcePolicy ExistingResourcePolicy `json:"existingResourcePolicy,omitempty"`
 	PreserveNodePorts      bool                   `json:"preserveNodePorts,omitempty"`
 	// RestoreStatus lists resources whose .status is restored too.
@@ -237,18 +303,30 @@ type RestoreSpec struct {
 	// ImagesRequired makes a failed image push, or an image reference that
 	// cannot be rewritten, fail the restore.
 	ImagesRequired bool `json:"imagesRequired,omitempty"`
+	// StorageLocationName names the BackupStorageLocation (server mode) to
+	// read the backup from; empty means the location marked default.
+	// +optional
+	StorageLocationName string `json:"storageLocationName,omitempty"`
+	// CRDTimeout bounds the wait for each restored CRD to be Established
+	// (default 60s).
+	// +optional
+	CRDTimeout *metav1.Duration `json:"crdTimeout,omitempty"`
 }
 
 // RestoreStatus reports a restore's outcome.
 type RestoreStatus struct {
-	Phase               Phase         `json:"phase,omitempty"`
-	StartTimestamp      *metav1.Time  `json:"startTimestamp,omitempty"`
-	CompletionTimestamp *metav1.Time  `json:"completionTimestamp,omitempty"`
-	Counts              RestoreCounts `json:"counts"`
-	Warnings            int           `json:"warnings"`
-	Errors              int           `json:"errors"`
-	FailureReason       string        `json:"failureReason,omitempty"`
-	TargetCluster       *ClusterInfo  `json:"targetCluster,omitempty"`
+	// +kubebuilder:validation:Enum=New;InProgress;Completed;PartiallyFailed;Failed;Incomplete
+	Phase               Phase        `json:"phase,omitempty"`
+	StartTimestamp      *metav1.Time `json:"startTimestamp,omitempty"`
+	CompletionTimestamp *metav1.Time `json:"completionTimestamp,omitempty"`
+	// +optional
+	Counts RestoreCounts `json:"counts"`
+	// +optional
+	Warnings int `json:"warnings"`
+	// +optional
+	Errors        int          `json:"errors"`
+	FailureReason string       `json:"failureReason,omitempty"`
+	TargetCluster *ClusterInfo `json:"targetCluster,omitempty"`
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
 	// ImagesPushed and ImagesFailed count the images pushed from the
@@ -257,6 +335,20 @@ type RestoreStatus struct {
 	ImagesFailed int `json:"imagesFailed,omitempty"`
 	// PodVolumes summarizes the pod volume data restored (nil when none was).
 	PodVolumes *PodVolumeSummary `json:"podVolumes,omitempty"`
+	// Progress counts items as they finish while the restore runs
+	// (server mode); nil before it starts.
+	// +optional
+	Progress *RestoreProgress `json:"progress,omitempty"`
+	// Conditions (server mode): ConditionSucceeded once it ends.
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// RestoreProgress counts a running restore's items: TotalItems planned,
+// ItemsRestored finished (whatever their outcome).
+type RestoreProgress struct {
+	TotalItems    int `json:"totalItems"`
+	ItemsRestored int `json:"itemsRestored"`
 }
 
 // RestoreCounts counts items by outcome. Every item of the plan lands in

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeferry/ferry/pkg/install"
+)
+
+// installFlags are the flags of install and uninstall.
+type installFlags struct {
+	namespace                          string
+	image                              string
+	serverRequests, serverLimits       string
+	nodeAgentRequests, nodeAgentLimits string
+	noNodeAgent                        bool
+	hostPodsDir                        string
+	locationURL, credentialsFile       string
+	apply, dryRun                      bool
+}
+
+func (f *installFlags) register(cmd *cobra.Command, render bool) {
+	fl := cmd.Flags()
+	fl.StringVarP(&f.namespace, "namespace", "n", DefaultNamespace, "namespace of the server, its objects and its Secrets")
+	if !render {
+		return
+	}
+	fl.BoolVar(&f.noNodeAgent, "no-node-agent", false, "leave out the node-agent DaemonSet and its RBAC")
+	fl.StringVar(&f.image, "image", "ghcr.io/kubeferry/ferry:"+imageTag(), "container image of the server and the node agent")
+	fl.StringVar(&f.serverRequests, "server-requests", "cpu=100m,memory=256Mi", "the server's resource requests: cpu=Q,memory=Q")
+	fl.StringVar(&f.serverLimits, "server-limits", "memory=1Gi", "the server's resource limits: cpu=Q,memory=Q")
+	fl.StringVar(&f.nodeAgentRequests, "node-agent-requests", "cpu=100m,memory=128Mi", "the node agent's resource requests")
+	fl.StringVar(&f.nodeAgentLimits, "node-agent-limits", "memory=1Gi", "the node agent's resource limits")
+	fl.StringVar(&f.hostPodsDir, "host-pods-dir", install.DefaultHostPodsDir, "the kubelet's pods directory on the nodes, mounted into the node agent")
+	fl.StringVar(&f.locationURL, "location-url", "", "render BackupStorageLocation \"default\" with this URL (as --storage: s3://bucket?endpoint=...&region=...)")
+	fl.StringVar(&f.credentialsFile, "credentials-file", "", "render Secret ferry-credentials for the location from this file of KEY=VALUE lines (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...)")
+	fl.BoolVar(&f.apply, "apply", false, "apply the objects to the cluster (server-side apply) instead of printing them")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "print the objects (the default; kept for kubectl habits)")
+}
+
+func imageTag() string {
+	if Version == "dev" {
+		return "latest"
+	}
+	return Version
+}
+
+func (f *installFlags) objects() ([]client.Object, error) {
+	o := install.Options{Namespace: f.namespace, Image: f.image, NoNodeAgent: f.noNodeAgent, HostPodsDir: f.hostPodsDir, LocationURL: f.locationURL}
+	var err error
+	for _, r := range []struct {
+		flag, val string
+		into      *corev1.ResourceList
+	}{
+		{"server-requests", f.serverRequests, &o.ServerResources.Requests},
+		{"server-limits", f.serverLimits, &o.ServerResources.Limits},
+		{"node-agent-requests", f.nodeAgentRequests, &o.NodeAgentResources.Requests},
+		{"node-agent-limits", f.nodeAgentLimits, &o.NodeAgentResources.Limits},
+	} {
+		if *r.into, err = install.ParseResources(r.flag, r.val); err != nil {
+			return nil, err
+		}
+	}
+	if f.credentialsFile != "" {
+		if f.locationURL == "" {
+			return nil, fmt.Errorf("--credentials-file needs --location-url")
+		}
+		if o.Credentials, err = install.ReadCredentials(f.credentialsFile); err != nil {
+			return nil, err
+		}
+	}
+	objs := install.Render(o)
+	return objs, install.WithTypeMeta(install.Scheme(), objs)
+}
+
+func newInstallCmd(g *globals) *cobra.Command {
+	var f installFlags
+	cmd := &cobra.Command{
+		Use:   "install",
+		Short: "Print (or --apply) what server mode needs: CRDs, namespace, RBAC, the server Deployment, the node-agent DaemonSet, a location",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.apply && f.dryRun {
+				return fmt.Errorf("--apply and --dry-run: give one")
+			}
+			objs, err := f.objects()
+			if err != nil {
+				return err
+			}
+			if !f.apply {
+				return printObjects(g, objs)
+			}
+			cluster, err := connect(cmd.Context(), g.kubeconfig, g.context)
+			if err != nil {
+				return err
+			}
+			return install.Apply(cmd.Context(), cluster, objs, g.stdout)
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}
+
+func newUninstallCmd(g *globals) *cobra.Command {
+	var f installFlags
+	cmd := &cobra.Command{
+		Use:   "uninstall",
+		Short: "Delete what `ferry install` applied, CRDs included (the store keeps every backup)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			objs := install.All(f.namespace)
+			if err := install.WithTypeMeta(install.Scheme(), objs); err != nil {
+				return err
+			}
+			cluster, err := connect(cmd.Context(), g.kubeconfig, g.context)
+			if err != nil {
+				return err
+			}
+			return install.Delete(cmd.Context(), cluster, objs, g.stdout)
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
+// printObjects prints objs as a multi-document YAML stream (-o yaml, the
+// default) or a JSON List (-o json).
+func printObjects(g *globals, objs []client.Object) error {
+	var us []any
+	for _, o := range objs {
+		u, err := install.ToUnstructured(o)
+		if err != nil {
+			return err
+		}
+		us = append(us, u.Object)
+	}
+	if g.output == "json" {
+		return printObject(g.stdout, "json", list(us))
+	}
+	for _, o := range us {
+		b, err := yaml.Marshal(o)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(g.stdout, "---\n%s", b)
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package cli
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/kube"
+)
+
+// EnvNamespace names the environment variable that gives the server's
+// namespace (set from the Pod's namespace by `ferry install`).
+const EnvNamespace = "FERRY_NAMESPACE"
+
+// DefaultNamespace is the namespace `ferry install` and server mode use
+// unless told otherwise.
+const DefaultNamespace = "ferry"
+
+func serverNamespace() string {
+	if ns := os.Getenv(EnvNamespace); ns != "" {
+		return ns
+	}
+	return DefaultNamespace
+}
+
+func newServerCmd(g *globals) *cobra.Command {
+	opts := controller.Options{}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run ferry's controllers (server mode): Backups, Restores, Schedules, expiry, location validation and store sync",
+		Long: `server runs the controllers of server mode against the cluster of --kubeconfig/--context
+(in a Pod: its service account). It takes Backup and Restore objects in --namespace and runs them
+with the same engine as the CLI, creates Backups for Schedules, deletes expired backups, validates
+BackupStorageLocations and keeps the cluster's Backups in step with the store. It serves /healthz
+and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := kube.RESTConfig(g.kubeconfig, g.context)
+			if err != nil {
+				return err
+			}
+			opts.Config = cfg
+			opts.Log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			mgr, err := controller.NewManager(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			opts.Log.Info("ferry server starting", "version", Version, "namespace", opts.Namespace, "leaderElect", opts.LeaderElect)
+			return mgr.Start(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&opts.Namespace, "namespace", "n", serverNamespace(), "namespace of the server's objects, their Secrets and its leader-election Lease (env "+EnvNamespace+")")
+	fl.StringVar(&opts.MetricsAddr, "metrics-addr", ":8085", "address for Prometheus metrics on /metrics (0 disables)")
+	fl.StringVar(&opts.ProbeAddr, "probe-addr", ":8086", "address for /healthz and /readyz (0 disables)")
+	fl.BoolVar(&opts.LeaderElect, "leader-elect", true, "run the controllers only while holding the Lease ferry-server in --namespace, so that replicas never both run (without it, run one replica only)")
+	fl.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a stopped leader's Lease blocks the next one (renewal deadline 2/3 of it)")
+	fl.DurationVar(&opts.SyncPeriod, "sync-period", time.Minute, "how often each location's backups are synced into the cluster")
+	fl.DurationVar(&opts.ValidationPeriod, "location-validation-period", time.Minute, "how often a BackupStorageLocation is validated when its spec.validationFrequency is not set")
+	return cmd
+}

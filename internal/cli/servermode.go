@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/kube"
+)
+
+// EnvMode selects server mode for backup create and restore create when
+// set to "server" (as --server does).
+const EnvMode = "FERRY_MODE"
+
+// serverMode are the flags of backup create and restore create in server
+// mode: they then create a Backup or Restore object for `ferry server`
+// instead of running the engine in this process.
+type serverMode struct {
+	on        bool
+	namespace string
+	location  string
+	wait      bool
+	ttl       time.Duration
+}
+
+func (s *serverMode) register(cmd *cobra.Command, withTTL bool) {
+	fl := cmd.Flags()
+	fl.BoolVar(&s.on, "server", false, "server mode: create the object in the cluster for `ferry server` to run, instead of running here (env "+EnvMode+"=server)")
+	fl.StringVarP(&s.namespace, "namespace", "n", serverNamespace(), "server mode: the ferry server's namespace (env "+EnvNamespace+")")
+	fl.StringVar(&s.location, "storage-location", "", "server mode: the BackupStorageLocation to use (default: the one marked default)")
+	fl.BoolVar(&s.wait, "wait", false, "server mode: wait until it finishes, showing progress from its status")
+	if withTTL {
+		fl.DurationVar(&s.ttl, "ttl", 0, "server mode: delete the backup (store and cluster) this long after it starts (default: keep)")
+	}
+}
+
+// enabled reports whether server mode is on, and refuses direct-mode-only
+// flags with it.
+func (s *serverMode) enabled(g *globals, cmd *cobra.Command) (bool, error) {
+	on := s.on || os.Getenv(EnvMode) == "server"
+	if !on {
+		for _, f := range []string{"namespace", "storage-location", "wait", "ttl"} {
+			if cmd.Flags().Changed(f) {
+				return false, fmt.Errorf("--%s is for server mode (--server or %s=server)", f, EnvMode)
+			}
+		}
+		return false, nil
+	}
+	for _, f := range []string{"storage", "encryption-identity", "dry-run"} {
+		if cmd.Flags().Changed(f) {
+			return false, fmt.Errorf("--%s is not supported in server mode", f)
+		}
+	}
+	return true, nil
+}
+
+// serverClient returns a controller-runtime client for the cluster of
+// --kubeconfig/--context, with ferry's types.
+func serverClient(g *globals) (crclient.Client, error) {
+	cfg, err := kube.RESTConfig(g.kubeconfig, g.context)
+	if err != nil {
+		return nil, err
+	}
+	return crclient.New(cfg, crclient.Options{Scheme: controller.Scheme()})
+}
+
+func terminal(p v1alpha1.Phase) bool {
+	return p == v1alpha1.PhaseCompleted || p == v1alpha1.PhasePartiallyFailed || p == v1alpha1.PhaseFailed
+}
+
+// createBackupCR creates Backup name with spec and, with --wait, follows
+// its status until it ends.
+func (s *serverMode) createBackupCR(ctx context.Context, g *globals, name string, spec v1alpha1.BackupSpec) error {
+	c, err := serverClient(g)
+	if err != nil {
+		return err
+	}
+	b := v1alpha1.NewBackup(name)
+	b.Namespace = s.namespace
+	b.Spec = spec
+	b.Spec.StorageLocationName = s.location
+	if s.ttl > 0 {
+		b.Spec.TTL = &metav1.Duration{Duration: s.ttl}
+	}
+	if err := c.Create(ctx, b); err != nil {
+		return fmt.Errorf("creating Backup %s/%s: %w", s.namespace, name, err)
+	}
+	if !s.wait {
+		return s.created(g, "Backup", b)
+	}
+	pr := newProgress(g.stderr, "backup "+name)
+	err = poll(ctx, func() (bool, error) {
+		if err := c.Get(ctx, crclient.ObjectKeyFromObject(b), b); err != nil {
+			return false, err
+		}
+		pr.update(b.Status.Progress.ItemsBackedUp, b.Status.Progress.TotalItems)
+		return terminal(b.Status.Phase), nil
+	})
+	pr.stop()
+	if err != nil {
+		return err
+	}
+	if err := printBackup(g, b, nil); err != nil {
+		return err
+	}
+	return phaseExit(b.Status.Phase, "backup "+b.Name)
+}
+
+// createRestoreCR is createBackupCR for a Restore.
+func (s *serverMode) createRestoreCR(ctx context.Context, g *globals, name string, spec v1alpha1.RestoreSpec, crdTimeout time.Duration) error {
+	c, err := serverClient(g)
+	if err != nil {
+		return err
+	}
+	r := v1alpha1.NewRestore(name)
+	r.Namespace = s.namespace
+	r.Spec = spec
+	r.Spec.StorageLocationName = s.location
+	r.Spec.CRDTimeout = &metav1.Duration{Duration: crdTimeout}
+	if err := c.Create(ctx, r); err != nil {
+		return fmt.Errorf("creating Restore %s/%s: %w", s.namespace, name, err)
+	}
+	if !s.wait {
+		return s.created(g, "Restore", r)
+	}
+	pr := newProgress(g.stderr, "restore "+name)
+	err = poll(ctx, func() (bool, error) {
+		if err := c.Get(ctx, crclient.ObjectKeyFromObject(r), r); err != nil {
+			return false, err
+		}
+		if p := r.Status.Progress; p != nil {
+			pr.update(p.ItemsRestored, p.TotalItems)
+		}
+		return terminal(r.Status.Phase), nil
+	})
+	pr.stop()
+	if err != nil {
+		return err
+	}
+	if err := printRestore(g, r, nil); err != nil {
+		return err
+	}
+	return phaseExit(r.Status.Phase, "restore "+r.Name)
+}
+
+func (s *serverMode) created(g *globals, kind string, obj crclient.Object) error {
+	if g.output != "table" {
+		return printObject(g.stdout, g.output, obj)
+	}
+	fmt.Fprintf(g.stdout, "%s %s created in namespace %s; follow it with `kubectl -n %s get %ss %s` or --wait\n", kind, obj.GetName(), s.namespace, s.namespace, lower(kind), obj.GetName())
+	return nil
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// poll calls f every 500ms until it reports done, fails, or ctx ends.
+func poll(ctx context.Context, f func() (bool, error)) error {
+	for {
+		done, err := f()
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

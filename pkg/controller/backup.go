@@ -1,0 +1,241 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// progressPeriod is how often a running backup's or restore's progress is
+// written to its status.
+const progressPeriod = time.Second
+
+// BackupReconciler runs each new Backup once with pkg/backup, against the
+// server's own cluster, into its BackupStorageLocation.
+//
+// Phases: "" or New → InProgress → Completed, PartiallyFailed or Failed.
+// The move to InProgress is an optimistic-concurrency update, so two
+// servers never both run a Backup. A Backup found InProgress that this
+// server is not running (the reconciler runs one at a time, so that is any
+// Backup InProgress when it looks) was left by a server that died: it is
+// marked Failed with the reason, never left InProgress. Its store folder
+// stays Incomplete (never restorable) until `ferry backup delete`.
+type BackupReconciler struct {
+	Client    ctrl.Client
+	APIReader ctrl.Reader // uncached: Secrets, and re-reading InProgress Backups
+	Cluster   *kube.Cluster
+	Clock     clock.PassiveClock
+	Log       *slog.Logger
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	b := &v1alpha1.Backup{}
+	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	switch b.Status.Phase {
+	case "", v1alpha1.PhaseNew:
+		if b.Labels[labelFromStore] != "" {
+			return reconcile.Result{}, nil // store sync is writing its status
+		}
+		return reconcile.Result{}, r.run(ctx, b)
+	case v1alpha1.PhaseInProgress:
+		return reconcile.Result{}, r.orphaned(ctx, req)
+	}
+	return reconcile.Result{}, nil
+}
+
+// orphaned marks a Backup Failed if it is still InProgress in the API
+// server (the cache may lag behind this server's own last update).
+func (r *BackupReconciler) orphaned(ctx context.Context, req reconcile.Request) error {
+	b := &v1alpha1.Backup{}
+	if err := r.APIReader.Get(ctx, req.NamespacedName, b); err != nil {
+		return ctrl.IgnoreNotFound(err)
+	}
+	if b.Status.Phase != v1alpha1.PhaseInProgress {
+		return nil
+	}
+	orig := b.DeepCopy()
+	now := metav1.NewTime(r.Clock.Now())
+	b.Status.Phase = v1alpha1.PhaseFailed
+	b.Status.CompletionTimestamp = &now
+	b.Status.Errors++
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonServerStopped, Message: "the ferry server running it stopped before it finished"})
+	b.Status.FailureReason = "the ferry server running this backup stopped before it finished (found InProgress at server start); its store folder is Incomplete and never restorable: remove it with `ferry backup delete " + b.Name + "`"
+	r.Log.Warn("backup left InProgress by a stopped server: marked Failed", "backup", b.Name)
+	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
+	return r.Client.Status().Patch(ctx, b, ctrl.MergeFrom(orig))
+}
+
+// run takes the backup. Errors returned are API errors writing the
+// Backup's own status (retried by the workqueue); everything else ends in
+// the status.
+func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
+	bsl, err := resolveLocation(ctx, r.Client, b.Namespace, b.Spec.StorageLocationName)
+	if err != nil {
+		return r.fail(ctx, b, v1alpha1.ReasonLocationNotFound, err.Error())
+	}
+	if bsl.Status.Phase == v1alpha1.LocationUnavailable {
+		return r.fail(ctx, b, v1alpha1.ReasonLocationUnavailable, fmt.Sprintf("backup storage location %s is Unavailable: %s", bsl.Name, bsl.Status.Message))
+	}
+	// Claim it: label and InProgress, each with optimistic concurrency.
+	if b.Labels == nil {
+		b.Labels = map[string]string{}
+	}
+	if b.Labels[v1alpha1.LabelStorageLocation] != bsl.Name {
+		b.Labels[v1alpha1.LabelStorageLocation] = bsl.Name
+		if err := r.Client.Update(ctx, b); err != nil {
+			return ignoreConflict(err)
+		}
+	}
+	start := metav1.NewTime(r.Clock.Now())
+	b.Status.Phase = v1alpha1.PhaseInProgress
+	b.Status.StartTimestamp = &start
+	if ttl := b.Spec.TTL; ttl != nil && ttl.Duration > 0 {
+		exp := metav1.NewTime(start.Add(ttl.Duration))
+		b.Status.Expiration = &exp
+	}
+	if err := r.Client.Status().Update(ctx, b); err != nil {
+		return ignoreConflict(err)
+	}
+	backupsInProgress.Inc()
+	defer backupsInProgress.Dec()
+
+	loc, err := openLocation(ctx, r.APIReader, bsl)
+	if err != nil {
+		return r.fail(ctx, b, v1alpha1.ReasonLocationUnavailable, err.Error())
+	}
+	defer loc.Close()
+	if len(b.Spec.EncryptionRecipients) > 0 {
+		recipients, err := store.ParseRecipients(b.Spec.EncryptionRecipients)
+		if err != nil {
+			return r.fail(ctx, b, v1alpha1.ReasonInvalidSpec, err.Error())
+		}
+		loc.SetEncryption(&store.Encryption{Recipients: recipients})
+	}
+
+	var done, total atomic.Int64
+	stop := r.reportProgress(ctx, b, func(st *v1alpha1.Backup) {
+		st.Status.Progress = v1alpha1.BackupProgress{ItemsBackedUp: int(done.Load()), TotalItems: int(total.Load())}
+	})
+	res, _, err := backup.Run(ctx, r.Cluster, loc, backup.Options{
+		Name: b.Name, Spec: b.Spec, Log: r.Log,
+		OnProgress: func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) },
+	})
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err() // stopping: leave it InProgress for the next server
+		}
+		return r.fail(ctx, b, v1alpha1.ReasonFailed, err.Error())
+	}
+	orig := b.DeepCopy()
+	expiration := b.Status.Expiration
+	b.Status = res.Status
+	b.Status.StartTimestamp = &start
+	b.Status.Expiration = expiration
+	meta.SetStatusCondition(&b.Status.Conditions, ended(b.Status.Phase, b.Status.FailureReason))
+	if err := r.Client.Status().Patch(ctx, b, ctrl.MergeFrom(orig)); err != nil {
+		return err
+	}
+	backupsTotal.WithLabelValues(string(b.Status.Phase)).Inc()
+	backupItems.Add(float64(b.Status.Progress.ItemsBackedUp))
+	if a := b.Status.Archive; a != nil {
+		backupBytes.Add(float64(a.Size))
+	}
+	if e := b.Status.CompletionTimestamp; e != nil {
+		backupDuration.Observe(e.Sub(res.Status.StartTimestamp.Time).Seconds())
+	}
+	return nil
+}
+
+// reportProgress patches the status every progressPeriod with set, until
+// the returned stop is called.
+func (r *BackupReconciler) reportProgress(ctx context.Context, b *v1alpha1.Backup, set func(*v1alpha1.Backup)) (stop func()) {
+	return every(ctx, progressPeriod, func() {
+		cur := b.DeepCopy()
+		set(cur)
+		if err := r.Client.Status().Patch(ctx, cur, ctrl.MergeFrom(b)); err != nil {
+			r.Log.Info("writing backup progress", "backup", b.Name, "err", err)
+		}
+	})
+}
+
+// ended is ConditionSucceeded for a run that ended in phase.
+func ended(phase v1alpha1.Phase, failure string) metav1.Condition {
+	c := metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: string(phase), Message: failure}
+	switch phase {
+	case v1alpha1.PhaseCompleted:
+		c.Status, c.Message = metav1.ConditionTrue, "completed"
+	case v1alpha1.PhasePartiallyFailed:
+		c.Message = "some items failed: see the errors count and the results in the store"
+	}
+	if c.Message == "" {
+		c.Message = string(phase)
+	}
+	return c
+}
+
+// fail ends b as Failed with reason (a v1alpha1.Reason*) and message.
+func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.Backup, why, reason string) error {
+	orig := b.DeepCopy()
+	now := metav1.NewTime(r.Clock.Now())
+	if b.Status.StartTimestamp == nil {
+		b.Status.StartTimestamp = &now
+	}
+	b.Status.Phase = v1alpha1.PhaseFailed
+	b.Status.CompletionTimestamp = &now
+	b.Status.FailureReason = reason
+	b.Status.Errors++
+	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: why, Message: reason})
+	r.Log.Warn("backup failed", "backup", b.Name, "reason", reason)
+	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
+	return r.Client.Status().Patch(ctx, b, ctrl.MergeFrom(orig))
+}
+
+// every runs f every period in a goroutine until stop is called; stop
+// waits for a running f to return.
+func every(ctx context.Context, period time.Duration, f func()) (stop func()) {
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	}()
+	return func() { close(quit); <-finished }
+}
+
+// ignoreConflict drops a conflict: another writer won, and the update it
+// made triggers a new reconcile.
+func ignoreConflict(err error) error {
+	if apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}

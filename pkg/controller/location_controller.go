@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+)
+
+// LocationReconciler validates each BackupStorageLocation when it changes
+// and every spec.validationFrequency (default Period): it opens the store
+// with the location's credentials and lists it (pkg/store Open). The
+// result is status.phase Available or Unavailable, status.message with
+// pkg/store's reason (access denied, bucket not found, unreachable, bad
+// URL, a missing Secret), and the condition "Available". Backups and
+// Restores to an Unavailable location fail at once with that message.
+type LocationReconciler struct {
+	Client    ctrl.Client
+	APIReader ctrl.Reader
+	Clock     clock.PassiveClock
+	Period    time.Duration
+	Log       *slog.Logger
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	bsl := &v1alpha1.BackupStorageLocation{}
+	if err := r.Client.Get(ctx, req.NamespacedName, bsl); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	orig := bsl.DeepCopy()
+	cond := metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Validated", Message: "the store can be listed", ObservedGeneration: bsl.Generation}
+	loc, err := openLocation(ctx, r.APIReader, bsl)
+	if err == nil {
+		loc.Close()
+		bsl.Status.Phase = v1alpha1.LocationAvailable
+		bsl.Status.Message = ""
+		locationAvailable.WithLabelValues(bsl.Name).Set(1)
+	} else {
+		bsl.Status.Phase = v1alpha1.LocationUnavailable
+		bsl.Status.Message = err.Error()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ValidationFailed", err.Error()
+		locationAvailable.WithLabelValues(bsl.Name).Set(0)
+		if orig.Status.Phase != v1alpha1.LocationUnavailable {
+			r.Log.Warn("backup storage location unavailable", "location", bsl.Name, "reason", err)
+		}
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	bsl.Status.LastValidationTime = &now
+	meta.SetStatusCondition(&bsl.Status.Conditions, cond)
+	if err := r.Client.Status().Patch(ctx, bsl, ctrl.MergeFrom(orig)); err != nil {
+		return reconcile.Result{}, err
+	}
+	period := r.Period
+	if f := bsl.Spec.ValidationFrequency; f != nil && f.Duration > 0 {
+		period = f.Duration
+	}
+	return reconcile.Result{RequeueAfter: period}, nil
+}

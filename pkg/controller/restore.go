@@ -1,0 +1,139 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/restore"
+)
+
+// RestoreReconciler runs each new Restore once with pkg/restore, from its
+// BackupStorageLocation into the server's own cluster. Phases and the
+// handling of a Restore left InProgress by a stopped server are those of
+// BackupReconciler. A Restore naming a backup the location does not hold
+// (or holds Incomplete, Failed or damaged) ends Failed with the reason.
+type RestoreReconciler struct {
+	Client    ctrl.Client
+	APIReader ctrl.Reader
+	Cluster   *kube.Cluster
+	Clock     clock.PassiveClock
+	Log       *slog.Logger
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	rs := &v1alpha1.Restore{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rs); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	switch rs.Status.Phase {
+	case "", v1alpha1.PhaseNew:
+		return reconcile.Result{}, r.run(ctx, rs)
+	case v1alpha1.PhaseInProgress:
+		cur := &v1alpha1.Restore{}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, cur); err != nil {
+			return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+		}
+		if cur.Status.Phase == v1alpha1.PhaseInProgress {
+			return reconcile.Result{}, r.fail(ctx, cur, v1alpha1.ReasonServerStopped, "the ferry server running this restore stopped before it finished (found InProgress at server start); create a new Restore of the same backup to finish it: what was applied comes out unchanged")
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error {
+	opts := restore.Options{Name: rs.Name, Spec: rs.Spec, Log: r.Log}
+	if rs.Spec.CRDTimeout != nil {
+		opts.CRDTimeout = rs.Spec.CRDTimeout.Duration
+	}
+	if err := opts.Validate(); err != nil {
+		return r.fail(ctx, rs, v1alpha1.ReasonInvalidSpec, err.Error())
+	}
+	bsl, err := resolveLocation(ctx, r.Client, rs.Namespace, rs.Spec.StorageLocationName)
+	if err != nil {
+		return r.fail(ctx, rs, v1alpha1.ReasonLocationNotFound, err.Error())
+	}
+	if bsl.Status.Phase == v1alpha1.LocationUnavailable {
+		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, fmt.Sprintf("backup storage location %s is Unavailable: %s", bsl.Name, bsl.Status.Message))
+	}
+	start := metav1.NewTime(r.Clock.Now())
+	rs.Status.Phase = v1alpha1.PhaseInProgress
+	rs.Status.StartTimestamp = &start
+	if err := r.Client.Status().Update(ctx, rs); err != nil {
+		return ignoreConflict(err)
+	}
+	restoresInProgress.Inc()
+	defer restoresInProgress.Dec()
+	loc, err := openLocation(ctx, r.APIReader, bsl)
+	if err != nil {
+		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, err.Error())
+	}
+	defer loc.Close()
+
+	var done, total atomic.Int64
+	opts.OnProgress = func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) }
+	stop := every(ctx, progressPeriod, func() {
+		cur := rs.DeepCopy()
+		cur.Status.Progress = &v1alpha1.RestoreProgress{ItemsRestored: int(done.Load()), TotalItems: int(total.Load())}
+		if err := r.Client.Status().Patch(ctx, cur, ctrl.MergeFrom(rs)); err != nil {
+			r.Log.Info("writing restore progress", "restore", rs.Name, "err", err)
+		}
+	})
+	res, _, err := restore.Run(ctx, r.Cluster, loc, opts)
+	stop()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		why := v1alpha1.ReasonFailed
+		if errors.Is(err, restore.ErrBackupNotRestorable) {
+			why = v1alpha1.ReasonBackupNotRestorable
+		}
+		return r.fail(ctx, rs, why, err.Error())
+	}
+	orig := rs.DeepCopy()
+	rs.Status = res.Status
+	rs.Status.StartTimestamp = &start
+	rs.Status.Progress = &v1alpha1.RestoreProgress{ItemsRestored: res.Status.Counts.Total(), TotalItems: res.Status.Counts.Total()}
+	meta.SetStatusCondition(&rs.Status.Conditions, ended(rs.Status.Phase, rs.Status.FailureReason))
+	if err := r.Client.Status().Patch(ctx, rs, ctrl.MergeFrom(orig)); err != nil {
+		return err
+	}
+	restoresTotal.WithLabelValues(string(rs.Status.Phase)).Inc()
+	c := rs.Status.Counts
+	for outcome, n := range map[report.Outcome]int{report.Created: c.Created, report.Updated: c.Updated, report.Unchanged: c.Unchanged, report.Skipped: c.Skipped, report.Failed: c.Failed} {
+		restoreItems.WithLabelValues(string(outcome)).Add(float64(n))
+	}
+	if e := rs.Status.CompletionTimestamp; e != nil && res.Status.StartTimestamp != nil {
+		restoreDuration.Observe(e.Sub(res.Status.StartTimestamp.Time).Seconds())
+	}
+	return nil
+}
+
+func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, why, reason string) error {
+	orig := rs.DeepCopy()
+	now := metav1.NewTime(r.Clock.Now())
+	if rs.Status.StartTimestamp == nil {
+		rs.Status.StartTimestamp = &now
+	}
+	rs.Status.Phase = v1alpha1.PhaseFailed
+	rs.Status.CompletionTimestamp = &now
+	rs.Status.FailureReason = reason
+	rs.Status.Errors++
+	meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: why, Message: reason})
+	r.Log.Warn("restore failed", "restore", rs.Name, "reason", reason)
+	restoresTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
+	return r.Client.Status().Patch(ctx, rs, ctrl.MergeFrom(orig))
+}

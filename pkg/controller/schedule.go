@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// ScheduleTimeFormat is the timestamp in the names of scheduled Backups:
+// <schedule>-<YYYYMMDDhhmmss>, UTC, the time the run was due.
+const ScheduleTimeFormat = "20060102150405"
+
+// ScheduleReconciler creates a Backup from each Schedule's template when
+// its cron expression (robfig/cron ParseStandard, UTC) comes due. Runs
+// missed while the server was down are collapsed into one Backup, for
+// the latest time due. An expression that does not parse, or a schedule
+// name too long for its Backups' names, marks the Schedule
+// FailedValidation with the reason; the server goes on.
+//
+// Time comes from Clock, and a Schedule is looked at again at its next
+// run or after MaxWait, whichever is sooner, so a test can move a fake
+// clock and see the Backup within MaxWait.
+type ScheduleReconciler struct {
+	Client  ctrl.Client
+	Clock   clock.PassiveClock
+	MaxWait time.Duration
+	Log     *slog.Logger
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	s := &v1alpha1.Schedule{}
+	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
+		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
+	}
+	orig := s.DeepCopy()
+	sched, err := cron.ParseStandard(s.Spec.Schedule)
+	if err == nil {
+		if n := len(s.Name) + 1 + len(ScheduleTimeFormat); n > store.MaxBackupNameLength {
+			err = fmt.Errorf("schedule name %q is too long: its backups' names would have %d characters, more than %d", s.Name, n, store.MaxBackupNameLength)
+		}
+	} else {
+		err = fmt.Errorf("invalid schedule %q: %v (want a five-field cron expression such as \"0 */6 * * *\", or @hourly, @every 1h)", s.Spec.Schedule, err)
+	}
+	if err != nil {
+		s.Status.Phase = v1alpha1.SchedulePhaseFailedValidation
+		s.Status.ValidationErrors = []string{err.Error()}
+		s.Status.NextBackup = nil
+		meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: "Valid", Status: metav1.ConditionFalse, Reason: "InvalidSchedule", Message: err.Error(), ObservedGeneration: s.Generation})
+		r.Log.Warn("schedule failed validation", "schedule", s.Name, "reason", err)
+		return reconcile.Result{}, r.Client.Status().Patch(ctx, s, ctrl.MergeFrom(orig))
+	}
+	s.Status.ValidationErrors = nil
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Parsed", Message: "the schedule parses", ObservedGeneration: s.Generation})
+	if s.Spec.Paused {
+		s.Status.Phase = v1alpha1.SchedulePhasePaused
+		s.Status.NextBackup = nil
+		return reconcile.Result{}, r.Client.Status().Patch(ctx, s, ctrl.MergeFrom(orig))
+	}
+	now := r.Clock.Now().UTC()
+	from := s.CreationTimestamp.Time
+	if s.Status.LastBackup != nil {
+		from = s.Status.LastBackup.Time
+	}
+	if orig.Status.Phase == v1alpha1.SchedulePhasePaused && from.Before(now) {
+		from = now // runs missed while paused are not made up
+	}
+	next := sched.Next(from.UTC())
+	if !next.After(now) {
+		due := next
+		for n := sched.Next(due); !n.After(now); n = sched.Next(n) {
+			due = n
+		}
+		if err := r.createBackup(ctx, s, due); err != nil {
+			return reconcile.Result{}, err
+		}
+		last := metav1.NewTime(due)
+		s.Status.LastBackup = &last
+		next = sched.Next(due)
+	}
+	nb := metav1.NewTime(next)
+	s.Status.NextBackup = &nb
+	s.Status.Phase = v1alpha1.SchedulePhaseEnabled
+	if err := r.Client.Status().Patch(ctx, s, ctrl.MergeFrom(orig)); err != nil {
+		return reconcile.Result{}, err
+	}
+	wait := next.Sub(now)
+	if r.MaxWait > 0 && wait > r.MaxWait {
+		wait = r.MaxWait
+	}
+	return reconcile.Result{RequeueAfter: wait}, nil
+}
+
+// createBackup creates <schedule>-<due> from the template; one that
+// exists already (a retry) is fine.
+func (r *ScheduleReconciler) createBackup(ctx context.Context, s *v1alpha1.Schedule, due time.Time) error {
+	b := v1alpha1.NewBackup(s.Name + "-" + due.UTC().Format(ScheduleTimeFormat))
+	b.Namespace = s.Namespace
+	b.Labels = map[string]string{v1alpha1.LabelSchedule: s.Name}
+	b.Spec = *s.Spec.Template.DeepCopy()
+	if s.Spec.TTL != nil {
+		b.Spec.TTL = s.Spec.TTL.DeepCopy()
+	}
+	if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("schedule %s: creating backup %s: %w", s.Name, b.Name, err)
+	}
+	r.Log.Info("scheduled backup created", "schedule", s.Name, "backup", b.Name)
+	return nil
+}

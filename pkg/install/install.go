@@ -1,0 +1,287 @@
+// Package install renders everything server mode needs in a cluster: the
+// CRDs (config/crd), the Namespace, ServiceAccounts, least-privilege RBAC,
+// the server Deployment, the node-agent DaemonSet, and a
+// BackupStorageLocation with its credential Secret.
+//
+// RBAC, and why each rule is there:
+//
+//   - ClusterRole ferry-server-read: get, list, watch on every resource of
+//     every group ("*" resources, never "*" verbs). A backup reads whatever
+//     the cluster serves, Secrets included.
+//   - ClusterRole ferry-server-restore: create, update, patch on every
+//     resource of every group. A restore creates objects of any kind,
+//     CRDs and their custom resources included, which cannot be listed in
+//     advance; update and patch serve --existing-resource-policy=update and
+//     --restore-status. No delete: restores never delete. Plus escalate and
+//     bind on roles and clusterroles, which the API server requires to
+//     restore RBAC objects granting more than the server itself holds.
+//   - Role ferry-server (its namespace only): all verbs it uses on ferry.dev
+//     objects and their status; get on Secrets (location credentials);
+//     Leases for leader election; Events.
+//   - ClusterRole ferry-node-agent: get, list, watch on Pods (to find the
+//     volumes of the pods on its node); Role ferry-node-agent: its
+//     PodVolumeBackups/Restores and their status, the locations, get on
+//     Secrets.
+//
+// No rule has "*" verbs.
+package install
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeferry/ferry/config/crd"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+)
+
+// Names of what Render creates.
+const (
+	ServerName      = "ferry-server"
+	NodeAgentName   = "ferry-node-agent"
+	CredentialsName = "ferry-credentials"
+	LocationName    = "default"
+	// DefaultHostPodsDir is the kubelet's pods directory, mounted into the node agent.
+	DefaultHostPodsDir = "/var/lib/kubelet/pods"
+)
+
+// Options say what to render.
+type Options struct {
+	Namespace string
+	Image     string
+	// ServerResources and NodeAgentResources are the containers' requests and limits.
+	ServerResources, NodeAgentResources corev1.ResourceRequirements
+	// NoNodeAgent leaves out the DaemonSet and its RBAC.
+	NoNodeAgent bool
+	HostPodsDir string
+	// LocationURL, when set, renders BackupStorageLocation "default".
+	LocationURL string
+	// Credentials, when set, render Secret ferry-credentials (referenced by
+	// the location): environment-variable names and values.
+	Credentials map[string]string
+}
+
+// ParseResources parses "cpu=100m,memory=256Mi" ("" is none). Errors name
+// the flag and the entry.
+func ParseResources(flag, s string) (corev1.ResourceList, error) {
+	if s == "" {
+		return nil, nil
+	}
+	out := corev1.ResourceList{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok || (k != "cpu" && k != "memory") {
+			return nil, fmt.Errorf("--%s %q: want cpu=QUANTITY,memory=QUANTITY", flag, kv)
+		}
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("--%s %s: %w", flag, kv, err)
+		}
+		out[corev1.ResourceName(k)] = q
+	}
+	return out, nil
+}
+
+// ReadCredentials reads an environment file: KEY=VALUE lines, blank lines
+// and # comments ignored (AWS_ACCESS_KEY_ID=..., AWS_SECRET_ACCESS_KEY=...).
+func ReadCredentials(path string) (map[string]string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--credentials-file: %w", err)
+	}
+	out := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--credentials-file %s:%d: want KEY=VALUE", path, n)
+		}
+		out[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"'`)
+	}
+	return out, nil
+}
+
+// Render returns the objects in apply order: CRDs, Namespace, identities
+// and RBAC, the Secret and location, the workloads.
+func Render(o Options) []client.Object {
+	ns := o.Namespace
+	meta := func(name string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app.kubernetes.io/name": "ferry", "app.kubernetes.io/component": name}}
+	}
+	cluster := func(name string) metav1.ObjectMeta {
+		m := meta(name)
+		m.Namespace = ""
+		return m
+	}
+	var objs []client.Object
+	for _, c := range crd.All() {
+		objs = append(objs, c)
+	}
+	objs = append(objs, &corev1.Namespace{ObjectMeta: cluster(ns)})
+	ferryResources := []string{"backups", "restores", "schedules", "backupstoragelocations", "podvolumebackups", "podvolumerestores"}
+	var statuses []string
+	for _, r := range ferryResources {
+		statuses = append(statuses, r+"/status")
+	}
+	sa := func(name string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: "ServiceAccount", Name: name, Namespace: ns}
+	}
+	objs = append(objs,
+		&corev1.ServiceAccount{ObjectMeta: meta(ServerName)},
+		&rbacv1.ClusterRole{ObjectMeta: cluster(ServerName + "-read"), Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}},
+		}},
+		&rbacv1.ClusterRole{ObjectMeta: cluster(ServerName + "-restore"), Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"create", "update", "patch"}},
+			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "clusterroles"}, Verbs: []string{"escalate", "bind"}},
+		}},
+		&rbacv1.Role{ObjectMeta: meta(ServerName), Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{v1alpha1.Group}, Resources: ferryResources, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+			{APIGroups: []string{v1alpha1.Group}, Resources: statuses, Verbs: []string{"get", "update", "patch"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: cluster(ServerName + "-read"), Subjects: []rbacv1.Subject{sa(ServerName)},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ServerName + "-read"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: cluster(ServerName + "-restore"), Subjects: []rbacv1.Subject{sa(ServerName)},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: ServerName + "-restore"}},
+		&rbacv1.RoleBinding{ObjectMeta: meta(ServerName), Subjects: []rbacv1.Subject{sa(ServerName)},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ServerName}},
+	)
+	if !o.NoNodeAgent {
+		objs = append(objs,
+			&corev1.ServiceAccount{ObjectMeta: meta(NodeAgentName)},
+			&rbacv1.ClusterRole{ObjectMeta: cluster(NodeAgentName), Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+			}},
+			&rbacv1.Role{ObjectMeta: meta(NodeAgentName), Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"podvolumebackups", "podvolumerestores"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"podvolumebackups/status", "podvolumerestores/status"}, Verbs: []string{"get", "update", "patch"}},
+				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"backupstoragelocations"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+			}},
+			&rbacv1.ClusterRoleBinding{ObjectMeta: cluster(NodeAgentName), Subjects: []rbacv1.Subject{sa(NodeAgentName)},
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: NodeAgentName}},
+			&rbacv1.RoleBinding{ObjectMeta: meta(NodeAgentName), Subjects: []rbacv1.Subject{sa(NodeAgentName)},
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: NodeAgentName}},
+		)
+	}
+	if len(o.Credentials) > 0 {
+		objs = append(objs, &corev1.Secret{ObjectMeta: meta(CredentialsName), Type: corev1.SecretTypeOpaque, StringData: o.Credentials})
+	}
+	if o.LocationURL != "" {
+		bsl := &v1alpha1.BackupStorageLocation{ObjectMeta: meta(LocationName), Spec: v1alpha1.BackupStorageLocationSpec{URL: o.LocationURL, Default: true}}
+		if len(o.Credentials) > 0 {
+			bsl.Spec.Credential = &v1alpha1.SecretReference{Name: CredentialsName}
+		}
+		objs = append(objs, bsl)
+	}
+	objs = append(objs, deployment(o, meta(ServerName)))
+	if !o.NoNodeAgent {
+		objs = append(objs, daemonSet(o, meta(NodeAgentName)))
+	}
+	return objs
+}
+
+// All is every object Render can return for namespace (with a location,
+// credentials and the node agent), for uninstall.
+func All(namespace string) []client.Object {
+	return Render(Options{Namespace: namespace, LocationURL: "s3://any", Credentials: map[string]string{"any": ""}})
+}
+
+func nsEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: "FERRY_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}
+}
+
+func deployment(o Options, m metav1.ObjectMeta) *appsv1.Deployment {
+	one := int32(1)
+	no, yes := false, true
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("probes")}}, PeriodSeconds: 10}
+	}
+	return &appsv1.Deployment{ObjectMeta: m, Spec: appsv1.DeploymentSpec{
+		Replicas: &one,
+		Selector: &metav1.LabelSelector{MatchLabels: m.Labels},
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: m.Labels},
+			Spec: corev1.PodSpec{
+				ServiceAccountName: ServerName,
+				SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: ptr(int64(65532)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+				Containers: []corev1.Container{{
+					Name: "ferry", Image: o.Image, Args: []string{"server"},
+					Env: []corev1.EnvVar{nsEnv()},
+					Ports: []corev1.ContainerPort{
+						{Name: "metrics", ContainerPort: 8085}, {Name: "probes", ContainerPort: 8086},
+					},
+					LivenessProbe: probe("/healthz"), ReadinessProbe: probe("/readyz"),
+					// The root filesystem is read-only; /tmp is scratch space.
+					VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+					Resources:    o.ServerResources,
+					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
+						Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				}},
+				Volumes: []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			},
+		},
+	}}
+}
+
+func daemonSet(o Options, m metav1.ObjectMeta) *appsv1.DaemonSet {
+	no := false
+	dir := o.HostPodsDir
+	if dir == "" {
+		dir = DefaultHostPodsDir
+	}
+	prop := corev1.MountPropagationHostToContainer
+	dirType := corev1.HostPathDirectory
+	return &appsv1.DaemonSet{ObjectMeta: m, Spec: appsv1.DaemonSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: m.Labels},
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: m.Labels},
+			Spec: corev1.PodSpec{
+				ServiceAccountName: NodeAgentName,
+				// Reading every pod's volume files needs root; nothing more.
+				SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))},
+				Containers: []corev1.Container{{
+					Name: "node-agent", Image: o.Image, Args: []string{"node-agent", "--host-pods-dir", DefaultHostPodsDir},
+					Env:             []corev1.EnvVar{nsEnv(), {Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+					VolumeMounts:    []corev1.VolumeMount{{Name: "host-pods", MountPath: DefaultHostPodsDir, MountPropagation: &prop}},
+					Resources:       o.NodeAgentResources,
+					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, Privileged: &no},
+				}},
+				Volumes: []corev1.Volume{{Name: "host-pods", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &dirType}}}},
+			},
+		},
+	}}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// WithTypeMeta sets each object's apiVersion and kind from scheme, so the
+// rendered YAML is complete.
+func WithTypeMeta(scheme *runtime.Scheme, objs []client.Object) error {
+	for _, o := range objs {
+		gvks, _, err := scheme.ObjectKinds(o)
+		if err != nil {
+			return err
+		}
+		o.GetObjectKind().SetGroupVersionKind(gvks[0])
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package install
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+)
+
+func TestRenderRBAC(t *testing.T) {
+	objs := All("ns1")
+	if err := WithTypeMeta(Scheme(), objs); err != nil {
+		t.Fatal(err)
+	}
+	var dep *appsv1.Deployment
+	for _, o := range objs {
+		var rules []rbacv1.PolicyRule
+		switch x := o.(type) {
+		case *rbacv1.ClusterRole:
+			rules = x.Rules
+		case *rbacv1.Role:
+			rules = x.Rules
+			if x.Namespace != "ns1" {
+				t.Errorf("Role %s in %q", x.Name, x.Namespace)
+			}
+		case *appsv1.Deployment:
+			dep = x
+		}
+		for _, r := range rules {
+			for _, v := range r.Verbs {
+				if v == "*" || v == "delete" && strings.Contains(strings.Join(r.Resources, ","), "*") {
+					t.Errorf("%s: rule %+v", o.GetName(), r)
+				}
+			}
+		}
+		if o.GetObjectKind().GroupVersionKind().Kind == "" {
+			t.Errorf("%s: no kind", o.GetName())
+		}
+	}
+	if dep == nil || dep.Namespace != "ns1" || dep.Spec.Template.Spec.ServiceAccountName != ServerName || dep.Spec.Template.Spec.Containers[0].Args[0] != "server" {
+		t.Errorf("deployment %+v", dep)
+	}
+}
+
+func TestFlagsParsing(t *testing.T) {
+	rl, err := ParseResources("server-requests", "cpu=250m,memory=1Gi")
+	if err != nil || rl.Cpu().String() != "250m" || rl.Memory().String() != "1Gi" {
+		t.Errorf("ParseResources = %v, %v", rl, err)
+	}
+	for _, bad := range []string{"cpu", "gpu=1", "cpu=lots"} {
+		if _, err := ParseResources("server-requests", bad); err == nil || !strings.Contains(err.Error(), "--server-requests") {
+			t.Errorf("ParseResources(%q) = %v", bad, err)
+		}
+	}
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	os.WriteFile(good, []byte("# c\n\nexport AWS_ACCESS_KEY_ID=\"a\"\nAWS_SECRET_ACCESS_KEY=b=c\n"), 0o600)
+	m, err := ReadCredentials(good)
+	if err != nil || m["AWS_ACCESS_KEY_ID"] != "a" || m["AWS_SECRET_ACCESS_KEY"] != "b=c" || len(m) != 2 {
+		t.Errorf("ReadCredentials = %v, %v", m, err)
+	}
+	bad := filepath.Join(dir, "bad")
+	os.WriteFile(bad, []byte("AWS_ACCESS_KEY_ID=a\njunk\n"), 0o600)
+	if _, err := ReadCredentials(bad); err == nil || !strings.Contains(err.Error(), "bad:2") {
+		t.Errorf("ReadCredentials(bad) = %v", err)
+	}
+	// With credentials, the location references the Secret.
+	objs := Render(Options{Namespace: "x", LocationURL: "s3://b", Credentials: m, NoNodeAgent: true})
+	var secret *corev1.Secret
+	for _, o := range objs {
+		if s, ok := o.(*corev1.Secret); ok {
+			secret = s
+		}
+		if _, ok := o.(*appsv1.DaemonSet); ok {
+			t.Error("DaemonSet rendered with NoNodeAgent")
+		}
+	}
+	if secret == nil || secret.StringData["AWS_SECRET_ACCESS_KEY"] != "b=c" {
+		t.Errorf("secret %+v", secret)
+	}
+}

@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/controller"
+)
+
+// TestInstall applies `ferry install --dry-run -o yaml` to a real API
+// server, checks its RBAC has no "*" verbs, then runs the server as the
+// installed ServiceAccount (impersonated): the location with the rendered
+// credential Secret becomes Available, and a backup and a restore (into a
+// mapped namespace) complete, so the least-privilege RBAC is enough.
+// `ferry uninstall` then removes the CRDs and the namespace.
+func TestInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	ctx := context.Background()
+	c, err := testenv.StartCluster(ctx, t, "inst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, err := testenv.StartS3(ctx, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.CreateBucket(ctx, "ferry"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(creds, []byte(fmt.Sprintf("# test\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", s3.AccessKey, s3.SecretKey)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := ferry(t, nil, "install", "--dry-run", "-o", "yaml", "--location-url", s3.URL("ferry"), "--credentials-file", creds, "--image", "example.com/ferry:test")
+	if r.code != 0 {
+		t.Fatalf("install: exit %d: %s", r.code, r.stderr)
+	}
+	manifest := filepath.Join(dir, "install.yaml")
+	if err := os.WriteFile(manifest, []byte(r.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	created, err := testenv.Apply(ctx, c.Config, "", manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, o := range created {
+		kinds[o.GetKind()]++
+	}
+	for kind, n := range map[string]int{"CustomResourceDefinition": 6, "Namespace": 1, "ServiceAccount": 2, "ClusterRole": 3, "Role": 2, "Deployment": 1, "DaemonSet": 1, "Secret": 1, "BackupStorageLocation": 1} {
+		if kinds[kind] != n {
+			t.Errorf("%d %s applied, want %d", kinds[kind], kind, n)
+		}
+	}
+	checkRBAC(t, r.stdout)
+
+	// The server as its ServiceAccount.
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:ferry:ferry-server", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:ferry", "system:authenticated"}}
+	cl, err := crclient.New(c.Config, crclient.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	mgr, err := controller.NewManager(mctx, controller.Options{Namespace: "ferry", Config: cfg, MetricsAddr: "0", ProbeAddr: "0", LeaderElect: true,
+		SyncPeriod: time.Second, ValidationPeriod: time.Second, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("server: %v", err)
+		}
+	}()
+	if err := cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if err := cl.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: fmt.Sprintf("cm-%d", i)}, Data: map[string]string{"i": "x"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "deleter"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"delete"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 20*time.Second, "location Available", func() error {
+		bsl := &v1alpha1.BackupStorageLocation{}
+		if err := cl.Get(ctx, crclient.ObjectKey{Namespace: "ferry", Name: "default"}, bsl); err != nil {
+			return err
+		}
+		if bsl.Status.Phase != v1alpha1.LocationAvailable {
+			return fmt.Errorf("phase %q: %s", bsl.Status.Phase, bsl.Status.Message)
+		}
+		return nil
+	})
+	b := v1alpha1.NewBackup("app")
+	b.Namespace = "ferry"
+	b.Spec.IncludedNamespaces = []string{"app"}
+	if err := cl.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 60*time.Second, "backup", func() error {
+		if err := cl.Get(ctx, crclient.ObjectKeyFromObject(b), b); err != nil {
+			return err
+		}
+		if b.Status.Phase != v1alpha1.PhaseCompleted {
+			return fmt.Errorf("phase %q: %s (errors %d)", b.Status.Phase, b.Status.FailureReason, b.Status.Errors)
+		}
+		return nil
+	})
+	rs := v1alpha1.NewRestore("app-copy")
+	rs.Namespace = "ferry"
+	rs.Spec.BackupName = "app"
+	rs.Spec.NamespaceMapping = map[string]string{"app": "app-copy"}
+	if err := cl.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 60*time.Second, "restore", func() error {
+		if err := cl.Get(ctx, crclient.ObjectKeyFromObject(rs), rs); err != nil {
+			return err
+		}
+		if rs.Status.Phase != v1alpha1.PhaseCompleted {
+			return fmt.Errorf("phase %q: %s (counts %+v)", rs.Status.Phase, rs.Status.FailureReason, rs.Status.Counts)
+		}
+		return nil
+	})
+	role := &rbacv1.Role{}
+	if err := cl.Get(ctx, crclient.ObjectKey{Namespace: "app-copy", Name: "deleter"}, role); err != nil {
+		t.Errorf("restored Role (needs escalate): %v", err)
+	}
+	if err := cl.Get(ctx, crclient.ObjectKey{Namespace: "app-copy", Name: "cm-3"}, &corev1.ConfigMap{}); err != nil {
+		t.Errorf("restored ConfigMap: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("server: %v", err)
+	}
+	done <- nil
+
+	u := ferry(t, nil, "uninstall", "--kubeconfig", c.KubeconfigPath)
+	if u.code != 0 {
+		t.Fatalf("uninstall: exit %d: %s", u.code, u.stderr)
+	}
+	if !strings.Contains(u.stdout, "CustomResourceDefinition backups.ferry.dev deleted") || !strings.Contains(u.stdout, "Namespace ferry deleted") {
+		t.Errorf("uninstall output:\n%s", u.stdout)
+	}
+}
+
+// checkRBAC fails on any rule with "*" verbs; "*" resources are allowed
+// only in the documented ClusterRoles ferry-server-read and -restore.
+func checkRBAC(t *testing.T, manifest string) {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader([]byte(manifest)), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if u.GetKind() != "ClusterRole" && u.GetKind() != "Role" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(u.Object, "rules")
+		for _, x := range rules {
+			rule := x.(map[string]any)
+			verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+			resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
+			for _, v := range verbs {
+				if v == "*" {
+					t.Errorf("%s %s: rule %v has * verbs", u.GetKind(), u.GetName(), rule)
+				}
+			}
+			for _, r := range resources {
+				if r == "*" && u.GetName() != "ferry-server-read" && u.GetName() != "ferry-server-restore" {
+					t.Errorf("%s %s: undocumented * resources in %v", u.GetKind(), u.GetName(), rule)
+				}
+			}
+		}
+	}
+}
+
+func poll(t *testing.T, timeout time.Duration, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v after %s", what, err, timeout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

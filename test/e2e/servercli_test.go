@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+)
+
+// TestServerCLI drives server mode as a user: `ferry install --apply`,
+// the `ferry server` binary run out of cluster, `backup create --server
+// --wait` and `restore create --server --wait` (FERRY_MODE=server), and
+// `schedule create|get|pause|unpause|delete`, with an invalid cron refused.
+func TestServerCLI(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an API server")
+	}
+	ctx := context.Background()
+	c, err := testenv.StartCluster(ctx, t, "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, err := testenv.StartS3(ctx, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.CreateBucket(ctx, "ferry"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(creds, []byte(fmt.Sprintf("AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", s3.AccessKey, s3.SecretKey)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kc := []string{"--kubeconfig", c.KubeconfigPath}
+	run := func(env []string, args ...string) result {
+		t.Helper()
+		return ferry(t, env, append(args, kc...)...)
+	}
+	if r := run(nil, "install", "--apply", "--location-url", s3.URL("ferry"), "--credentials-file", creds); r.code != 0 || !strings.Contains(r.stdout, "BackupStorageLocation ferry/default applied") {
+		t.Fatalf("install --apply: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	// Applying again changes nothing and succeeds.
+	if r := run(nil, "install", "--apply", "--location-url", s3.URL("ferry"), "--credentials-file", creds); r.code != 0 {
+		t.Fatalf("second install --apply: exit %d\n%s", r.code, r.stderr)
+	}
+
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	srv := exec.CommandContext(sctx, ferryBin, append([]string{"server", "--metrics-addr", "0", "--probe-addr", "0", "--sync-period", "1s", "--location-validation-period", "1s", "--leader-elect-lease-duration", "3s"}, kc...)...)
+	var srvLog bytes.Buffer
+	srv.Stdout, srv.Stderr = &srvLog, &srvLog
+	srv.Cancel = func() error { return srv.Process.Signal(syscall.SIGTERM) }
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = srv.Wait()
+		if t.Failed() {
+			t.Logf("server log:\n%s", srvLog.String())
+		}
+	}()
+
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}, Data: map[string]string{"k": "v"}}
+		if _, err := cs.CoreV1().ConfigMaps("app").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := run(nil, "backup", "create", "b1", "--server", "--wait", "--include-namespaces", "app", "--ttl", "24h", "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("backup create --server: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	b := &v1alpha1.Backup{}
+	mustJSON(t, r.stdout, b)
+	if b.Status.Phase != v1alpha1.PhaseCompleted || b.Status.ResourceCounts["configmaps"] < 10 || b.Status.Expiration == nil || b.Namespace != "ferry" {
+		t.Errorf("backup: %+v", b.Status)
+	}
+	r = run([]string{"FERRY_MODE=server"}, "restore", "create", "r1", "--from-backup", "b1", "--wait", "--namespace-mappings", "app:app2")
+	if r.code != 0 || !strings.Contains(r.stdout, "Restore r1 of backup b1: Completed") {
+		t.Fatalf("restore create (FERRY_MODE=server): exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("app2").Get(ctx, "cm-4", metav1.GetOptions{}); err != nil {
+		t.Errorf("restored ConfigMap: %v", err)
+	}
+	r = run(nil, "restore", "create", "r2", "--from-backup", "nosuch", "--server", "--wait")
+	if r.code != 1 || !strings.Contains(r.stdout, `backup "nosuch"`) {
+		t.Errorf("restore of a missing backup: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := run(nil, "backup", "create", "b2", "--server", "--storage", "file:///tmp/x"); r.code != 1 || !strings.Contains(r.stderr, "--storage is not supported in server mode") {
+		t.Errorf("--storage with --server: exit %d: %s", r.code, r.stderr)
+	}
+
+	if r := run(nil, "schedule", "create", "bad", "--schedule", "61 * * * *"); r.code != 1 || !strings.Contains(r.stderr, `--schedule "61 * * * *"`) {
+		t.Errorf("invalid cron: exit %d: %s", r.code, r.stderr)
+	}
+	if r := run(nil, "schedule", "create", "nightly", "--schedule", "0 3 * * *", "--include-namespaces", "app", "--ttl", "72h"); r.code != 0 {
+		t.Fatalf("schedule create: exit %d: %s", r.code, r.stderr)
+	}
+	getSchedule := func() *v1alpha1.Schedule {
+		s := &v1alpha1.Schedule{}
+		poll(t, 10*time.Second, "schedule", func() error {
+			r := run(nil, "schedule", "get", "nightly", "-o", "json")
+			if r.code != 0 {
+				return fmt.Errorf("exit %d: %s", r.code, r.stderr)
+			}
+			mustJSON(t, r.stdout, s)
+			if s.Status.Phase == "" {
+				return fmt.Errorf("no phase yet")
+			}
+			return nil
+		})
+		return s
+	}
+	if s := getSchedule(); s.Status.Phase != v1alpha1.SchedulePhaseEnabled || s.Status.NextBackup == nil || s.Status.NextBackup.UTC().Hour() != 3 || s.Spec.TTL.Duration != 72*time.Hour {
+		t.Errorf("schedule: %+v %+v", s.Spec, s.Status)
+	}
+	if r := run(nil, "schedule", "pause", "nightly"); r.code != 0 {
+		t.Fatalf("pause: %s", r.stderr)
+	}
+	poll(t, 10*time.Second, "paused", func() error {
+		if s := getSchedule(); s.Status.Phase != v1alpha1.SchedulePhasePaused {
+			return fmt.Errorf("phase %s", s.Status.Phase)
+		}
+		return nil
+	})
+	if r := run(nil, "schedule", "unpause", "nightly"); r.code != 0 {
+		t.Fatalf("unpause: %s", r.stderr)
+	}
+	poll(t, 10*time.Second, "unpaused", func() error {
+		if s := getSchedule(); s.Status.Phase != v1alpha1.SchedulePhaseEnabled {
+			return fmt.Errorf("phase %s", s.Status.Phase)
+		}
+		return nil
+	})
+	r = run(nil, "schedule", "get")
+	if r.code != 0 || !strings.Contains(r.stdout, "nightly") || !strings.Contains(r.stdout, "0 3 * * *") {
+		t.Errorf("schedule get: %s %s", r.stdout, r.stderr)
+	}
+	if r := run(nil, "schedule", "delete", "nightly"); r.code != 0 {
+		t.Fatalf("delete: %s", r.stderr)
+	}
+	if r := run(nil, "schedule", "get", "nightly"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Errorf("get after delete: exit %d: %s", r.code, r.stderr)
+	}
+}
