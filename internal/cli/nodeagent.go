@@ -61,7 +61,15 @@ then the done-marker that lets the pod start.`,
 				if err != nil {
 					g.log.Warn("listing pods", "node", node, "err", err)
 				} else {
-					for _, p := range volumes.PendingRestores(pods.Items, vf.hostPodsDir) {
+					pending := volumes.PendingRestores(pods.Items, vf.hostPodsDir)
+					if len(pending) > 0 {
+						// Snapshots made since the repository was opened
+						// are seen only after a refresh of its indexes.
+						if err := repo.Refresh(ctx); err != nil {
+							g.log.Warn("refreshing the volume repository", "err", err)
+						}
+					}
+					for _, p := range pending {
 						rec, ok := records[p.Backup]
 						if !ok {
 							if rec, err = backupVolumeRecord(ctx, loc, p.Backup); err != nil || rec == nil {

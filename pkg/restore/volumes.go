@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -116,6 +117,12 @@ func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.
 	out = append(out, failed...)
 	sum := &v1alpha1.PodVolumeSummary{Total: len(out)}
 	for _, r := range out {
+		if strings.Contains(r.Error, volumes.ErrAlreadyRestored.Error()) {
+			// Restored by an earlier restore; its live data is kept.
+			sum.Skipped++
+			results.Warnf("pod volume %s: %s", r.Key(), r.Error)
+			continue
+		}
 		if r.Error != "" {
 			sum.Failed++
 			results.Errorf("pod volume %s: %s", r.Key(), r.Error)

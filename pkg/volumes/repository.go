@@ -212,3 +212,13 @@ func (r *Repository) cleanup() {
 	}
 	r.release()
 }
+
+// Refresh rereads the repository's indexes and manifests, so that a
+// long-running process (the node agent) sees snapshots written by other
+// processes since it opened the repository.
+func (r *Repository) Refresh(ctx context.Context) error {
+	if err := r.rep.Refresh(ctx); err != nil {
+		return fmt.Errorf("refreshing the volume repository in %s: %w", r.where(), err)
+	}
+	return nil
+}

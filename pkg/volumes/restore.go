@@ -24,6 +24,42 @@ type RestoreResult struct {
 	Bytes      int64    `json:"bytes"`
 	Files      int64    `json:"files"`
 	Duration   Duration `json:"duration"`
+	// AlreadyRestored is set when the volume already held this restore's
+	// done-marker (a re-run): nothing was written.
+	AlreadyRestored bool `json:"alreadyRestored,omitempty"`
+}
+
+// ErrAlreadyRestored is returned for a volume that holds the done-marker
+// of another restore: its data was restored before and may have changed
+// since (the application runs on it), so it is not overwritten.
+var ErrAlreadyRestored = errors.New("volume already holds restored data")
+
+// markerState checks dir's marker folder: it must not be a symlink (a
+// restore would write through it, outside the volume), and it returns the
+// restore UIDs whose done-markers it holds.
+func markerState(dir string) ([]string, error) {
+	md := filepath.Join(dir, MarkerDir)
+	fi, err := os.Lstat(md)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%s is not a directory (a symlink?): refusing to restore through it", md)
+	}
+	ents, err := os.ReadDir(md)
+	if err != nil {
+		return nil, err
+	}
+	var uids []string
+	for _, e := range ents {
+		if e.Type().IsRegular() && !strings.HasSuffix(e.Name(), ".tmp") {
+			uids = append(uids, e.Name())
+		}
+	}
+	return uids, nil
 }
 
 // loadSnapshot reads snapshot id's manifest; a missing one wraps ErrSnapshotNotFound.
@@ -58,6 +94,19 @@ func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, pr
 	}
 	if !st.IsDir() {
 		return nil, fmt.Errorf("restoring snapshot %s: %s is not a directory", id, dir)
+	}
+	done, err := markerState(dir)
+	if err != nil {
+		return nil, fmt.Errorf("restoring snapshot %s: %w", id, err)
+	}
+	for _, uid := range done {
+		if uid == restoreUID {
+			// A re-run of this restore, which already finished here.
+			return &RestoreResult{SnapshotID: id, AlreadyRestored: true}, nil
+		}
+	}
+	if len(done) > 0 {
+		return nil, fmt.Errorf("%w: %s has the done-marker of restore %s; the data is not overwritten (restore into a new pod, or remove %s to force it)", ErrAlreadyRestored, dir, done[0], filepath.Join(dir, MarkerDir))
 	}
 	man, err := r.loadSnapshot(ctx, id)
 	if err != nil {
@@ -160,6 +209,9 @@ func MarkerPath(dir, restoreUID string) string {
 func WriteMarker(dir, restoreUID, snapshotID string) error {
 	if restoreUID == "" {
 		return errors.New("done-marker: no restore UID")
+	}
+	if _, err := markerState(dir); err != nil {
+		return fmt.Errorf("done-marker: %w", err)
 	}
 	p := MarkerPath(dir, restoreUID)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
