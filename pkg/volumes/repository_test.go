@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kopia/kopia/repo/maintenance"
@@ -54,15 +55,15 @@ func TestRoundTripAndEncryption(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := openTestRepo(t, loc, true)
-	var progressed int64
-	res, err := r.Snapshot(ctx, src, "pvc/ns/data", map[string]string{TagBackup: "b1"}, func(b, f int64) { progressed = b })
+	var progressed atomic.Int64
+	res, err := r.Snapshot(ctx, src, "pvc/ns/data", map[string]string{TagBackup: "b1"}, func(b, f int64) { progressed.Store(b) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.SnapshotID == "" || res.Files != int64(nfiles) || res.ParentSnapshotID != "" || res.UploadedBytes == 0 {
 		t.Fatalf("result %+v", res)
 	}
-	if progressed == 0 {
+	if progressed.Load() == 0 {
 		t.Errorf("no progress reported")
 	}
 	dst := t.TempDir()
