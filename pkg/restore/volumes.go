@@ -2,9 +2,12 @@ package restore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
@@ -55,9 +58,11 @@ func loadVolumeRecord(ctx context.Context, loc *store.Location, backup string) (
 // pods of the record that the plan restores. The others are warnings.
 func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, results *report.Results) *transform.PodVolumeRestore {
 	restored := map[string]bool{} // source ns/name
+	podData := map[string][]byte{}
 	for _, it := range p.Items {
 		if it.GroupResource == "pods" && it.Skip == "" {
 			restored[it.Namespace+"/"+it.Name] = true
+			podData[it.Namespace+"/"+it.Name] = it.Data
 		}
 	}
 	pvr := &transform.PodVolumeRestore{RestoreUID: uid, Image: o.PodVolumes.HelperImage, Volumes: map[string][]string{}, Backup: o.Spec.BackupName, SourceNamespaces: map[string]string{}}
@@ -66,18 +71,41 @@ func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, 
 			results.Warnf("pod volume %s: not in the backup (%s)", v.Key(), v.Error)
 			continue
 		}
-		for _, pod := range append([]string{v.Namespace + "/" + v.Pod}, v.AlsoMountedBy...) {
+		for i, pod := range append([]string{v.Namespace + "/" + v.Pod}, v.AlsoMountedBy...) {
 			ns, name, _ := cut(pod)
 			if !restored[pod] {
 				results.Warnf("pod volume %s/%s/%s: the pod is not restored, so neither is its data", ns, name, v.Volume)
 				continue
 			}
+			vol := v.Volume
+			if i > 0 && v.ClaimName != "" {
+				// Another pod mounting the same claim may call it otherwise.
+				if vol = claimVolume(podData[pod], v.ClaimName); vol == "" {
+					results.Warnf("pod volume %s/%s: no volume of the pod mounts claim %s", ns, name, v.ClaimName)
+					continue
+				}
+			}
 			key := o.mapNamespace(ns) + "/" + name
 			pvr.SourceNamespaces[o.mapNamespace(ns)] = ns
-			pvr.Volumes[key] = append(pvr.Volumes[key], v.Volume)
+			pvr.Volumes[key] = append(pvr.Volumes[key], vol)
 		}
 	}
 	return pvr
+}
+
+// claimVolume returns the name of the volume of a pod (its JSON) that
+// mounts claim, or "".
+func claimVolume(pod []byte, claim string) string {
+	var p corev1.Pod
+	if json.Unmarshal(pod, &p) != nil {
+		return ""
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
+			return v.Name
+		}
+	}
+	return ""
 }
 
 func cut(s string) (string, string, bool) {

@@ -61,6 +61,15 @@ func Targets(ctx context.Context, client kubernetes.Interface, rec *BackupRecord
 				continue
 			}
 			t.PodUID = string(pod.UID)
+			if i > 0 && t.ClaimName != "" {
+				// Another pod mounting the same claim may call it otherwise.
+				for _, v := range pod.Spec.Volumes {
+					if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == t.ClaimName {
+						t.Volume = v.Name
+						break
+					}
+				}
+			}
 			if t.ClaimName != "" {
 				t.PVName, err = waitBound(ctx, client, t.Namespace, t.ClaimName, deadline)
 				if err != nil {
