@@ -2,14 +2,12 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -211,23 +209,6 @@ func (r *Registry) BlobPath(hex string) string {
 // Stop stops the registry (SIGTERM, SIGKILL after 5 s) and removes its
 // storage and log. Safe to call more than once.
 func (r *Registry) Stop() error {
-	r.stopOnce.Do(func() {
-		var errs []error
-		if r.cmd != nil && r.cmd.Process != nil && r.done != nil {
-			_ = r.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-r.done:
-			case <-time.After(5 * time.Second):
-				_ = r.cmd.Process.Kill()
-				<-r.done
-			}
-		}
-		if r.tmp != "" {
-			errs = append(errs, os.RemoveAll(r.tmp))
-		}
-		if err := errors.Join(errs...); err != nil {
-			r.stopErr = fmt.Errorf("stop registry: %w", err)
-		}
-	})
+	r.stopOnce.Do(func() { r.stopErr = stopProcess("registry", r.cmd, r.done, r.tmp) })
 	return r.stopErr
 }

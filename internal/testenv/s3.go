@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -163,25 +162,29 @@ func freePort() (int, error) {
 // Stop stops versitygw (SIGTERM, SIGKILL after 5 s) and removes Dir and the
 // log. Safe to call more than once; later calls return the first result.
 func (s *S3) Stop() error {
-	s.stopOnce.Do(func() {
-		var errs []error
-		if s.cmd != nil && s.cmd.Process != nil && s.done != nil {
-			_ = s.cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-s.done:
-			case <-time.After(5 * time.Second):
-				_ = s.cmd.Process.Kill()
-				<-s.done
-			}
-		}
-		if s.tmp != "" {
-			errs = append(errs, os.RemoveAll(s.tmp))
-		}
-		if err := errors.Join(errs...); err != nil {
-			s.stopErr = fmt.Errorf("stop s3: %w", err)
-		}
-	})
+	s.stopOnce.Do(func() { s.stopErr = stopProcess("s3", s.cmd, s.done, s.tmp) })
 	return s.stopErr
+}
+
+// stopProcess stops a server the tests started (SIGTERM, SIGKILL after
+// 5 s; done closes when it has exited) and removes its folder tmp. The
+// error names what (the registry, s3).
+func stopProcess(what string, cmd *exec.Cmd, done chan struct{}, tmp string) error {
+	if cmd != nil && cmd.Process != nil && done != nil {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+	if tmp != "" {
+		if err := os.RemoveAll(tmp); err != nil {
+			return fmt.Errorf("stop %s: %w", what, err)
+		}
+	}
+	return nil
 }
 
 // Client returns an AWS SDK v2 S3 client for this server (path-style
