@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/install"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // installFlags are the flags of install and uninstall.
@@ -21,6 +22,7 @@ type installFlags struct {
 	noNodeAgent                        bool
 	hostPodsDir                        string
 	locationURL, credentialsFile       string
+	repositoryPasswordFile             string
 	apply, dryRun                      bool
 }
 
@@ -39,6 +41,7 @@ func (f *installFlags) register(cmd *cobra.Command, render bool) {
 	fl.StringVar(&f.hostPodsDir, "host-pods-dir", install.DefaultHostPodsDir, "the kubelet's pods directory on the nodes, mounted into the node agent")
 	fl.StringVar(&f.locationURL, "location-url", "", "render BackupStorageLocation \"default\" with this URL (as --storage: s3://bucket?endpoint=...&region=...)")
 	fl.StringVar(&f.credentialsFile, "credentials-file", "", "render Secret ferry-credentials for the location from this file of KEY=VALUE lines (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...)")
+	fl.StringVar(&f.repositoryPasswordFile, "repository-password-file", "", "render Secret ferry-repository with the volume repository password from this file, for pod volume data (source and target need the same one); without it, volume backups fail with the reason")
 	fl.BoolVar(&f.apply, "apply", false, "apply the objects to the cluster (server-side apply) instead of printing them")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the objects (the default; kept for kubectl habits)")
 }
@@ -71,6 +74,11 @@ func (f *installFlags) objects() ([]client.Object, error) {
 			return nil, fmt.Errorf("--credentials-file needs --location-url")
 		}
 		if o.Credentials, err = install.ReadCredentials(f.credentialsFile); err != nil {
+			return nil, err
+		}
+	}
+	if f.repositoryPasswordFile != "" {
+		if o.RepositoryPassword, err = volumes.ReadPassword(f.repositoryPasswordFile); err != nil {
 			return nil, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -18,7 +21,8 @@ func newNodeAgentCmd(g *globals) *cobra.Command {
 	var vf volumeFlags
 	var node string
 	var interval time.Duration
-	var once bool
+	var once, server bool
+	var namespace, metricsAddr, probeAddr string
 	cmd := &cobra.Command{
 		Use:   "node-agent --host-pods-dir DIR",
 		Short: "Run on each node (a DaemonSet): restore the volume data of restored pods scheduled to this node",
@@ -26,7 +30,11 @@ func newNodeAgentCmd(g *globals) *cobra.Command {
 volume data (init container ferry-restore-wait, ferry restore create
 --volumes-by-node-agent) gets the data of its volumes from the backup's kopia
 snapshots, written into <host-pods-dir>/<pod UID>/volumes/<plugin>/<volume>, and
-then the done-marker that lets the pod start.`,
+then the done-marker that lets the pod start.
+
+With --server (as ferry install runs it) it instead carries out the PodVolumeBackup and
+PodVolumeRestore objects of its node that ferry server creates for Backups and Restores, and
+writes each one's outcome into its status.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -35,6 +43,9 @@ then the done-marker that lets the pod start.`,
 			}
 			if st, err := os.Stat(vf.hostPodsDir); err != nil || !st.IsDir() {
 				return fmt.Errorf("--host-pods-dir %s: not a directory", vf.hostPodsDir)
+			}
+			if server || os.Getenv(EnvMode) == "server" {
+				return runNodeAgentServer(cmd, g, &vf, node, namespace, metricsAddr, probeAddr)
 			}
 			loc, err := g.openStore(ctx)
 			if err != nil {
@@ -107,6 +118,36 @@ then the done-marker that lets the pod start.`,
 	cmd.Flags().StringVar(&node, "node", os.Getenv("NODE_NAME"), "the node whose pods to serve (default $NODE_NAME; empty: every pod, for a single-machine cluster)")
 	cmd.Flags().DurationVar(&interval, "interval", 5*time.Second, "how often to look for pods waiting for their data")
 	cmd.Flags().DurationVar(&vf.wait, "volume-timeout", time.Minute, "how long to wait for a pod's claim binding and volume directory")
+	cmd.Flags().BoolVar(&server, "server", false, "server mode (env "+EnvMode+"=server): carry out the PodVolumeBackups and PodVolumeRestores of --node in --namespace that `ferry server` creates, instead of polling for waiting pods (--storage is then not used: each object names its BackupStorageLocation)")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", serverNamespace(), "server mode: namespace of the PodVolumeBackups, PodVolumeRestores and locations (env "+EnvNamespace+")")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", ":8085", "server mode: address for Prometheus metrics on /metrics (0 disables)")
+	cmd.Flags().StringVar(&probeAddr, "probe-addr", ":8086", "server mode: address for /healthz and /readyz (0 disables)")
 	cmd.Flags().BoolVar(&once, "once", false, "look once, restore what is waiting, and exit (exit 1 if a volume failed)")
 	return cmd
+}
+
+// runNodeAgentServer runs the node agent's controllers (server mode) until
+// the command's context ends.
+func runNodeAgentServer(cmd *cobra.Command, g *globals, vf *volumeFlags, node, namespace, metricsAddr, probeAddr string) error {
+	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	pw, err := volumes.ReadPassword(vf.passwordFile)
+	if err != nil && (vf.passwordFile != "" || !errors.Is(err, volumes.ErrNoPassword)) {
+		return err
+	}
+	if pw == "" {
+		log.Warn("no volume repository password: every PodVolumeBackup and PodVolumeRestore will fail", "env", volumes.EnvPassword)
+	}
+	cfg, err := kube.RESTConfig(g.kubeconfig, g.context)
+	if err != nil {
+		return err
+	}
+	mgr, err := controller.NewNodeAgentManager(controller.NodeAgentOptions{
+		Namespace: namespace, Node: node, HostPodsDir: vf.hostPodsDir, Config: cfg, Password: pw,
+		Wait: vf.wait, SparseFiles: vf.sparse, MetricsAddr: metricsAddr, ProbeAddr: probeAddr, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("ferry node agent starting", "version", Version, "namespace", namespace, "node", node, "hostPodsDir", vf.hostPodsDir)
+	return mgr.Start(cmd.Context())
 }

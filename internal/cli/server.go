@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"time"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // EnvNamespace names the environment variable that gives the server's
@@ -28,13 +31,16 @@ func serverNamespace() string {
 
 func newServerCmd(g *globals) *cobra.Command {
 	opts := controller.Options{}
+	var passwordFile string
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run ferry's controllers (server mode): Backups, Restores, Schedules, expiry, location validation and store sync",
 		Long: `server runs the controllers of server mode against the cluster of --kubeconfig/--context
 (in a Pod: its service account). It takes Backup and Restore objects in --namespace and runs them
 with the same engine as the CLI, creates Backups for Schedules, deletes expired backups, validates
-BackupStorageLocations and keeps the cluster's Backups in step with the store. It serves /healthz
+BackupStorageLocations and keeps the cluster's Backups in step with the store. Pod volume data
+goes through PodVolumeBackups and PodVolumeRestores, which ferry node-agent --server on each node
+carries out. It serves /healthz
 and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,6 +50,13 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 			}
 			opts.Config = cfg
 			opts.Log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			if pw, err := volumes.ReadPassword(passwordFile); err == nil {
+				opts.RepositoryPassword = pw
+			} else if passwordFile != "" || !errors.Is(err, volumes.ErrNoPassword) {
+				return err
+			} else {
+				opts.Log.Warn("no volume repository password: pod volume data cannot be backed up (backups naming volumes end PartiallyFailed)", "env", volumes.EnvPassword)
+			}
 			mgr, err := controller.NewManager(cmd.Context(), opts)
 			if err != nil {
 				return err
@@ -59,6 +72,9 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 	fl.BoolVar(&opts.LeaderElect, "leader-elect", true, "run the controllers only while holding the Lease ferry-server in --namespace, so that replicas never both run (without it, run one replica only)")
 	fl.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a stopped leader's Lease blocks the next one (renewal deadline 2/3 of it)")
 	fl.DurationVar(&opts.SyncPeriod, "sync-period", time.Minute, "how often each location's backups are synced into the cluster")
+	fl.StringVar(&passwordFile, "repository-password-file", "", "file holding the password of the locations' volume repositories (kopia; default $"+volumes.EnvPassword+"), for pod volume backups")
+	fl.DurationVar(&opts.PodVolumeTimeout, "pod-volume-timeout", controller.DefaultPodVolumeTimeout, "how long a backup or restore waits for the node agents to finish its pod volumes, and a restore for a restored pod to be scheduled")
+	fl.StringVar(&opts.RestoreHelperImage, "restore-helper-image", restore.DefaultRestoreHelperImage, "image of the ferry-restore-wait init container added to restored pods whose volume data is restored (needs /bin/sh)")
 	fl.DurationVar(&opts.ValidationPeriod, "location-validation-period", time.Minute, "how often a BackupStorageLocation is validated when its spec.validationFrequency is not set")
 	return cmd
 }

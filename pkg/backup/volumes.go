@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sync"
@@ -23,6 +24,12 @@ type PodVolumeOptions struct {
 	HostPodsDir string
 	// OnProgress, if set, gets running totals of the data backed up.
 	OnProgress func(volumes.Totals)
+	// Backup, if set, moves the data instead of
+	// Repository.BackupPodVolumes from HostPodsDir: server mode hands each
+	// volume to the node agent of its pod's node as a PodVolumeBackup
+	// (pkg/controller). It returns one record per volume, in order.
+	// Repository, if also set, gets kopia's maintenance afterwards.
+	Backup func(ctx context.Context, backup string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup
 }
 
 // podCollector keeps the pods written into the archive, to choose their
@@ -61,8 +68,12 @@ func (r *run) backupVolumes(loc *store.Location, b *v1alpha1.Backup) error {
 	volumes.ResolveClaims(r.ctx, r.cluster.Typed, vols)
 	r.opts.Log.Info("backing up pod volumes", "volumes", len(vols), "skipped", len(skipped))
 	rec := &volumes.BackupRecord{Repository: volumes.RepositoryPrefix, Skipped: skipped}
-	rec.Volumes = o.Repository.BackupPodVolumes(r.ctx, o.HostPodsDir, r.opts.Name, vols, o.OnProgress)
-	if len(vols) > 0 {
+	if o.Backup != nil {
+		rec.Volumes = o.Backup(r.ctx, r.opts.Name, vols, o.OnProgress)
+	} else {
+		rec.Volumes = o.Repository.BackupPodVolumes(r.ctx, o.HostPodsDir, r.opts.Name, vols, o.OnProgress)
+	}
+	if len(vols) > 0 && o.Repository != nil {
 		// kopia's scheduled maintenance (index compaction hourly, garbage
 		// collection daily), as the kopia CLI runs after its snapshots.
 		if err := o.Repository.Maintain(r.ctx); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // progressPeriod is how often a running backup's or restore's progress is
@@ -40,6 +41,9 @@ type BackupReconciler struct {
 	Cluster   *kube.Cluster
 	Clock     clock.PassiveClock
 	Log       *slog.Logger
+	// RepositoryPassword and PodVolumeTimeout: see Options.
+	RepositoryPassword string
+	PodVolumeTimeout   time.Duration
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -136,6 +140,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	res, _, err := backup.Run(ctx, r.Cluster, loc, backup.Options{
 		Name: b.Name, Spec: b.Spec, Log: r.Log,
 		OnProgress: func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) },
+		PodVolumes: &backup.PodVolumeOptions{Backup: r.podVolumeBackup(loc, b, bsl.Name)},
 	})
 	stop()
 	if err != nil {
@@ -162,6 +167,45 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 		backupDuration.Observe(e.Sub(res.Status.StartTimestamp.Time).Seconds())
 	}
 	return nil
+}
+
+// podVolumeBackup is the Backup's backup.PodVolumeOptions.Backup: it
+// opens (creating if need be) the location's volume repository, hands the
+// volumes to the node agents (podVolumes.backup), and then runs kopia's
+// scheduled maintenance. Without a repository password, or when the
+// repository cannot be opened, every volume fails with the reason.
+func (r *BackupReconciler) podVolumeBackup(loc *store.Location, b *v1alpha1.Backup, location string) func(context.Context, string, []volumes.PodVolume, func(volumes.Totals)) []volumes.PodVolumeBackup {
+	return func(ctx context.Context, name string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup {
+		if len(vols) == 0 {
+			return nil
+		}
+		failAll := func(why string) []volumes.PodVolumeBackup {
+			out := make([]volumes.PodVolumeBackup, len(vols))
+			for i, v := range vols {
+				out[i] = volumes.PodVolumeBackup{PodVolume: v, Error: why}
+			}
+			return out
+		}
+		if r.RepositoryPassword == "" {
+			return failAll(fmt.Sprintf("volume data not backed up: the ferry server has no volume repository password ($%s, from the Secret that `ferry install --repository-password-file` creates)", volumes.EnvPassword))
+		}
+		repo, err := volumes.Open(ctx, loc, r.RepositoryPassword, volumes.OpenOptions{Create: true})
+		if err != nil {
+			return failAll("volume data not backed up: " + err.Error())
+		}
+		defer repo.Close(context.WithoutCancel(ctx))
+		pv := &podVolumes{client: r.Client, reader: r.APIReader, ns: b.Namespace, location: location, backupName: b.Name,
+			owner: ownerRef("Backup", b), timeout: r.PodVolumeTimeout, clock: r.Clock, log: r.Log}
+		out := pv.backup(ctx, name, vols, onProgress)
+		// kopia's scheduled maintenance, as after the CLI's snapshots; it
+		// must first see the snapshots the node agents wrote.
+		if err := repo.Refresh(ctx); err != nil {
+			r.Log.Warn("volume repository maintenance skipped", "backup", b.Name, "err", err)
+		} else if err := repo.Maintain(ctx); err != nil {
+			r.Log.Warn("volume repository maintenance", "backup", b.Name, "err", err)
+		}
+		return out
+	}
 }
 
 // reportProgress patches the status every progressPeriod with set, until

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // RestoreReconciler runs each new Restore once with pkg/restore, from its
@@ -30,6 +32,9 @@ type RestoreReconciler struct {
 	Cluster   *kube.Cluster
 	Clock     clock.PassiveClock
 	Log       *slog.Logger
+	// PodVolumeTimeout and HelperImage: see Options.
+	PodVolumeTimeout time.Duration
+	HelperImage      string
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -81,6 +86,15 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, err.Error())
 	}
 	defer loc.Close()
+
+	// The volume data goes to the node agents, one PodVolumeRestore per
+	// volume; the restored pods wait for it in their init container.
+	pv := &podVolumes{client: r.Client, reader: r.APIReader, ns: rs.Namespace, location: bsl.Name, backupName: rs.Spec.BackupName,
+		owner: ownerRef("Restore", rs), timeout: r.PodVolumeTimeout, clock: r.Clock, log: r.Log}
+	opts.PodVolumes = &restore.PodVolumeOptions{HelperImage: r.HelperImage, Wait: r.PodVolumeTimeout,
+		Restore: func(ctx context.Context, uid string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore {
+			return pv.restore(ctx, rs.Name, uid, targets, wait, onProgress)
+		}}
 
 	var done, total atomic.Int64
 	opts.OnProgress = func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) }

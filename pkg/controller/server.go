@@ -66,6 +66,20 @@ type Options struct {
 	// SeveralPerProcess allows more than one server in a process (tests
 	// run a source's and a target's); their metrics are shared.
 	SeveralPerProcess bool
+	// RepositoryPassword opens the locations' volume repositories (kopia)
+	// for pod volume backups. Without it, a backup's pod volumes fail with
+	// the reason (the backup is PartiallyFailed); restores do not need it
+	// (the node agents read the data).
+	RepositoryPassword string
+	// PodVolumeTimeout bounds how long a backup or restore waits for the
+	// node agents to finish its PodVolumeBackups or PodVolumeRestores, and
+	// a restore for each restored pod to be scheduled (default
+	// DefaultPodVolumeTimeout).
+	PodVolumeTimeout time.Duration
+	// RestoreHelperImage runs the ferry-restore-wait init container of
+	// restored pods that wait for their volume data (default
+	// restore.DefaultRestoreHelperImage).
+	RestoreHelperImage string
 }
 
 func (o *Options) defaults() error {
@@ -84,6 +98,7 @@ func (o *Options) defaults() error {
 	def(&o.SyncPeriod, time.Minute)
 	def(&o.ValidationPeriod, time.Minute)
 	def(&o.MaxWait, time.Minute)
+	def(&o.PodVolumeTimeout, DefaultPodVolumeTimeout)
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = ":8085"
 	}
@@ -155,8 +170,10 @@ func NewManager(ctx context.Context, opts Options) (manager.Manager, error) {
 	}
 	gen := predicate.GenerationChangedPredicate{}
 	regs := []reg{
-		{"backup", &v1alpha1.Backup{}, &BackupReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "backup")}, nil},
-		{"restore", &v1alpha1.Restore{}, &RestoreReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "restore")}, nil},
+		{"backup", &v1alpha1.Backup{}, &BackupReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "backup"),
+			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout}, nil},
+		{"restore", &v1alpha1.Restore{}, &RestoreReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "restore"),
+			PodVolumeTimeout: opts.PodVolumeTimeout, HelperImage: opts.RestoreHelperImage}, nil},
 		{"schedule", &v1alpha1.Schedule{}, &ScheduleReconciler{Client: c, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "schedule")}, []predicate.Predicate{gen}},
 		{"backup-gc", &v1alpha1.Backup{}, &GCReconciler{Client: c, APIReader: reader, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "gc")}, nil},
 		{"backupstoragelocation", &v1alpha1.BackupStorageLocation{}, &LocationReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.ValidationPeriod, Log: log.With("controller", "location")}, []predicate.Predicate{gen}},

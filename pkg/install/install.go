@@ -18,10 +18,12 @@
 //   - Role ferry-server (its namespace only): all verbs it uses on ferry.dev
 //     objects and their status; get on Secrets (location credentials);
 //     Leases for leader election; Events.
-//   - ClusterRole ferry-node-agent: get, list, watch on Pods (to find the
-//     volumes of the pods on its node); Role ferry-node-agent: its
-//     PodVolumeBackups/Restores and their status, the locations, get on
-//     Secrets.
+//   - ClusterRole ferry-node-agent: get, list, watch on Pods and get on
+//     PersistentVolumeClaims (the polling mode without --server finds the
+//     waiting pods of its node and their bound volumes); Role
+//     ferry-node-agent: its PodVolumeBackups/Restores and their status,
+//     the locations, get on Secrets (location credentials; the repository
+//     password comes in as an environment variable).
 //
 // No rule has "*" verbs.
 package install
@@ -51,7 +53,12 @@ const (
 	ServerName      = "ferry-server"
 	NodeAgentName   = "ferry-node-agent"
 	CredentialsName = "ferry-credentials"
-	LocationName    = "default"
+	// RepositorySecretName holds the volume repository password (key
+	// RepositorySecretKey), given to the server and the node agents as
+	// $FERRY_REPOSITORY_PASSWORD.
+	RepositorySecretName = "ferry-repository"
+	RepositorySecretKey  = "password"
+	LocationName         = "default"
 	// DefaultHostPodsDir is the kubelet's pods directory, mounted into the node agent.
 	DefaultHostPodsDir = "/var/lib/kubelet/pods"
 )
@@ -70,6 +77,10 @@ type Options struct {
 	// Credentials, when set, render Secret ferry-credentials (referenced by
 	// the location): environment-variable names and values.
 	Credentials map[string]string
+	// RepositoryPassword, when set, renders Secret ferry-repository. The
+	// source and target clusters of a migration need the same one: it
+	// encrypts the pod volume data in the location.
+	RepositoryPassword string
 }
 
 // ParseResources parses "cpu=100m,memory=256Mi" ("" is none). Errors name
@@ -169,6 +180,7 @@ func Render(o Options) []client.Object {
 			&corev1.ServiceAccount{ObjectMeta: meta(NodeAgentName)},
 			&rbacv1.ClusterRole{ObjectMeta: cluster(NodeAgentName), Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}},
 			}},
 			&rbacv1.Role{ObjectMeta: meta(NodeAgentName), Rules: []rbacv1.PolicyRule{
 				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"podvolumebackups", "podvolumerestores"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
@@ -184,6 +196,9 @@ func Render(o Options) []client.Object {
 	}
 	if len(o.Credentials) > 0 {
 		objs = append(objs, &corev1.Secret{ObjectMeta: meta(CredentialsName), Type: corev1.SecretTypeOpaque, StringData: o.Credentials})
+	}
+	if o.RepositoryPassword != "" {
+		objs = append(objs, &corev1.Secret{ObjectMeta: meta(RepositorySecretName), Type: corev1.SecretTypeOpaque, StringData: map[string]string{RepositorySecretKey: o.RepositoryPassword}})
 	}
 	if o.LocationURL != "" {
 		bsl := &v1alpha1.BackupStorageLocation{ObjectMeta: meta(LocationName), Spec: v1alpha1.BackupStorageLocationSpec{URL: o.LocationURL, Default: true}}
@@ -202,11 +217,20 @@ func Render(o Options) []client.Object {
 // All is every object Render can return for namespace (with a location,
 // credentials and the node agent), for uninstall.
 func All(namespace string) []client.Object {
-	return Render(Options{Namespace: namespace, LocationURL: "s3://any", Credentials: map[string]string{"any": ""}})
+	return Render(Options{Namespace: namespace, LocationURL: "s3://any", Credentials: map[string]string{"any": ""}, RepositoryPassword: "any"})
 }
 
 func nsEnv() corev1.EnvVar {
 	return corev1.EnvVar{Name: "FERRY_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}
+}
+
+// passwordEnv is $FERRY_REPOSITORY_PASSWORD from Secret ferry-repository;
+// optional, so that the server runs without it (and says why volume
+// backups fail).
+func passwordEnv() corev1.EnvVar {
+	yes := true
+	return corev1.EnvVar{Name: "FERRY_REPOSITORY_PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+		LocalObjectReference: corev1.LocalObjectReference{Name: RepositorySecretName}, Key: RepositorySecretKey, Optional: &yes}}}
 }
 
 func deployment(o Options, m metav1.ObjectMeta) *appsv1.Deployment {
@@ -225,7 +249,7 @@ func deployment(o Options, m metav1.ObjectMeta) *appsv1.Deployment {
 				SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: ptr(int64(65532)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 				Containers: []corev1.Container{{
 					Name: "ferry", Image: o.Image, Args: []string{"server"},
-					Env: []corev1.EnvVar{nsEnv()},
+					Env: []corev1.EnvVar{nsEnv(), passwordEnv()},
 					Ports: []corev1.ContainerPort{
 						{Name: "metrics", ContainerPort: 8085}, {Name: "probes", ContainerPort: 8086},
 					},
@@ -259,8 +283,8 @@ func daemonSet(o Options, m metav1.ObjectMeta) *appsv1.DaemonSet {
 				// Reading every pod's volume files needs root; nothing more.
 				SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))},
 				Containers: []corev1.Container{{
-					Name: "node-agent", Image: o.Image, Args: []string{"node-agent", "--host-pods-dir", DefaultHostPodsDir},
-					Env:             []corev1.EnvVar{nsEnv(), {Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+					Name: "node-agent", Image: o.Image, Args: []string{"node-agent", "--server", "--host-pods-dir", DefaultHostPodsDir, "--volume-timeout", "10m"},
+					Env:             []corev1.EnvVar{nsEnv(), passwordEnv(), {Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
 					VolumeMounts:    []corev1.VolumeMount{{Name: "host-pods", MountPath: DefaultHostPodsDir, MountPropagation: &prop}},
 					Resources:       o.NodeAgentResources,
 					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, Privileged: &no},

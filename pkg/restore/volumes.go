@@ -38,6 +38,23 @@ type PodVolumeOptions struct {
 	// ByNodeAgent leaves the data to the node agents (ferry node-agent on
 	// each node): the restore only makes the pods wait for it.
 	ByNodeAgent bool
+	// Restore, if set, moves the data instead of
+	// Repository.RestorePodVolumes into HostPodsDir: server mode hands each
+	// target to the node agent of its pod's node as a PodVolumeRestore
+	// (pkg/controller). It gets the targets, resolved in the target
+	// cluster (pod UIDs, bound volumes), and returns one outcome per target.
+	Restore func(ctx context.Context, restoreUID string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore
+}
+
+// by is the transform.AnnotationRestoreVolumesBy value of these options.
+func (o *PodVolumeOptions) by() string {
+	switch {
+	case o.ByNodeAgent:
+		return transform.RestoreByNodeAgent
+	case o.Restore != nil:
+		return transform.RestoreByPodVolumeRestore
+	}
+	return transform.RestoreByRestore
 }
 
 // loadVolumeRecord reads the backup's pod volume records; nil when the
@@ -65,7 +82,7 @@ func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, 
 			podData[it.Namespace+"/"+it.Name] = it.Data
 		}
 	}
-	pvr := &transform.PodVolumeRestore{RestoreUID: uid, Image: o.PodVolumes.HelperImage, Volumes: map[string][]string{}, Backup: o.Spec.BackupName, SourceNamespaces: map[string]string{}}
+	pvr := &transform.PodVolumeRestore{RestoreUID: uid, Image: o.PodVolumes.HelperImage, Volumes: map[string][]string{}, Backup: o.Spec.BackupName, SourceNamespaces: map[string]string{}, By: o.PodVolumes.by()}
 	for _, v := range rec.Volumes {
 		if v.Error != "" {
 			results.Warnf("pod volume %s: not in the backup (%s)", v.Key(), v.Error)
@@ -141,7 +158,12 @@ func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.
 		keep.Volumes = append(keep.Volumes, v)
 	}
 	targets, failed := volumes.Targets(ctx, cluster.Typed, keep, o.mapNamespace, po.Wait)
-	out := po.Repository.RestorePodVolumes(ctx, po.HostPodsDir, pvr.RestoreUID, targets, po.Wait, po.OnProgress)
+	var out []volumes.PodVolumeRestore
+	if po.Restore != nil {
+		out = po.Restore(ctx, pvr.RestoreUID, targets, po.Wait, po.OnProgress)
+	} else {
+		out = po.Repository.RestorePodVolumes(ctx, po.HostPodsDir, pvr.RestoreUID, targets, po.Wait, po.OnProgress)
+	}
 	out = append(out, failed...)
 	sum := &v1alpha1.PodVolumeSummary{Total: len(out)}
 	for _, r := range out {

@@ -26,6 +26,22 @@ const (
 	AnnotationRestoreBackup   = "ferry.dev/restore-backup"
 	AnnotationSourceNamespace = "ferry.dev/source-namespace"
 	AnnotationRestoreVolumes  = "ferry.dev/restore-volumes"
+	// AnnotationRestoreVolumesBy says who writes the data: one of the
+	// RestoreBy* values. Only pods marked RestoreByNodeAgent (or, from
+	// before this annotation, unmarked) are taken by a polling node agent.
+	AnnotationRestoreVolumesBy = "ferry.dev/restore-volumes-by"
+)
+
+// Values of AnnotationRestoreVolumesBy.
+const (
+	// RestoreByRestore: the restore process itself (--host-pods-dir).
+	RestoreByRestore = "restore"
+	// RestoreByNodeAgent: a node agent polling for waiting pods
+	// (--volumes-by-node-agent).
+	RestoreByNodeAgent = "node-agent"
+	// RestoreByPodVolumeRestore: the server, through PodVolumeRestore
+	// objects that the node agent of the pod's node reconciles.
+	RestoreByPodVolumeRestore = "PodVolumeRestore"
 )
 
 // PodVolumeRestore says which restored pods wait for their volume data.
@@ -41,6 +57,8 @@ type PodVolumeRestore struct {
 	// namespace back to its source.
 	Backup           string
 	SourceNamespaces map[string]string
+	// By is the AnnotationRestoreVolumesBy value (a RestoreBy* constant).
+	By string
 }
 
 // WaitScript is the init container's shell loop: it returns once every
@@ -107,6 +125,9 @@ func PodVolumes(c *Context, u *unstructured.Unstructured) []string {
 	ann[AnnotationRestoreBackup] = pvr.Backup
 	ann[AnnotationSourceNamespace] = srcNS
 	ann[AnnotationRestoreVolumes] = strings.Join(vols, ",")
+	if pvr.By != "" {
+		ann[AnnotationRestoreVolumesBy] = pvr.By
+	}
 	u.SetAnnotations(ann)
 	return []string{fmt.Sprintf("init container %s added: waits for the data of volumes %s", RestoreWaitContainer, strings.Join(vols, ", "))}
 }

@@ -26,7 +26,9 @@ type PendingRestore struct {
 }
 
 // PendingRestores returns the pods among pods that wait for volume data
-// which is not yet in podsDir (the kubelet pods directory of this node).
+// which is not yet in podsDir (the kubelet pods directory of this node),
+// and that a restore left to a polling node agent
+// (transform.AnnotationRestoreVolumesBy).
 // Volumes whose directory is not there yet (not mounted) count as pending.
 func PendingRestores(pods []corev1.Pod, podsDir string) []PendingRestore {
 	var out []PendingRestore
@@ -35,6 +37,9 @@ func PendingRestores(pods []corev1.Pod, podsDir string) []PendingRestore {
 		uid := p.Annotations[transform.AnnotationRestoreUID]
 		if uid == "" || !hasInitContainer(p, transform.RestoreWaitContainer) {
 			continue
+		}
+		if by := p.Annotations[transform.AnnotationRestoreVolumesBy]; by != "" && by != transform.RestoreByNodeAgent {
+			continue // the restore itself, or a PodVolumeRestore, writes it
 		}
 		vols := splitList(p.Annotations[transform.AnnotationRestoreVolumes])
 		if markersPresent(podsDir, p, uid) >= len(vols) {

@@ -125,6 +125,14 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 			if t.MarkerOnly != (pass == 1) {
 				continue
 			}
+			if t.MarkerOnly {
+				if !restored[t.Identity] {
+					out[i] = PodVolumeRestore{RestoreTarget: t, Error: fmt.Sprintf("volume %s: the data of claim %s/%s was not restored", t.Key(), t.Namespace, t.ClaimName)}
+					continue
+				}
+				out[i] = MarkClaimRestored(ctx, podsDir, restoreUID, t, wait)
+				continue
+			}
 			out[i] = PodVolumeRestore{RestoreTarget: t}
 			dir, err := waitHostPath(ctx, podsDir, t.PodVolume, wait)
 			if err != nil {
@@ -132,16 +140,6 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 				continue
 			}
 			out[i].Path = dir
-			if t.MarkerOnly {
-				if !restored[t.Identity] {
-					out[i].Error = fmt.Sprintf("volume %s: the data of claim %s/%s was not restored", t.Key(), t.Namespace, t.ClaimName)
-					continue
-				}
-				if err := WriteMarker(dir, restoreUID, t.SnapshotID); err != nil {
-					out[i].Error = err.Error()
-				}
-				continue
-			}
 			prog := func(b, f int64) {
 				if onProgress != nil {
 					tt := base
@@ -160,6 +158,24 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 			files.Add(res.Files)
 			base.VolumesDone++
 		}
+	}
+	return out
+}
+
+// MarkClaimRestored writes only the done-marker of restoreUID into the
+// volume of target t (MarkerOnly: a pod that mounts a claim whose data
+// another target restored), once its folder appears in podsDir (waiting
+// up to wait). The caller must know the claim's data was restored.
+func MarkClaimRestored(ctx context.Context, podsDir, restoreUID string, t RestoreTarget, wait time.Duration) PodVolumeRestore {
+	out := PodVolumeRestore{RestoreTarget: t}
+	dir, err := waitHostPath(ctx, podsDir, t.PodVolume, wait)
+	if err != nil {
+		out.Error = err.Error()
+		return out
+	}
+	out.Path = dir
+	if err := WriteMarker(dir, restoreUID, t.SnapshotID); err != nil {
+		out.Error = err.Error()
 	}
 	return out
 }

@@ -22,6 +22,9 @@ type PodVolume struct {
 	Namespace string `json:"namespace"`
 	Pod       string `json:"pod"`
 	PodUID    string `json:"podUID"`
+	// Node is the node the pod ran on (spec.nodeName) when it was backed
+	// up: where its data is, and whose node agent reads it in server mode.
+	Node string `json:"node,omitempty"`
 	// Volume is the pod's volume name (spec.volumes[].name).
 	Volume string `json:"volume"`
 	// Type is the volume source: persistentVolumeClaim, ephemeral, emptyDir, ...
@@ -146,7 +149,7 @@ func Select(pods []corev1.Pod, defaultToFS bool) ([]PodVolume, []SkippedVolume) 
 				skip(fmt.Sprintf("pod is %s: its volumes are not mounted", pod.Status.Phase))
 				continue
 			}
-			pv := PodVolume{Namespace: pod.Namespace, Pod: pod.Name, PodUID: string(pod.UID), Volume: v.Name, Type: volumeType(v)}
+			pv := PodVolume{Namespace: pod.Namespace, Pod: pod.Name, PodUID: string(pod.UID), Node: pod.Spec.NodeName, Volume: v.Name, Type: volumeType(v)}
 			switch {
 			case v.PersistentVolumeClaim != nil:
 				pv.ClaimName = v.PersistentVolumeClaim.ClaimName

@@ -94,7 +94,7 @@ func volumeRoundTrip(t *testing.T, e *env, env []string, s3Dir string, extra boo
 	// The target's kubelet stand-in mounts the restored pod's volumes.
 	kctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go fakeKubelet(kctx, dst, "vol", hostDst)
+	go testenv.FakeKubelet(kctx, dst, "vol", "", hostDst)
 
 	r = run("restore", "create", "r1", "--from-backup", "b1", "--context", "dst", "--host-pods-dir", hostDst, "--volume-timeout", "2m", "-o", "json")
 	if r.code != 0 {
@@ -243,7 +243,7 @@ func volumeRoundTrip(t *testing.T, e *env, env []string, s3Dir string, extra boo
 	if v.code != 1 || !strings.Contains(v.stdout, "damaged volume data") || !strings.Contains(v.stdout, "big.bin: ") {
 		t.Errorf("verify of a damaged pack: exit %d\n%s\n%s", v.code, v.stdout, v.stderr)
 	}
-	go fakeKubelet(kctx, dst, "vol3", hostDst)
+	go testenv.FakeKubelet(kctx, dst, "vol3", "", hostDst)
 	r = run("restore", "create", "r3", "--from-backup", "b2", "--context", "dst", "--namespace-mappings", "vol:vol3", "--host-pods-dir", hostDst, "--volume-timeout", "1m", "-o", "json")
 	rs3 := &v1alpha1.Restore{}
 	if r.code != 2 {
@@ -324,39 +324,6 @@ func createVolumePod(t *testing.T, cs kubernetes.Interface, ns, name, pv string)
 	return p
 }
 
-// fakeKubelet stands in for the target node's kubelet: it creates the
-// volume directories of the pods in namespace ns under podsDir, laid out
-// as the kubelet mounts them, once their claims are bound.
-func fakeKubelet(ctx context.Context, cs kubernetes.Interface, ns, podsDir string) {
-	for ctx.Err() == nil {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err == nil {
-			for _, p := range pods.Items {
-				for _, v := range p.Spec.Volumes {
-					var dir string
-					switch {
-					case v.PersistentVolumeClaim != nil:
-						pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
-						if err != nil || pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
-							continue
-						}
-						dir = filepath.Join(podsDir, string(p.UID), "volumes", "kubernetes.io~csi", pvc.Spec.VolumeName, "mount")
-					case v.EmptyDir != nil:
-						dir = filepath.Join(podsDir, string(p.UID), "volumes", "kubernetes.io~empty-dir", v.Name)
-					default:
-						continue
-					}
-					_ = os.MkdirAll(dir, 0o750)
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-}
-
 func waitClaimBound(t *testing.T, cs kubernetes.Interface, ns, name string) {
 	t.Helper()
 	for i := 0; i < 120; i++ {
@@ -408,7 +375,7 @@ func TestNodeAgent(t *testing.T) {
 	}
 	kctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go fakeKubelet(kctx, dst, "na", hostDst)
+	go testenv.FakeKubelet(kctx, dst, "na", "", hostDst)
 	a := ferry(t, env, "node-agent", "--host-pods-dir", hostDst, "--once", "--volume-timeout", "1m", "--kubeconfig", e.kubeconfig, "--context", "dst", "--storage", e.storage)
 	if a.code != 0 || !strings.Contains(a.stdout, "pod na/db: 1 restored") {
 		t.Fatalf("node-agent: exit %d\n%s\n%s", a.code, a.stdout, a.stderr)

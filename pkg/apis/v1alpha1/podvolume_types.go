@@ -45,6 +45,17 @@ type PodVolumeBackupSpec struct {
 	BackupName string `json:"backupName"`
 	// +optional
 	StorageLocationName string `json:"storageLocationName,omitempty"`
+	// Identity names the data across backups, nodes and pod restarts
+	// ("pvc/<namespace>/<claim>" or "pod/<namespace>/<pod>/<volume>"): the
+	// snapshot's parent is the latest snapshot of the same identity.
+	// +kubebuilder:validation:MinLength=1
+	Identity string `json:"identity"`
+	// ClaimName and PersistentVolumeName are set for a claim-backed
+	// volume: the kubelet names its folder after the PersistentVolume.
+	// +optional
+	ClaimName string `json:"claimName,omitempty"`
+	// +optional
+	PersistentVolumeName string `json:"persistentVolumeName,omitempty"`
 }
 
 // PodVolumeRestore asks the node agent on spec.node to restore one volume
@@ -78,10 +89,26 @@ type PodVolumeRestoreSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	BackupName string `json:"backupName"`
 	// SnapshotID is the volume repository's snapshot to restore.
-	// +optional
-	SnapshotID string `json:"snapshotID,omitempty"`
+	// +kubebuilder:validation:MinLength=1
+	SnapshotID string `json:"snapshotID"`
 	// +optional
 	StorageLocationName string `json:"storageLocationName,omitempty"`
+	// RestoreUID names the done-marker written into the volume once its
+	// data is complete (<volume>/.ferry/<restoreUID>), which the pod's
+	// ferry-restore-wait init container waits for.
+	// +kubebuilder:validation:MinLength=1
+	RestoreUID string `json:"restoreUID"`
+	// MarkerOnly: the volume mounts a claim whose data another
+	// PodVolumeRestore of the same restore has written; only the
+	// done-marker is written.
+	// +optional
+	MarkerOnly bool `json:"markerOnly,omitempty"`
+	// ClaimName and PersistentVolumeName are set for a claim-backed
+	// volume: the kubelet names its folder after the PersistentVolume.
+	// +optional
+	ClaimName string `json:"claimName,omitempty"`
+	// +optional
+	PersistentVolumeName string `json:"persistentVolumeName,omitempty"`
 }
 
 // PodVolumeStatus is the outcome of a PodVolumeBackup or PodVolumeRestore.
@@ -94,11 +121,28 @@ type PodVolumeStatus struct {
 	// SnapshotID is the snapshot written (backup) or read (restore).
 	// +optional
 	SnapshotID string `json:"snapshotID,omitempty"`
-	// BytesDone and BytesTotal count the volume's data.
+	// ParentSnapshotID is the earlier snapshot a backup reused unchanged
+	// files from.
+	// +optional
+	ParentSnapshotID string `json:"parentSnapshotID,omitempty"`
+	// BytesDone counts the bytes read (backup) or written (restore) so
+	// far; Files the files. Once Completed they are the volume's totals.
 	// +optional
 	BytesDone int64 `json:"bytesDone,omitempty"`
 	// +optional
+	Files int64 `json:"files,omitempty"`
+	// BytesTotal is the volume's size when known (a restore: the snapshot's).
+	// +optional
 	BytesTotal int64 `json:"bytesTotal,omitempty"`
+	// UploadedBytes (backup) counts the bytes written to the store after
+	// deduplication; CachedFiles the files taken unchanged from the parent.
+	// +optional
+	UploadedBytes int64 `json:"uploadedBytes,omitempty"`
+	// +optional
+	CachedFiles int64 `json:"cachedFiles,omitempty"`
+	// Path is the volume's folder on the node.
+	// +optional
+	Path string `json:"path,omitempty"`
 	// +optional
 	StartTimestamp *metav1.Time `json:"startTimestamp,omitempty"`
 	// +optional

@@ -1,0 +1,347 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumes"
+)
+
+// NodeAgentOptions configure the node agent's controllers.
+type NodeAgentOptions struct {
+	// Namespace holds the PodVolumeBackups, PodVolumeRestores, locations
+	// and credential Secrets (the server's namespace). Required.
+	Namespace string
+	// Node is this node's name: only objects whose spec.node is Node are
+	// taken. Required.
+	Node string
+	// HostPodsDir is the kubelet's pods directory as mounted in the agent
+	// (/var/lib/kubelet/pods on the node). Required.
+	HostPodsDir string
+	Config      *rest.Config
+	// Password of the locations' volume repositories; "" fails every
+	// PodVolumeBackup and PodVolumeRestore with volumes.ErrNoPassword.
+	Password string
+	// Wait bounds the wait for a volume's folder to appear (the kubelet
+	// mounts it before the pod's init containers run; default 10m).
+	Wait time.Duration
+	// SparseFiles restores files sparsely (kopia's --write-sparse-files).
+	SparseFiles bool
+	// MetricsAddr and ProbeAddr as in Options ("0" disables; defaults
+	// ":8085" and ":8086").
+	MetricsAddr, ProbeAddr string
+	Clock                  clock.PassiveClock
+	Log                    *slog.Logger
+	// SeveralPerProcess allows more than one agent in a process (tests).
+	SeveralPerProcess bool
+}
+
+// NewNodeAgentManager returns a manager that runs the node agent's two
+// reconcilers (PodVolumeBackups and PodVolumeRestores of this node) until
+// its Start's ctx ends. It does no leader election: each node has its
+// own agent, and an object is taken by the agent of its spec.node only.
+func NewNodeAgentManager(opts NodeAgentOptions) (manager.Manager, error) {
+	switch {
+	case opts.Namespace == "":
+		return nil, errors.New("node agent: no namespace")
+	case opts.Node == "":
+		return nil, errors.New("node agent: no node name (--node, or $NODE_NAME from the pod's spec.nodeName)")
+	case opts.HostPodsDir == "":
+		return nil, errors.New("node agent: no --host-pods-dir")
+	case opts.Config == nil:
+		return nil, errors.New("node agent: no cluster config")
+	}
+	if opts.Wait <= 0 {
+		opts.Wait = 10 * time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.MetricsAddr == "" {
+		opts.MetricsAddr = ":8085"
+	}
+	if opts.ProbeAddr == "" {
+		opts.ProbeAddr = ":8086"
+	}
+	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
+		Scheme:                 Scheme(),
+		Controller:             config.Controller{SkipNameValidation: &opts.SeveralPerProcess},
+		Logger:                 logr.FromSlogHandler(opts.Log.Handler()),
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+		Metrics:                metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress: opts.ProbeAddr,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node agent: %w", err)
+	}
+	a := &NodeAgentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts, Log: opts.Log.With("node", opts.Node)}
+	mine := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		switch x := o.(type) {
+		case *v1alpha1.PodVolumeBackup:
+			return x.Spec.Node == opts.Node
+		case *v1alpha1.PodVolumeRestore:
+			return x.Spec.Node == opts.Node
+		}
+		return false
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).Named("podvolumebackup").For(&v1alpha1.PodVolumeBackup{}, builder.WithPredicates(mine)).
+		Complete(reconcile.Func(a.ReconcileBackup)); err != nil {
+		return nil, err
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("podvolumerestore").For(&v1alpha1.PodVolumeRestore{}, builder.WithPredicates(mine)).
+		Complete(reconcile.Func(a.ReconcileRestore)); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		<-ctx.Done()
+		a.close()
+		return nil
+	})); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// NodeAgentReconciler backs up and restores the pod volumes that
+// PodVolumeBackups and PodVolumeRestores of its node ask for, with
+// pkg/volumes, in the kubelet pods directory.
+//
+// Phases: "" or New → InProgress → Completed or Failed. The move to
+// InProgress is an optimistic-concurrency update. An object found
+// InProgress that this agent is not running was left by an agent that
+// stopped: it is marked Failed with the reason (its Backup or Restore
+// names the volume as failed), never left InProgress.
+type NodeAgentReconciler struct {
+	Client    client.Client
+	APIReader client.Reader
+	Opts      NodeAgentOptions
+	Log       *slog.Logger
+
+	mu    sync.Mutex
+	repos map[string]*agentRepo // by location name
+}
+
+// agentRepo is a location's volume repository, kept open between objects.
+type agentRepo struct {
+	loc  *store.Location
+	repo *volumes.Repository
+}
+
+// ReconcileBackup reconciles one PodVolumeBackup.
+func (a *NodeAgentReconciler) ReconcileBackup(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pvb := &v1alpha1.PodVolumeBackup{}
+	if err := a.Client.Get(ctx, req.NamespacedName, pvb); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if pvb.Spec.Node != a.Opts.Node {
+		return reconcile.Result{}, nil
+	}
+	run, err := a.claim(ctx, pvb, &pvb.Status)
+	if err != nil || !run {
+		return reconcile.Result{}, err
+	}
+	s := pvb.Spec
+	v := volumes.PodVolume{Namespace: s.Pod.Namespace, Pod: s.Pod.Name, PodUID: s.Pod.UID, Node: s.Node, Volume: s.Volume,
+		ClaimName: s.ClaimName, PVName: s.PersistentVolumeName, Identity: s.Identity}
+	repo, err := a.repository(ctx, pvb.Namespace, s.StorageLocationName)
+	if err != nil {
+		return reconcile.Result{}, a.finish(ctx, pvb, &pvb.Status, err.Error())
+	}
+	var rec volumes.PodVolumeBackup
+	a.withProgress(ctx, pvb, &pvb.Status, func(progress func(volumes.Totals)) {
+		rec = repo.BackupPodVolumes(ctx, a.Opts.HostPodsDir, s.BackupName, []volumes.PodVolume{v}, progress)[0]
+	})
+	if ctx.Err() != nil {
+		return reconcile.Result{}, ctx.Err() // stopping: found InProgress, and failed, on restart
+	}
+	pvb.Status.Path = rec.Path
+	if r := rec.SnapshotResult; r != nil {
+		st := &pvb.Status
+		st.SnapshotID, st.ParentSnapshotID, st.BytesDone, st.BytesTotal, st.Files = r.SnapshotID, r.ParentSnapshotID, r.Bytes, r.Bytes, r.Files
+		st.UploadedBytes, st.CachedFiles = r.UploadedBytes, r.CachedFiles
+	}
+	a.Log.Info("pod volume backed up", "podvolumebackup", pvb.Name, "volume", v.Key(), "err", rec.Error)
+	return reconcile.Result{}, a.finish(ctx, pvb, &pvb.Status, rec.Error)
+}
+
+// ReconcileRestore reconciles one PodVolumeRestore.
+func (a *NodeAgentReconciler) ReconcileRestore(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pvr := &v1alpha1.PodVolumeRestore{}
+	if err := a.Client.Get(ctx, req.NamespacedName, pvr); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if pvr.Spec.Node != a.Opts.Node {
+		return reconcile.Result{}, nil
+	}
+	run, err := a.claim(ctx, pvr, &pvr.Status)
+	if err != nil || !run {
+		return reconcile.Result{}, err
+	}
+	s := pvr.Spec
+	t := volumes.RestoreTarget{
+		PodVolume:  volumes.PodVolume{Namespace: s.Pod.Namespace, Pod: s.Pod.Name, PodUID: s.Pod.UID, Node: s.Node, Volume: s.Volume, ClaimName: s.ClaimName, PVName: s.PersistentVolumeName},
+		SnapshotID: s.SnapshotID, MarkerOnly: s.MarkerOnly,
+	}
+	var res volumes.PodVolumeRestore
+	if t.MarkerOnly {
+		res = volumes.MarkClaimRestored(ctx, a.Opts.HostPodsDir, s.RestoreUID, t, a.Opts.Wait)
+	} else {
+		repo, err := a.repository(ctx, pvr.Namespace, s.StorageLocationName)
+		if err != nil {
+			return reconcile.Result{}, a.finish(ctx, pvr, &pvr.Status, err.Error())
+		}
+		a.withProgress(ctx, pvr, &pvr.Status, func(progress func(volumes.Totals)) {
+			res = repo.RestorePodVolumes(ctx, a.Opts.HostPodsDir, s.RestoreUID, []volumes.RestoreTarget{t}, a.Opts.Wait, progress)[0]
+		})
+	}
+	if ctx.Err() != nil {
+		return reconcile.Result{}, ctx.Err()
+	}
+	pvr.Status.Path = res.Path
+	pvr.Status.SnapshotID = s.SnapshotID
+	if r := res.RestoreResult; r != nil {
+		pvr.Status.BytesDone, pvr.Status.BytesTotal, pvr.Status.Files = r.Bytes, r.Bytes, r.Files
+	}
+	a.Log.Info("pod volume restored", "podvolumerestore", pvr.Name, "volume", t.Key(), "err", res.Error)
+	return reconcile.Result{}, a.finish(ctx, pvr, &pvr.Status, res.Error)
+}
+
+// claim moves a new object to InProgress (false when another writer won,
+// or the object has ended). An object InProgress in the API server was
+// left by a stopped agent: it is marked Failed.
+func (a *NodeAgentReconciler) claim(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus) (bool, error) {
+	switch st.Phase {
+	case "", v1alpha1.PhaseNew:
+		now := metav1.NewTime(a.Opts.Clock.Now())
+		st.Phase, st.StartTimestamp = v1alpha1.PhaseInProgress, &now
+		if err := a.Client.Status().Update(ctx, o); err != nil {
+			return false, ignoreConflict(err)
+		}
+		return true, nil
+	case v1alpha1.PhaseInProgress:
+		// The cache may lag behind this agent's own last update.
+		if err := a.APIReader.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		if st.Phase == v1alpha1.PhaseInProgress {
+			a.Log.Warn("pod volume left InProgress by a stopped node agent: marked Failed", "name", o.GetName())
+			return false, a.finish(ctx, o, st, "the node agent running it stopped before it finished")
+		}
+	}
+	return false, nil
+}
+
+// finish ends the object: Completed, or Failed with message failure.
+func (a *NodeAgentReconciler) finish(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus, failure string) error {
+	now := metav1.NewTime(a.Opts.Clock.Now())
+	st.CompletionTimestamp = &now
+	st.Phase, st.Message = v1alpha1.PhaseCompleted, ""
+	if failure != "" {
+		st.Phase, st.Message = v1alpha1.PhaseFailed, failure
+	}
+	// An update, not a patch: if the server gave up on it meanwhile
+	// (marked it Failed), the conflict keeps the server's word.
+	return ignoreConflict(a.Client.Status().Update(ctx, o))
+}
+
+// withProgress runs f, patching the status with its running byte and
+// file counts every progressPeriod.
+func (a *NodeAgentReconciler) withProgress(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus, f func(func(volumes.Totals))) {
+	var mu sync.Mutex
+	var last volumes.Totals
+	stop := every(ctx, progressPeriod, func() {
+		mu.Lock()
+		t := last
+		mu.Unlock()
+		orig := o.DeepCopyObject().(client.Object)
+		st.BytesDone, st.Files = t.Bytes, t.Files
+		if err := a.Client.Status().Patch(ctx, o, client.MergeFrom(orig)); err != nil {
+			a.Log.Info("writing pod volume progress", "name", o.GetName(), "err", err)
+		}
+	})
+	f(func(t volumes.Totals) {
+		mu.Lock()
+		last = t
+		mu.Unlock()
+	})
+	stop()
+}
+
+// repository returns the open volume repository of location name in ns
+// (the default location for ""), refreshed so that it sees the snapshots
+// other processes wrote since it was opened. Errors name the location.
+func (a *NodeAgentReconciler) repository(ctx context.Context, ns, name string) (*volumes.Repository, error) {
+	if a.Opts.Password == "" {
+		return nil, fmt.Errorf("the node agent has no volume repository password ($%s, from the Secret that `ferry install --repository-password-file` creates): %w", volumes.EnvPassword, volumes.ErrNoPassword)
+	}
+	bsl, err := resolveLocation(ctx, a.Client, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if r, ok := a.repos[bsl.Name]; ok {
+		if err := r.repo.Refresh(ctx); err != nil {
+			return nil, err
+		}
+		return r.repo, nil
+	}
+	loc, err := openLocation(ctx, a.APIReader, bsl)
+	if err != nil {
+		return nil, fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+	}
+	repo, err := volumes.Open(ctx, loc, a.Opts.Password, volumes.OpenOptions{})
+	if err != nil {
+		loc.Close()
+		return nil, fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
+	}
+	repo.SparseFiles = a.Opts.SparseFiles
+	if a.repos == nil {
+		a.repos = map[string]*agentRepo{}
+	}
+	a.repos[bsl.Name] = &agentRepo{loc: loc, repo: repo}
+	return repo, nil
+}
+
+func (a *NodeAgentReconciler) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for name, r := range a.repos {
+		_ = r.repo.Close(context.Background())
+		r.loc.Close()
+		delete(a.repos, name)
+	}
+}

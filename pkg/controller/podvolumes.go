@@ -1,0 +1,339 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/volumes"
+)
+
+// Labels on PodVolumeBackups and PodVolumeRestores: the Backup or Restore
+// they belong to.
+const (
+	LabelPodVolumeBackup  = "ferry.dev/backup-name"
+	LabelPodVolumeRestore = "ferry.dev/restore-name"
+)
+
+// DefaultPodVolumeTimeout bounds how long a backup or restore waits for
+// the node agents to finish its pod volumes (Velero's --fs-backup-timeout
+// default, 4h).
+const DefaultPodVolumeTimeout = 4 * time.Hour
+
+// podVolumePoll is how often a backup or restore looks at the state of
+// its PodVolumeBackups or PodVolumeRestores.
+const podVolumePoll = 500 * time.Millisecond
+
+// podVolumes hands the pod volume data of one Backup or Restore to the
+// node agents: one PodVolumeBackup or PodVolumeRestore per volume, in the
+// server's namespace, named <backup or restore>-<hash of the volume>,
+// labelled with its owner's name and owned by it (deleting a Backup or
+// Restore deletes them). The node agent of spec.node reconciles each
+// (NodeAgentReconciler); podVolumes waits for all of them to end.
+type podVolumes struct {
+	client     client.Client
+	reader     client.Reader // uncached: the state of each object as it is
+	ns         string
+	location   string
+	backupName string // the Backup's name, or the one a Restore restores
+	owner      metav1.OwnerReference
+	timeout    time.Duration
+	clock      clock.PassiveClock
+	log        *slog.Logger
+}
+
+// objectName is <owner>-<8 hex digits of the FNV-1a hash of key>, cut so
+// that it stays a valid object name.
+func objectName(owner, key string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	if len(owner) > 230 {
+		owner = owner[:230]
+	}
+	return fmt.Sprintf("%s-%08x", strings.TrimRight(owner, "-."), h.Sum32())
+}
+
+// ownerRef points at a Backup or Restore (kind) object o.
+func ownerRef(kind string, o metav1.Object) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: kind, Name: o.GetName(), UID: o.GetUID()}
+}
+
+// backup is backup.PodVolumeOptions.Backup: it creates a PodVolumeBackup
+// per volume on the node its pod ran on, and waits for each to end. A
+// volume whose pod had no node, or whose node agent does not finish
+// within the timeout, is a record with Error; it never blocks the others.
+func (p *podVolumes) backup(ctx context.Context, backup string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup {
+	out := make([]volumes.PodVolumeBackup, len(vols))
+	names := make([]string, len(vols))
+	for i, v := range vols {
+		out[i] = volumes.PodVolumeBackup{PodVolume: v}
+		if v.Node == "" {
+			out[i].Error = fmt.Sprintf("pod %s/%s is not scheduled to a node: its volume %s has no data on any node", v.Namespace, v.Pod, v.Volume)
+			continue
+		}
+		pvb := &v1alpha1.PodVolumeBackup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: objectName(backup, v.Key()),
+				Labels: map[string]string{LabelPodVolumeBackup: backup}, OwnerReferences: []metav1.OwnerReference{p.owner}},
+			Spec: v1alpha1.PodVolumeBackupSpec{
+				Pod:    v1alpha1.PodReference{Namespace: v.Namespace, Name: v.Pod, UID: v.PodUID},
+				Volume: v.Volume, Node: v.Node, BackupName: backup, StorageLocationName: p.location,
+				Identity: v.Identity, ClaimName: v.ClaimName, PersistentVolumeName: v.PVName,
+			},
+		}
+		if err := p.client.Create(ctx, pvb); err != nil && !apierrors.IsAlreadyExists(err) {
+			out[i].Error = fmt.Sprintf("creating PodVolumeBackup %s/%s: %v", p.ns, pvb.Name, err)
+			continue
+		}
+		names[i] = pvb.Name
+	}
+	p.log.Info("pod volumes handed to the node agents", "backup", backup, "volumes", len(vols))
+	statuses := p.wait(ctx, names, newPVB, func(st []v1alpha1.PodVolumeStatus) {
+		if onProgress != nil {
+			onProgress(totals(st))
+		}
+	})
+	for i, st := range statuses {
+		if names[i] == "" {
+			continue
+		}
+		if st.Phase != v1alpha1.PhaseCompleted {
+			out[i].Error = fmt.Sprintf("PodVolumeBackup %s on node %s: %s", names[i], vols[i].Node, st.Message)
+			continue
+		}
+		out[i].Path = st.Path
+		out[i].SnapshotResult = &volumes.SnapshotResult{SnapshotID: st.SnapshotID, ParentSnapshotID: st.ParentSnapshotID,
+			Bytes: st.BytesDone, Files: st.Files, UploadedBytes: st.UploadedBytes, CachedFiles: st.CachedFiles, Duration: took(st)}
+	}
+	return out
+}
+
+// restore is restore.PodVolumeOptions.Restore: for each target it waits
+// (up to wait) for the restored pod to be scheduled, then creates a
+// PodVolumeRestore on its node. The targets that only need the
+// done-marker (MarkerOnly) are handed out after the data of their claim
+// has been restored, and fail if it was not.
+func (p *podVolumes) restore(ctx context.Context, restoreName, restoreUID string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore {
+	out := make([]volumes.PodVolumeRestore, len(targets))
+	restored := map[string]bool{} // identity -> data restored
+	var done []v1alpha1.PodVolumeStatus
+	for pass := 0; pass < 2; pass++ {
+		var idx []int
+		var names []string
+		deadline := p.clock.Now().Add(wait)
+		for i, t := range targets {
+			if t.MarkerOnly != (pass == 1) {
+				continue
+			}
+			out[i] = volumes.PodVolumeRestore{RestoreTarget: t}
+			if t.MarkerOnly && !restored[t.Identity] {
+				out[i].Error = fmt.Sprintf("volume %s: the data of claim %s/%s was not restored", t.Key(), t.Namespace, t.ClaimName)
+				continue
+			}
+			node, err := p.scheduled(ctx, t, deadline)
+			if err != nil {
+				out[i].Error = err.Error()
+				continue
+			}
+			pvr := &v1alpha1.PodVolumeRestore{
+				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: objectName(restoreName, t.Key()),
+					Labels: map[string]string{LabelPodVolumeRestore: restoreName}, OwnerReferences: []metav1.OwnerReference{p.owner}},
+				Spec: v1alpha1.PodVolumeRestoreSpec{
+					Pod:    v1alpha1.PodReference{Namespace: t.Namespace, Name: t.Pod, UID: t.PodUID},
+					Volume: t.Volume, Node: node, RestoreName: restoreName, BackupName: p.backupName,
+					SnapshotID: t.SnapshotID, StorageLocationName: p.location, RestoreUID: restoreUID, MarkerOnly: t.MarkerOnly,
+					ClaimName: t.ClaimName, PersistentVolumeName: t.PVName,
+				},
+			}
+			if err := p.client.Create(ctx, pvr); err != nil && !apierrors.IsAlreadyExists(err) {
+				out[i].Error = fmt.Sprintf("creating PodVolumeRestore %s/%s: %v", p.ns, pvr.Name, err)
+				continue
+			}
+			idx = append(idx, i)
+			names = append(names, pvr.Name)
+		}
+		statuses := p.wait(ctx, names, newPVR, func(st []v1alpha1.PodVolumeStatus) {
+			if onProgress != nil {
+				onProgress(totals(append(append([]v1alpha1.PodVolumeStatus(nil), done...), st...)))
+			}
+		})
+		done = append(done, statuses...)
+		for j, st := range statuses {
+			i := idx[j]
+			if st.Phase != v1alpha1.PhaseCompleted {
+				out[i].Error = fmt.Sprintf("PodVolumeRestore %s: %s", names[j], st.Message)
+				continue
+			}
+			out[i].Path = st.Path
+			if !targets[i].MarkerOnly {
+				restored[targets[i].Identity] = true
+				out[i].RestoreResult = &volumes.RestoreResult{SnapshotID: st.SnapshotID, Bytes: st.BytesDone, Files: st.Files, Duration: took(st)}
+			}
+		}
+	}
+	return out
+}
+
+// scheduled waits until the pod of t exists with t's UID and is bound to
+// a node, and returns the node.
+func (p *podVolumes) scheduled(ctx context.Context, t volumes.RestoreTarget, deadline time.Time) (string, error) {
+	for {
+		pod := &corev1.Pod{}
+		err := p.reader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Pod}, pod)
+		switch {
+		case err == nil && t.PodUID != "" && string(pod.UID) != t.PodUID:
+			return "", fmt.Errorf("volume %s: pod %s/%s was replaced (UID %s, the restore made %s)", t.Key(), t.Namespace, t.Pod, pod.UID, t.PodUID)
+		case err == nil && pod.Spec.NodeName != "":
+			return pod.Spec.NodeName, nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return "", fmt.Errorf("volume %s: pod %s/%s: %w", t.Key(), t.Namespace, t.Pod, err)
+		}
+		if !p.clock.Now().Before(deadline) {
+			if err != nil {
+				return "", fmt.Errorf("volume %s: pod %s/%s: %w", t.Key(), t.Namespace, t.Pod, err)
+			}
+			return "", fmt.Errorf("volume %s: pod %s/%s was not scheduled to a node in time (is it unschedulable?)", t.Key(), t.Namespace, t.Pod)
+		}
+		if err := sleepCtx(ctx, podVolumePoll); err != nil {
+			return "", err
+		}
+	}
+}
+
+// newObject returns an empty PodVolumeBackup or PodVolumeRestore and a
+// pointer to its status.
+type newObject func() (client.Object, *v1alpha1.PodVolumeStatus)
+
+func newPVB() (client.Object, *v1alpha1.PodVolumeStatus) {
+	o := &v1alpha1.PodVolumeBackup{}
+	return o, &o.Status
+}
+
+func newPVR() (client.Object, *v1alpha1.PodVolumeStatus) {
+	o := &v1alpha1.PodVolumeRestore{}
+	return o, &o.Status
+}
+
+// wait polls the named objects (an empty name is skipped) until each has
+// ended (Completed or Failed) or p.timeout passes; it then marks the
+// unfinished ones Failed, so that a node agent that comes late does not
+// start them. It returns their statuses, in order.
+func (p *podVolumes) wait(ctx context.Context, names []string, newObj newObject, progress func([]v1alpha1.PodVolumeStatus)) []v1alpha1.PodVolumeStatus {
+	out := make([]v1alpha1.PodVolumeStatus, len(names))
+	deadline := p.clock.Now().Add(p.timeout)
+	for {
+		pending := 0
+		for i, name := range names {
+			if name == "" || finished(out[i].Phase) {
+				continue
+			}
+			o, s := newObj()
+			err := p.reader.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: name}, o)
+			switch {
+			case apierrors.IsNotFound(err):
+				out[i] = v1alpha1.PodVolumeStatus{Phase: v1alpha1.PhaseFailed, Message: "deleted before it finished"}
+				continue
+			case err != nil:
+				p.log.Info("reading pod volume state", "name", name, "err", err)
+			default:
+				out[i] = *s
+			}
+			if !finished(out[i].Phase) {
+				pending++
+			}
+		}
+		progress(out)
+		if pending == 0 || ctx.Err() != nil {
+			break
+		}
+		if !p.clock.Now().Before(deadline) {
+			p.expire(ctx, names, out, newObj)
+			break
+		}
+		_ = sleepCtx(ctx, podVolumePoll)
+	}
+	for i := range out {
+		if names[i] != "" && !finished(out[i].Phase) {
+			why := fmt.Sprintf("not finished within %s", p.timeout)
+			if ctx.Err() != nil {
+				why = ctx.Err().Error()
+			}
+			out[i] = v1alpha1.PodVolumeStatus{Phase: v1alpha1.PhaseFailed, Message: why + nodeAgentHint(out[i].Phase)}
+		}
+	}
+	return out
+}
+
+func nodeAgentHint(ph v1alpha1.Phase) string {
+	if ph == "" || ph == v1alpha1.PhaseNew {
+		return ": no node agent took it (is ferry node-agent running on that node?)"
+	}
+	return ": the node agent was still at it"
+}
+
+// expire marks the unfinished objects Failed with optimistic concurrency:
+// a node agent that finishes first wins.
+func (p *podVolumes) expire(ctx context.Context, names []string, st []v1alpha1.PodVolumeStatus, newObj newObject) {
+	for i, name := range names {
+		if name == "" || finished(st[i].Phase) {
+			continue
+		}
+		o, s := newObj()
+		if err := p.reader.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: name}, o); err != nil {
+			continue
+		}
+		if finished(s.Phase) {
+			st[i] = *s
+			continue
+		}
+		s.Phase = v1alpha1.PhaseFailed
+		s.Message = fmt.Sprintf("not finished within %s%s", p.timeout, nodeAgentHint(st[i].Phase))
+		now := metav1.NewTime(p.clock.Now())
+		s.CompletionTimestamp = &now
+		if err := p.client.Status().Update(ctx, o); err == nil {
+			st[i] = *s
+		}
+	}
+}
+
+func finished(ph v1alpha1.Phase) bool {
+	return ph == v1alpha1.PhaseCompleted || ph == v1alpha1.PhaseFailed
+}
+
+// totals adds up the statuses for progress reports.
+func totals(st []v1alpha1.PodVolumeStatus) volumes.Totals {
+	t := volumes.Totals{Volumes: len(st)}
+	for _, s := range st {
+		t.Bytes += s.BytesDone
+		t.Files += s.Files
+		if finished(s.Phase) {
+			t.VolumesDone++
+		}
+	}
+	return t
+}
+
+func took(st v1alpha1.PodVolumeStatus) volumes.Duration {
+	if st.StartTimestamp == nil || st.CompletionTimestamp == nil {
+		return 0
+	}
+	return volumes.Duration(st.CompletionTimestamp.Sub(st.StartTimestamp.Time))
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}

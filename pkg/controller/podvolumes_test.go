@@ -1,0 +1,306 @@
+package controller_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/transform"
+	"github.com/kubeferry/ferry/pkg/volumes"
+	"github.com/kubeferry/ferry/pkg/volumes/volumetest"
+)
+
+const repoPassword = "server-mode-volumes"
+
+// startAgent runs a node agent for node in-process against s until the
+// test ends.
+func startAgent(t *testing.T, s *site, node, podsDir, password string) {
+	t.Helper()
+	mgr, err := controller.NewNodeAgentManager(controller.NodeAgentOptions{
+		Namespace: ns, Node: node, HostPodsDir: podsDir, Config: s.c.Config, Password: password,
+		Wait: 30 * time.Second, MetricsAddr: "0", ProbeAddr: "0", SeveralPerProcess: true,
+		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("agent", s.c.Name+"/"+node),
+	})
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("node agent %s: %v", node, err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// volumePod creates, in namespace ns, a statically bound PV/PVC and a pod
+// on node (spec.nodeName set: the control plane has no scheduler) that
+// mounts the claim as "data" and an emptyDir "cache", both annotated for
+// backup.
+func volumePod(t *testing.T, cs kubernetes.Interface, ns, name, node string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	claim, pv, sc := name+"-data", "pv-"+ns+"-"+name, "manual"
+	_, err := cs.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pv},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: sc,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: claim},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "disk.csi.example.com", VolumeHandle: pv}},
+		},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &sc, VolumeName: pv,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	eventually(t, 60*time.Second, "claim "+claim+" bound", func() error {
+		pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+		if err == nil && pvc.Status.Phase != corev1.ClaimBound {
+			err = errPhase(string(pvc.Status.Phase))
+		}
+		return err
+	})
+	p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{volumes.AnnotationBackupVolumes: "data,cache"}},
+		Spec: corev1.PodSpec{
+			NodeName:   node,
+			Containers: []corev1.Container{{Name: "app", Image: "busybox:1.37", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "cache", MountPath: "/cache"}}}},
+			Volumes: []corev1.Volume{
+				{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}},
+				{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	return p
+}
+
+type errPhase string
+
+func (e errPhase) Error() string { return "phase " + string(e) }
+
+// TestServerPodVolumes: in server mode, pod volume data goes through
+// PodVolumeBackups and PodVolumeRestores that the node agent of the pod's
+// node carries out. A Backup CR backs up a claim and an emptyDir from the
+// (stand-in) node's pods directory; in another cluster a Restore CR makes
+// the restored pod wait, the agent of the node it is scheduled to fills
+// its volumes, and the data arrives byte for byte with the done-markers.
+// Bad cases: a pod on a node without an agent, a server without the
+// repository password, and an object left InProgress by a stopped agent.
+func TestServerPodVolumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts API servers")
+	}
+	ctx := context.Background()
+	cs, err := testenv.StartNamedClusters(ctx, t, "src", "dst")
+	must(t, err)
+	s3, err := testenv.StartS3(ctx, t)
+	must(t, err)
+	must(t, s3.CreateBucket(ctx, "ferry"))
+	src := setupSite(t, cs[0], s3, s3.URL("ferry"))
+	dst := setupSite(t, cs[1], s3, s3.URL("ferry"))
+	src.start(t, controller.Options{RepositoryPassword: repoPassword, PodVolumeTimeout: 20 * time.Second})
+	dst.start(t, controller.Options{PodVolumeTimeout: 60 * time.Second})
+	hostSrc, hostDst := t.TempDir(), t.TempDir()
+	startAgent(t, src, "node-a", hostSrc, repoPassword)
+	startAgent(t, dst, "node-b", hostDst, repoPassword)
+	srcCS := kubernetes.NewForConfigOrDie(cs[0].Config)
+	dstCS := kubernetes.NewForConfigOrDie(cs[1].Config)
+
+	must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}))
+	pod := volumePod(t, srcCS, "app", "db", "node-a")
+	vols := filepath.Join(hostSrc, string(pod.UID), "volumes")
+	dataDir := filepath.Join(vols, "kubernetes.io~csi", "pv-app-db", "mount")
+	cacheDir := filepath.Join(vols, "kubernetes.io~empty-dir", "cache")
+	for i, d := range []string{dataDir, cacheDir} {
+		must(t, os.MkdirAll(d, 0o755))
+		_, err := volumetest.MakeTree(d, volumetest.TreeOptions{BigFile: 3 << 20, SmallFiles: 100, Seed: uint64(i + 1)})
+		must(t, err)
+	}
+
+	b := v1alpha1.NewBackup("vb")
+	b.Namespace = ns
+	b.Spec.IncludedNamespaces = []string{"app"}
+	must(t, src.cl.Create(ctx, b))
+	b = waitBackup(t, src, "vb", 90*time.Second, v1alpha1.PhaseCompleted, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseFailed)
+	if b.Status.Phase != v1alpha1.PhaseCompleted {
+		t.Fatalf("backup %s: %s", b.Status.Phase, b.Status.FailureReason)
+	}
+	if pv := b.Status.PodVolumes; pv == nil || pv.Total != 2 || pv.Completed != 2 || pv.Bytes < 6<<20 {
+		t.Fatalf("backup pod volumes: %+v", b.Status.PodVolumes)
+	}
+	// One PodVolumeBackup per volume, done on node-a, owned by the Backup,
+	// and the store's volume record names the same snapshots.
+	pvbs := &v1alpha1.PodVolumeBackupList{}
+	must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb"}))
+	loc, err := store.Open(ctx, s3.URL("ferry"), store.WithCredentials(map[string]string{store.EnvAWSAccessKeyID: s3.AccessKey, store.EnvAWSSecretAccessKey: s3.SecretKey}))
+	must(t, err)
+	defer loc.Close()
+	rec := &volumes.BackupRecord{}
+	must(t, loc.GetJSON(ctx, store.BackupVolumesKey("vb"), rec))
+	snaps := map[string]string{}
+	for _, v := range rec.Volumes {
+		if v.Error != "" || v.SnapshotResult == nil || v.Node != "node-a" {
+			t.Fatalf("record %+v", v)
+		}
+		snaps[v.Volume] = v.SnapshotID
+	}
+	if len(pvbs.Items) != 2 || len(snaps) != 2 {
+		t.Fatalf("%d PodVolumeBackups, record %+v", len(pvbs.Items), rec.Volumes)
+	}
+	for _, p := range pvbs.Items {
+		st := p.Status
+		if st.Phase != v1alpha1.PhaseCompleted || st.SnapshotID == "" || st.SnapshotID != snaps[p.Spec.Volume] || st.BytesDone < 3<<20 ||
+			p.Spec.Node != "node-a" || len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != b.UID {
+			t.Errorf("PodVolumeBackup %s: spec %+v status %+v owners %+v", p.Name, p.Spec, st, p.OwnerReferences)
+		}
+	}
+
+	t.Run("restore through PodVolumeRestores", func(t *testing.T) {
+		waitBackup(t, dst, "vb", 10*time.Second, v1alpha1.PhaseCompleted)
+		kctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go testenv.FakeScheduler(kctx, dstCS, "app", "node-b")
+		go testenv.FakeKubelet(kctx, dstCS, "app", "node-b", hostDst)
+		r := v1alpha1.NewRestore("vr")
+		r.Namespace = ns
+		r.Spec.BackupName = "vb"
+		must(t, dst.cl.Create(ctx, r))
+		r = waitRestore(t, dst, "vr", v1alpha1.PhaseCompleted, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseFailed)
+		if r.Status.Phase != v1alpha1.PhaseCompleted {
+			t.Fatalf("restore %s: %s", r.Status.Phase, r.Status.FailureReason)
+		}
+		if pv := r.Status.PodVolumes; pv == nil || pv.Total != 2 || pv.Completed != 2 || pv.Bytes < 6<<20 {
+			t.Fatalf("restore pod volumes: %+v", r.Status.PodVolumes)
+		}
+		got, err := dstCS.CoreV1().Pods("app").Get(ctx, "db", metav1.GetOptions{})
+		must(t, err)
+		if got.Annotations[transform.AnnotationRestoreVolumesBy] != transform.RestoreByPodVolumeRestore || got.Spec.InitContainers[0].Name != transform.RestoreWaitContainer {
+			t.Errorf("restored pod: annotations %v, init containers %+v", got.Annotations, got.Spec.InitContainers)
+		}
+		uid := got.Annotations[transform.AnnotationRestoreUID]
+		to := filepath.Join(hostDst, string(got.UID), "volumes")
+		for from, into := range map[string]string{
+			dataDir:  filepath.Join(to, "kubernetes.io~csi", "pv-app-db", "mount"),
+			cacheDir: filepath.Join(to, "kubernetes.io~empty-dir", "cache"),
+		} {
+			if diffs, err := volumetest.Compare(from, into, volumes.MarkerDir); err != nil || len(diffs) > 0 {
+				t.Errorf("%s restored differently: %v %v", into, err, diffs)
+			}
+			if _, err := os.Stat(volumes.MarkerPath(into, uid)); err != nil {
+				t.Errorf("done-marker: %v", err)
+			}
+		}
+		pvrs := &v1alpha1.PodVolumeRestoreList{}
+		must(t, dst.cl.List(ctx, pvrs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeRestore: "vr"}))
+		if len(pvrs.Items) != 2 {
+			t.Fatalf("%d PodVolumeRestores", len(pvrs.Items))
+		}
+		for _, p := range pvrs.Items {
+			if p.Status.Phase != v1alpha1.PhaseCompleted || p.Spec.Node != "node-b" || p.Spec.RestoreUID != uid || p.Status.SnapshotID != snaps[p.Spec.Volume] {
+				t.Errorf("PodVolumeRestore %s: spec %+v status %+v", p.Name, p.Spec, p.Status)
+			}
+		}
+	})
+
+	t.Run("a node without an agent", func(t *testing.T) {
+		must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lost"}}))
+		volumePod(t, srcCS, "lost", "db", "node-z")
+		b := v1alpha1.NewBackup("vb-lost")
+		b.Namespace = ns
+		b.Spec.IncludedNamespaces = []string{"lost"}
+		must(t, src.cl.Create(ctx, b))
+		b = waitBackup(t, src, "vb-lost", 90*time.Second, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseCompleted, v1alpha1.PhaseFailed)
+		if b.Status.Phase != v1alpha1.PhasePartiallyFailed || b.Status.PodVolumes == nil || b.Status.PodVolumes.Failed != 2 {
+			t.Fatalf("backup %s, pod volumes %+v", b.Status.Phase, b.Status.PodVolumes)
+		}
+		pvbs := &v1alpha1.PodVolumeBackupList{}
+		must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb-lost"}))
+		for _, p := range pvbs.Items {
+			if p.Status.Phase != v1alpha1.PhaseFailed || !strings.Contains(p.Status.Message, "no node agent took it") {
+				t.Errorf("PodVolumeBackup %s: %+v", p.Name, p.Status)
+			}
+		}
+		rec := &volumes.BackupRecord{}
+		must(t, loc.GetJSON(ctx, store.BackupVolumesKey("vb-lost"), rec))
+		for _, v := range rec.Volumes {
+			if !strings.Contains(v.Error, "node-z") || !strings.Contains(v.Error, "no node agent took it") {
+				t.Errorf("record error %q", v.Error)
+			}
+		}
+	})
+
+	t.Run("an object left InProgress by a stopped agent", func(t *testing.T) {
+		p := &v1alpha1.PodVolumeBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "left-over"},
+			Spec: v1alpha1.PodVolumeBackupSpec{Pod: v1alpha1.PodReference{Namespace: "app", Name: "db"}, Volume: "data", Node: "node-c", BackupName: "gone", Identity: "pvc/app/db-data"}}
+		must(t, src.cl.Create(ctx, p))
+		p.Status.Phase = v1alpha1.PhaseInProgress
+		must(t, src.cl.Status().Update(ctx, p))
+		// The agent of node-c starts (again, after a crash) and finds it.
+		startAgent(t, src, "node-c", t.TempDir(), repoPassword)
+		eventually(t, 30*time.Second, "left-over PodVolumeBackup failed", func() error {
+			must(t, src.cl.Get(ctx, client.ObjectKeyFromObject(p), p))
+			if p.Status.Phase != v1alpha1.PhaseFailed || !strings.Contains(p.Status.Message, "stopped before it finished") {
+				return errPhase(string(p.Status.Phase) + " " + p.Status.Message)
+			}
+			return nil
+		})
+	})
+}
+
+// TestServerPodVolumesNoPassword: a server without the repository password
+// backs up the resources, and each chosen volume fails with the reason.
+func TestServerPodVolumesNoPassword(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts API servers")
+	}
+	ctx := context.Background()
+	cs, err := testenv.StartNamedClusters(ctx, t, "src")
+	must(t, err)
+	s3, err := testenv.StartS3(ctx, t)
+	must(t, err)
+	must(t, s3.CreateBucket(ctx, "ferry"))
+	src := setupSite(t, cs[0], s3, s3.URL("ferry"))
+	src.start(t, controller.Options{})
+	must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}))
+	volumePod(t, kubernetes.NewForConfigOrDie(cs[0].Config), "app", "db", "node-a")
+	b := v1alpha1.NewBackup("nopw")
+	b.Namespace = ns
+	b.Spec.IncludedNamespaces = []string{"app"}
+	must(t, src.cl.Create(ctx, b))
+	b = waitBackup(t, src, "nopw", 60*time.Second, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseCompleted, v1alpha1.PhaseFailed)
+	if b.Status.Phase != v1alpha1.PhasePartiallyFailed || b.Status.PodVolumes == nil || b.Status.PodVolumes.Failed != 2 || b.Status.Progress.ItemsBackedUp == 0 {
+		t.Fatalf("backup %s, items %d, pod volumes %+v", b.Status.Phase, b.Status.Progress.ItemsBackedUp, b.Status.PodVolumes)
+	}
+	loc, err := store.Open(ctx, s3.URL("ferry"), store.WithCredentials(map[string]string{store.EnvAWSAccessKeyID: s3.AccessKey, store.EnvAWSSecretAccessKey: s3.SecretKey}))
+	must(t, err)
+	defer loc.Close()
+	rec := &volumes.BackupRecord{}
+	must(t, loc.GetJSON(ctx, store.BackupVolumesKey("nopw"), rec))
+	for _, v := range rec.Volumes {
+		if !strings.Contains(v.Error, "no volume repository password") {
+			t.Errorf("record error %q", v.Error)
+		}
+	}
+}
