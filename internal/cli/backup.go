@@ -76,9 +76,6 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := vf.validate(); err != nil {
-				return err
-			}
 			if on, err := sm.enabled(g, cmd); err != nil {
 				return err
 			} else if on {
@@ -87,6 +84,9 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 				imf.applyBackup(&spec)
 				spec.DefaultVolumesToFsBackup = vf.defaultToFS
 				return sm.createBackupCR(ctx, g, args[0], spec)
+			}
+			if err := vf.validate(); err != nil {
+				return err
 			}
 			loc, err := g.openStore(ctx, &cf)
 			if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -47,7 +48,7 @@ type BackupReconciler struct {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	b := &v1alpha1.Backup{}
 	if err := r.Client.Get(ctx, req.NamespacedName, b); err != nil {
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
@@ -57,6 +58,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if b.Labels[labelFromStore] != "" {
 			return reconcile.Result{}, nil // store sync is writing its status
 		}
+		defer failOnPanic(r.Log, "backup", b.Name, func(msg string) error { return r.fail(ctx, b, v1alpha1.ReasonFailed, msg) }, &err)
 		return reconcile.Result{}, r.run(ctx, b)
 	case v1alpha1.PhaseInProgress:
 		return reconcile.Result{}, r.orphaned(ctx, req)
@@ -273,6 +275,19 @@ func every(ctx context.Context, period time.Duration, f func()) (stop func()) {
 		}
 	}()
 	return func() { close(quit); <-finished }
+}
+
+// failOnPanic, deferred, turns a panic of a run into the end of its
+// object: fail(message) marks it Failed with the panic and its stack
+// logged, instead of leaving it InProgress, which would later read as a
+// stopped server. The reconciler's error becomes fail's.
+func failOnPanic(log *slog.Logger, kind, name string, fail func(string) error, err *error) {
+	p := recover()
+	if p == nil {
+		return
+	}
+	log.Error("internal error: panic", kind, name, "panic", p, "stack", string(debug.Stack()))
+	*err = fail(fmt.Sprintf("internal error in ferry (a bug; please report it with the server log): %v", p))
 }
 
 // ignoreConflict drops a conflict: another writer won, and the update it

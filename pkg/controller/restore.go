@@ -38,13 +38,14 @@ type RestoreReconciler struct {
 }
 
 // Reconcile implements reconcile.Reconciler.
-func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, err error) {
 	rs := &v1alpha1.Restore{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rs); err != nil {
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
 	switch rs.Status.Phase {
 	case "", v1alpha1.PhaseNew:
+		defer failOnPanic(r.Log, "restore", rs.Name, func(msg string) error { return r.fail(ctx, rs, v1alpha1.ReasonFailed, msg) }, &err)
 		return reconcile.Result{}, r.run(ctx, rs)
 	case v1alpha1.PhaseInProgress:
 		cur := &v1alpha1.Restore{}

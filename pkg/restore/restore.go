@@ -186,6 +186,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	}
 	switch {
 	case volRec == nil || len(volRec.Volumes) == 0:
+		volRec = nil // nothing to restore (a record of skipped volumes only)
 	case opts.PodVolumes == nil:
 		results.Warnf("backup %s holds the data of %d pod volumes; it is not restored: give --host-pods-dir to restore it", b.Name, len(volRec.Volumes))
 		volRec = nil

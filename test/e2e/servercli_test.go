@@ -110,6 +110,18 @@ func TestServerCLI(t *testing.T) {
 	if r := run(nil, "backup", "create", "b2", "--server", "--storage", "file:///tmp/x"); r.code != 1 || !strings.Contains(r.stderr, "--storage is not supported in server mode") {
 		t.Errorf("--storage with --server: exit %d: %s", r.code, r.stderr)
 	}
+	// Direct-mode volume and image flags are refused, not silently ignored.
+	if r := run(nil, "restore", "create", "r3", "--from-backup", "b1", "--server", "--host-pods-dir", "/tmp"); r.code != 1 || !strings.Contains(r.stderr, "--host-pods-dir is not supported in server mode: the node agents") {
+		t.Errorf("--host-pods-dir with --server: exit %d: %s", r.code, r.stderr)
+	}
+	if r := run(nil, "backup", "create", "b3", "--server", "--platform", "linux/amd64"); r.code != 1 || !strings.Contains(r.stderr, "--platform is not supported in server mode") {
+		t.Errorf("--platform with --server: exit %d: %s", r.code, r.stderr)
+	}
+	// --default-volumes-to-fs-backup needs no --host-pods-dir in server mode
+	// (the node agents read the data): the Backup carries it.
+	if r := run(nil, "backup", "create", "b4", "--server", "--default-volumes-to-fs-backup", "--include-namespaces", "app", "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"defaultVolumesToFsBackup": true`) {
+		t.Errorf("--default-volumes-to-fs-backup with --server: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
 
 	if r := run(nil, "schedule", "create", "bad", "--schedule", "61 * * * *"); r.code != 1 || !strings.Contains(r.stderr, `--schedule "61 * * * *"`) {
 		t.Errorf("invalid cron: exit %d: %s", r.code, r.stderr)

@@ -396,4 +396,21 @@ func TestNodeAgent(t *testing.T) {
 	if a.code != 0 || strings.Contains(a.stdout, "restored") {
 		t.Errorf("second node-agent pass: exit %d %s", a.code, a.stdout)
 	}
+
+	// A backup with --host-pods-dir that finds no volume to back up writes
+	// an empty volume record; its restore with --host-pods-dir once
+	// panicked on it (found by the server-mode test).
+	createNamespace(t, src, "novols")
+	if _, err := src.CoreV1().ConfigMaps("novols").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "c"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if r := run("backup", "create", "nv", "--context", "src", "--include-namespaces", "novols", "--host-pods-dir", hostSrc); r.code != 0 {
+		t.Fatalf("backup without volumes: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := run("restore", "create", "nvr", "--from-backup", "nv", "--context", "dst", "--host-pods-dir", hostDst); r.code != 0 {
+		t.Fatalf("restore without volumes: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := dst.CoreV1().ConfigMaps("novols").Get(ctx, "c", metav1.GetOptions{}); err != nil {
+		t.Errorf("restored ConfigMap: %v", err)
+	}
 }
