@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -45,6 +46,8 @@ type BackupReconciler struct {
 	// RepositoryPassword and PodVolumeTimeout: see Options.
 	RepositoryPassword string
 	PodVolumeTimeout   time.Duration
+	// Events, if set, records Started and how each Backup ended.
+	Events events.EventRecorder
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -84,6 +87,7 @@ func (r *BackupReconciler) orphaned(ctx context.Context, req reconcile.Request) 
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonServerStopped, Message: "the ferry server running it stopped before it finished"})
 	b.Status.FailureReason = "the ferry server running this backup stopped before it finished (found InProgress at server start); its store folder is Incomplete and never restorable: remove it with `ferry backup delete " + b.Name + "`"
 	r.Log.Warn("backup left InProgress by a stopped server: marked Failed", "backup", b.Name)
+	endEvent(r.Events, b, "Backup", v1alpha1.PhaseFailed, b.Status.Warnings, b.Status.Errors, b.Status.FailureReason)
 	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
 	return r.Client.Status().Patch(ctx, b, ctrl.MergeFrom(orig))
 }
@@ -121,6 +125,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	}
 	backupsInProgress.Inc()
 	defer backupsInProgress.Dec()
+	event(r.Events, b, false, EventStarted, "Backup", "backing up into location %s", bsl.Name)
 
 	loc, err := openLocation(ctx, r.APIReader, bsl)
 	if err != nil {
@@ -161,6 +166,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 		return err
 	}
 	backupsTotal.WithLabelValues(string(b.Status.Phase)).Inc()
+	endEvent(r.Events, b, "Backup", b.Status.Phase, b.Status.Warnings, b.Status.Errors, b.Status.FailureReason)
 	backupItems.Add(float64(b.Status.Progress.ItemsBackedUp))
 	if a := b.Status.Archive; a != nil {
 		backupBytes.Add(float64(a.Size))
@@ -250,6 +256,7 @@ func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.Backup, why, re
 	b.Status.Errors++
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: why, Message: reason})
 	r.Log.Warn("backup failed", "backup", b.Name, "reason", reason)
+	event(r.Events, b, true, why, "Backup", "%s", reason)
 	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
 	return r.Client.Status().Patch(ctx, b, ctrl.MergeFrom(orig))
 }

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -27,6 +28,8 @@ type LocationReconciler struct {
 	Clock     clock.PassiveClock
 	Period    time.Duration
 	Log       *slog.Logger
+	// Events, if set, records each change between Available and Unavailable.
+	Events events.EventRecorder
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -42,6 +45,9 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		loc.Close()
 		bsl.Status.Phase = v1alpha1.LocationAvailable
 		bsl.Status.Message = ""
+		if orig.Status.Phase != v1alpha1.LocationAvailable {
+			event(r.Events, bsl, false, EventAvailable, "Validate", "the store %s can be listed", bsl.Spec.URL)
+		}
 		locationAvailable.WithLabelValues(bsl.Name).Set(1)
 	} else {
 		bsl.Status.Phase = v1alpha1.LocationUnavailable
@@ -50,6 +56,7 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		locationAvailable.WithLabelValues(bsl.Name).Set(0)
 		if orig.Status.Phase != v1alpha1.LocationUnavailable {
 			r.Log.Warn("backup storage location unavailable", "location", bsl.Name, "reason", err)
+			event(r.Events, bsl, true, EventUnavailable, "Validate", "%v", err)
 		}
 	}
 	now := metav1.NewTime(r.Clock.Now())

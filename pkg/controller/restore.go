@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -35,6 +36,8 @@ type RestoreReconciler struct {
 	// PodVolumeTimeout and HelperImage: see Options.
 	PodVolumeTimeout time.Duration
 	HelperImage      string
+	// Events, if set, records Started and how each Restore ended.
+	Events events.EventRecorder
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -82,6 +85,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	}
 	restoresInProgress.Inc()
 	defer restoresInProgress.Dec()
+	event(r.Events, rs, false, EventStarted, "Restore", "restoring backup %s from location %s", rs.Spec.BackupName, bsl.Name)
 	loc, err := openLocation(ctx, r.APIReader, bsl)
 	if err != nil {
 		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, err.Error())
@@ -127,6 +131,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		return err
 	}
 	restoresTotal.WithLabelValues(string(rs.Status.Phase)).Inc()
+	endEvent(r.Events, rs, "Restore", rs.Status.Phase, rs.Status.Warnings, rs.Status.Errors, rs.Status.FailureReason)
 	c := rs.Status.Counts
 	for outcome, n := range map[report.Outcome]int{report.Created: c.Created, report.Updated: c.Updated, report.Unchanged: c.Unchanged, report.Skipped: c.Skipped, report.Failed: c.Failed} {
 		restoreItems.WithLabelValues(string(outcome)).Add(float64(n))
@@ -149,6 +154,7 @@ func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, why,
 	rs.Status.Errors++
 	meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: why, Message: reason})
 	r.Log.Warn("restore failed", "restore", rs.Name, "reason", reason)
+	event(r.Events, rs, true, why, "Restore", "%s", reason)
 	restoresTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
 	return r.Client.Status().Patch(ctx, rs, ctrl.MergeFrom(orig))
 }

@@ -159,6 +159,7 @@ func NewManager(ctx context.Context, opts Options) (manager.Manager, error) {
 		return nil, fmt.Errorf("server: %w", err)
 	}
 	c, reader := mgr.GetClient(), mgr.GetAPIReader()
+	rec := mgr.GetEventRecorder("ferry-server")
 	log := opts.Log
 	type reg struct {
 		name string
@@ -171,12 +172,12 @@ func NewManager(ctx context.Context, opts Options) (manager.Manager, error) {
 	gen := predicate.GenerationChangedPredicate{}
 	regs := []reg{
 		{"backup", &v1alpha1.Backup{}, &BackupReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "backup"),
-			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout}, nil},
+			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout, Events: rec}, nil},
 		{"restore", &v1alpha1.Restore{}, &RestoreReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "restore"),
-			PodVolumeTimeout: opts.PodVolumeTimeout, HelperImage: opts.RestoreHelperImage}, nil},
+			PodVolumeTimeout: opts.PodVolumeTimeout, HelperImage: opts.RestoreHelperImage, Events: rec}, nil},
 		{"schedule", &v1alpha1.Schedule{}, &ScheduleReconciler{Client: c, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "schedule")}, []predicate.Predicate{gen}},
 		{"backup-gc", &v1alpha1.Backup{}, &GCReconciler{Client: c, APIReader: reader, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "gc")}, nil},
-		{"backupstoragelocation", &v1alpha1.BackupStorageLocation{}, &LocationReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.ValidationPeriod, Log: log.With("controller", "location")}, []predicate.Predicate{gen}},
+		{"backupstoragelocation", &v1alpha1.BackupStorageLocation{}, &LocationReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.ValidationPeriod, Log: log.With("controller", "location"), Events: rec}, []predicate.Predicate{gen}},
 		{"backup-sync", &v1alpha1.BackupStorageLocation{}, &SyncReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.SyncPeriod, Log: log.With("controller", "sync")}, []predicate.Predicate{gen}},
 	}
 	for _, x := range regs {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -159,6 +160,30 @@ func waitRestore(t *testing.T, s *site, name string, phases ...v1alpha1.Phase) *
 	return r
 }
 
+// waitEvents waits until the events.k8s.io Events on the kind/name object
+// include each of want ("<type> <reason>"), and shows their notes.
+func waitEvents(t *testing.T, s *site, kind, name string, want ...string) {
+	t.Helper()
+	eventually(t, 10*time.Second, "events of "+kind+" "+name, func() error {
+		list := &eventsv1.EventList{}
+		if err := s.cl.List(context.Background(), list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		have := map[string]bool{}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == kind && e.Regarding.Name == name && e.ReportingController == "ferry-server" && e.Note != "" {
+				have[e.Type+" "+e.Reason] = true
+			}
+		}
+		for _, w := range want {
+			if !have[w] {
+				return fmt.Errorf("no %q event (have %v)", w, have)
+			}
+		}
+		return nil
+	})
+}
+
 // checkCondition checks the Succeeded condition.
 func checkCondition(t *testing.T, conds []metav1.Condition, status metav1.ConditionStatus, reason string) {
 	t.Helper()
@@ -255,6 +280,7 @@ func TestServer(t *testing.T) {
 			t.Errorf("labels %v", b.Labels)
 		}
 		checkCondition(t, b.Status.Conditions, metav1.ConditionTrue, v1alpha1.ReasonCompleted)
+		waitEvents(t, src, "Backup", "b1", "Normal Started", "Normal Completed")
 		// Store sync brings it to the target within a sync period (1s).
 		synced := waitBackup(t, dst, "b1", 5*time.Second, v1alpha1.PhaseCompleted)
 		if synced.Status.Archive == nil || synced.Status.Archive.SHA256 != b.Status.Archive.SHA256 {
@@ -375,6 +401,9 @@ func TestServer(t *testing.T) {
 			t.Errorf("restore of a missing backup: %q", r.Status.FailureReason)
 		}
 		checkCondition(t, r.Status.Conditions, metav1.ConditionFalse, v1alpha1.ReasonBackupNotRestorable)
+		waitEvents(t, dst, "Restore", "r-missing", "Warning "+v1alpha1.ReasonBackupNotRestorable)
+		waitEvents(t, src, "BackupStorageLocation", "wrongcred", "Warning Unavailable")
+		waitEvents(t, src, "Backup", "to-wrongcred", "Warning "+v1alpha1.ReasonLocationUnavailable)
 	})
 
 	t.Run("schedule and TTL", func(t *testing.T) {
