@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,8 @@ type serverMode struct {
 	location  string
 	wait      bool
 	ttl       time.Duration
+	// identitySecret is restore's --encryption-identity-secret NAME[:KEY].
+	identitySecret string
 }
 
 func (s *serverMode) register(cmd *cobra.Command, withTTL bool) {
@@ -38,6 +41,8 @@ func (s *serverMode) register(cmd *cobra.Command, withTTL bool) {
 	fl.BoolVar(&s.wait, "wait", false, "server mode: wait until it finishes, showing progress from its status")
 	if withTTL {
 		fl.DurationVar(&s.ttl, "ttl", 0, "server mode: delete the backup (store and cluster) this long after it starts (default: keep)")
+	} else {
+		fl.StringVar(&s.identitySecret, "encryption-identity-secret", "", "server mode: NAME[:KEY] of a Secret in the server's namespace whose key (default \"identity\") holds the age identities that decrypt an encrypted backup")
 	}
 }
 
@@ -46,7 +51,7 @@ func (s *serverMode) register(cmd *cobra.Command, withTTL bool) {
 func (s *serverMode) enabled(g *globals, cmd *cobra.Command) (bool, error) {
 	on := s.on || os.Getenv(EnvMode) == "server"
 	if !on {
-		for _, f := range []string{"namespace", "storage-location", "wait", "ttl"} {
+		for _, f := range []string{"namespace", "storage-location", "wait", "ttl", "encryption-identity-secret"} {
 			if cmd.Flags().Changed(f) {
 				return false, fmt.Errorf("--%s is for server mode (--server or %s=server)", f, EnvMode)
 			}
@@ -149,6 +154,13 @@ func (s *serverMode) createRestoreCR(ctx context.Context, g *globals, name strin
 	r.Spec = spec
 	r.Spec.StorageLocationName = s.location
 	r.Spec.CRDTimeout = &metav1.Duration{Duration: crdTimeout}
+	if s.identitySecret != "" {
+		name, key, _ := strings.Cut(s.identitySecret, ":")
+		if name == "" {
+			return fmt.Errorf("--encryption-identity-secret %q: want NAME[:KEY]", s.identitySecret)
+		}
+		r.Spec.EncryptionIdentitySecret = &v1alpha1.SecretKeyReference{Name: name, Key: key}
+	}
 	if err := c.Create(ctx, r); err != nil {
 		return fmt.Errorf("creating Restore %s/%s: %w", s.namespace, name, err)
 	}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"filippo.io/age"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -19,6 +22,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -91,6 +95,13 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, err.Error())
 	}
 	defer loc.Close()
+	if ref := rs.Spec.EncryptionIdentitySecret; ref != nil {
+		ids, err := identities(ctx, r.APIReader, rs.Namespace, ref)
+		if err != nil {
+			return r.fail(ctx, rs, v1alpha1.ReasonInvalidSpec, err.Error())
+		}
+		loc.SetEncryption(&store.Encryption{Identities: ids, Recipients: store.RecipientsOf(ids)})
+	}
 
 	// The volume data goes to the node agents, one PodVolumeRestore per
 	// volume; the restored pods wait for it in their init container.
@@ -140,6 +151,25 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		restoreDuration.Observe(e.Sub(res.Status.StartTimestamp.Time).Seconds())
 	}
 	return nil
+}
+
+// identities reads the age identities of spec.encryptionIdentitySecret
+// (key "identity" unless it says). Errors name the Secret and key.
+func identities(ctx context.Context, secrets ctrl.Reader, ns string, ref *v1alpha1.SecretKeyReference) ([]age.Identity, error) {
+	key := ref.Key
+	if key == "" {
+		key = "identity"
+	}
+	what := fmt.Sprintf("spec.encryptionIdentitySecret: Secret %s/%s key %q", ns, ref.Name, key)
+	s := &corev1.Secret{}
+	if err := secrets.Get(ctx, ctrl.ObjectKey{Namespace: ns, Name: ref.Name}, s); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	data, ok := s.Data[key]
+	if !ok {
+		return nil, fmt.Errorf("%s: the Secret has no such key", what)
+	}
+	return store.ParseIdentities(bytes.NewReader(data), what)
 }
 
 func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, why, reason string) error {

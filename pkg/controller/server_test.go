@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -334,6 +335,54 @@ func TestServer(t *testing.T) {
 				}
 				return fmt.Errorf("still there (%v)", err)
 			})
+		}
+	})
+
+	t.Run("encrypted backup", func(t *testing.T) {
+		id, err := age.GenerateX25519Identity()
+		must(t, err)
+		b := v1alpha1.NewBackup("enc")
+		b.Namespace = ns
+		b.Spec.IncludedNamespaces = []string{"app"}
+		b.Spec.EncryptionRecipients = []string{id.Recipient().String()}
+		must(t, src.cl.Create(ctx, b))
+		b = waitBackup(t, src, "enc", 60*time.Second, v1alpha1.PhaseCompleted)
+		if b.Status.Archive == nil || b.Status.Archive.Encryption != "age" {
+			t.Fatalf("archive %+v", b.Status.Archive)
+		}
+		waitBackup(t, dst, "enc", 10*time.Second, v1alpha1.PhaseCompleted)
+		restoreEnc := func(name string, ref *v1alpha1.SecretKeyReference, phase v1alpha1.Phase) *v1alpha1.Restore {
+			r := v1alpha1.NewRestore(name)
+			r.Namespace = ns
+			r.Spec.BackupName = "enc"
+			r.Spec.NamespaceMapping = map[string]string{"app": name}
+			r.Spec.EncryptionIdentitySecret = ref
+			must(t, dst.cl.Create(ctx, r))
+			return waitRestore(t, dst, name, phase)
+		}
+		// Without an identity, and with a Secret or key that is missing or
+		// not an identity: Failed, saying which.
+		must(t, dst.cl.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "age"},
+			StringData: map[string]string{"identity": "# key\n" + id.String() + "\n", "junk": "not a key"}}))
+		for name, c := range map[string]struct {
+			ref  *v1alpha1.SecretKeyReference
+			want string
+		}{
+			"enc-none":     {nil, "spec.encryptionIdentitySecret"},
+			"enc-nosecret": {&v1alpha1.SecretKeyReference{Name: "nosuch"}, `Secret ferry/nosuch key "identity": secrets "nosuch" not found`},
+			"enc-nokey":    {&v1alpha1.SecretKeyReference{Name: "age", Key: "other"}, `Secret ferry/age key "other": the Secret has no such key`},
+			"enc-junk":     {&v1alpha1.SecretKeyReference{Name: "age", Key: "junk"}, `key "junk": not an age identity file`},
+		} {
+			r := restoreEnc(name, c.ref, v1alpha1.PhaseFailed)
+			if !strings.Contains(r.Status.FailureReason, c.want) {
+				t.Errorf("%s: reason %q, want %q", name, r.Status.FailureReason, c.want)
+			}
+		}
+		r := restoreEnc("enc-ok", &v1alpha1.SecretKeyReference{Name: "age"}, v1alpha1.PhaseCompleted)
+		cm := &corev1.ConfigMap{}
+		must(t, dst.cl.Get(ctx, client.ObjectKey{Namespace: "enc-ok", Name: "cm-3"}, cm))
+		if cm.Data["i"] != "3" || r.Status.Counts.Created < 21 {
+			t.Errorf("restored %+v, counts %+v", cm.Data, r.Status.Counts)
 		}
 	})
 

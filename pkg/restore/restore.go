@@ -104,6 +104,10 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// ErrNeedIdentity is wrapped when the backup is encrypted and no identity
+// that can decrypt it was given.
+var ErrNeedIdentity = errors.New("no age identity given")
+
 // Run restores backup opts.Spec.BackupName from loc into cluster. The
 // archive is fully verified before the first write. The returned error
 // is non-nil when the restore could not run at all (bad options, missing
@@ -287,7 +291,7 @@ func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archi
 	}
 	rd, err := loc.NewOpenedReader(ctx, b.Status.Archive.Key)
 	if errors.Is(err, store.ErrEncrypted) {
-		return nil, nil, fmt.Errorf("backup %q is encrypted with age for %s: pass --encryption-identity FILE", name, strings.Join(b.Spec.EncryptionRecipients, ", "))
+		return nil, nil, fmt.Errorf("backup %q is encrypted with age for %s: pass --encryption-identity FILE (server mode: spec.encryptionIdentitySecret, --encryption-identity-secret): %w", name, strings.Join(b.Spec.EncryptionRecipients, ", "), ErrNeedIdentity)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: backup %q: %v", ErrBackupNotRestorable, name, err)

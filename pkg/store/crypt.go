@@ -53,9 +53,15 @@ func LoadIdentities(path string) ([]age.Identity, error) {
 		return nil, fmt.Errorf("--encryption-identity: %w", err)
 	}
 	defer f.Close()
-	ids, err := age.ParseIdentities(f)
+	return ParseIdentities(f, "--encryption-identity "+path)
+}
+
+// ParseIdentities reads an age identity file's content (AGE-SECRET-KEY-1...
+// lines, # comments) from r; what names its source in the error.
+func ParseIdentities(r io.Reader, what string) ([]age.Identity, error) {
+	ids, err := age.ParseIdentities(r)
 	if err != nil {
-		return nil, fmt.Errorf("--encryption-identity %s: not an age identity file", path)
+		return nil, fmt.Errorf("%s: not an age identity file", what)
 	}
 	return ids, nil
 }

@@ -117,6 +117,12 @@ func TestServerCLI(t *testing.T) {
 	if r := run(nil, "backup", "create", "b3", "--server", "--platform", "linux/amd64"); r.code != 1 || !strings.Contains(r.stderr, "--platform is not supported in server mode") {
 		t.Errorf("--platform with --server: exit %d: %s", r.code, r.stderr)
 	}
+	if r := run(nil, "restore", "create", "r4", "--from-backup", "b1", "--encryption-identity-secret", "age"); r.code != 1 || !strings.Contains(r.stderr, "--encryption-identity-secret is for server mode") {
+		t.Errorf("--encryption-identity-secret without --server: exit %d: %s", r.code, r.stderr)
+	}
+	if r := run(nil, "restore", "create", "r5", "--from-backup", "nosuch", "--server", "--encryption-identity-secret", "age:key.txt", "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"encryptionIdentitySecret": {`) || !strings.Contains(r.stdout, `"key": "key.txt"`) {
+		t.Errorf("--encryption-identity-secret with --server: exit %d: %s %s", r.code, r.stdout, r.stderr)
+	}
 	// --default-volumes-to-fs-backup needs no --host-pods-dir in server mode
 	// (the node agents read the data): the Backup carries it.
 	if r := run(nil, "backup", "create", "b4", "--server", "--default-volumes-to-fs-backup", "--include-namespaces", "app", "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"defaultVolumesToFsBackup": true`) {

@@ -311,6 +311,21 @@ type RestoreSpec struct {
 	// (default 60s).
 	// +optional
 	CRDTimeout *metav1.Duration `json:"crdTimeout,omitempty"`
+	// EncryptionIdentitySecret (server mode) names a Secret in the
+	// server's namespace whose key holds the age identities (an age key
+	// file) that decrypt an encrypted backup: the CLI's
+	// --encryption-identity FILE.
+	// +optional
+	EncryptionIdentitySecret *SecretKeyReference `json:"encryptionIdentitySecret,omitempty"`
+}
+
+// SecretKeyReference names a key of a Secret in the same namespace.
+type SecretKeyReference struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Key defaults to "identity".
+	// +optional
+	Key string `json:"key,omitempty"`
 }
 
 // RestoreStatus reports a restore's outcome.
