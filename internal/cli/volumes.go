@@ -146,21 +146,9 @@ func (f *volumeFlags) deleteBackup(ctx context.Context, loc *store.Location, nam
 	if repo == nil {
 		return 0, nil
 	}
-	n, err := repo.PruneSnapshots(ctx, func(b string) (bool, error) {
-		_, err := loc.GetBackup(ctx, b)
-		if errors.Is(err, store.ErrNotFound) {
-			return false, nil
-		}
-		if err != nil && !errors.Is(err, store.ErrIncomplete) {
-			return true, err
-		}
-		return true, nil
-	})
+	n, err := repo.PruneDeletedBackups(ctx, loc)
 	if err != nil {
-		return n, fmt.Errorf("backup %s deleted, but deleting its volume snapshots failed (run the delete of another backup, or this one again, to retry): %w", name, err)
-	}
-	if err := repo.Maintain(ctx); err != nil {
-		return n, fmt.Errorf("backup %s and its %d volume snapshots deleted; repository maintenance failed: %w", name, n, err)
+		return n, fmt.Errorf("backup %s deleted, but its volume data was not all cleaned up (run the delete of another backup, or this one again, to retry): %w", name, err)
 	}
 	return n, nil
 }

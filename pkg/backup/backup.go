@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
@@ -44,6 +46,10 @@ type Options struct {
 	// Images configures registry access for the image step (Spec.Images);
 	// its Mode and Mappings are taken from Spec.
 	Images images.Options
+	// UID, written as the stored Backup's metadata.uid, tells this
+	// backup's folder from another of the same name (the server passes
+	// its Backup object's UID; default a new random UID).
+	UID types.UID
 }
 
 // ErrExists is returned when a backup of that name is already in the location.
@@ -109,6 +115,10 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	}
 
 	b := v1alpha1.NewBackup(opts.Name)
+	b.UID = opts.UID
+	if b.UID == "" {
+		b.UID = uuid.NewUUID()
+	}
 	b.Spec = opts.Spec
 	b.Spec.StorageLocation = loc.URL()
 	now := metav1.Now()

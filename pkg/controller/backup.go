@@ -145,7 +145,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 		st.Status.Progress = v1alpha1.BackupProgress{ItemsBackedUp: int(done.Load()), TotalItems: int(total.Load())}
 	})
 	res, _, err := backup.Run(ctx, r.Cluster, loc, backup.Options{
-		Name: b.Name, Spec: b.Spec, Log: r.Log,
+		Name: b.Name, Spec: b.Spec, Log: r.Log, UID: b.UID,
 		OnProgress: func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) },
 		PodVolumes: &backup.PodVolumeOptions{Backup: r.podVolumeBackup(loc, b, bsl.Name)},
 	})

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -224,6 +226,37 @@ func TestServerPodVolumes(t *testing.T) {
 		}
 	})
 
+	t.Run("TTL deletes the volume snapshots too", func(t *testing.T) {
+		b := v1alpha1.NewBackup("vb-ttl")
+		b.Namespace = ns
+		b.Spec.IncludedNamespaces = []string{"app"}
+		b.Spec.TTL = &metav1.Duration{Duration: 3 * time.Second}
+		must(t, src.cl.Create(ctx, b))
+		b = waitBackup(t, src, "vb-ttl", 60*time.Second, v1alpha1.PhaseCompleted)
+		repo, err := volumes.Open(ctx, loc, repoPassword, volumes.OpenOptions{})
+		must(t, err)
+		defer repo.Close(ctx)
+		if ids, err := repo.ListSnapshots(ctx, "vb-ttl"); err != nil || len(ids) != 2 {
+			t.Fatalf("snapshots of vb-ttl: %v %v", ids, err)
+		}
+		eventually(t, 30*time.Second, "vb-ttl expired", func() error {
+			if err := src.cl.Get(ctx, client.ObjectKeyFromObject(b), &v1alpha1.Backup{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
+		// A fresh handle: this one's manifest cache predates the delete.
+		repo, err = volumes.Open(ctx, loc, repoPassword, volumes.OpenOptions{})
+		must(t, err)
+		defer repo.Close(ctx)
+		if ids, err := repo.ListSnapshots(ctx, "vb-ttl"); err != nil || len(ids) != 0 {
+			t.Errorf("snapshots of the expired vb-ttl left: %v %v", ids, err)
+		}
+		if ids, err := repo.ListSnapshots(ctx, "vb"); err != nil || len(ids) != 2 {
+			t.Errorf("snapshots of vb (not expired): %v %v", ids, err)
+		}
+	})
+
 	t.Run("a node without an agent", func(t *testing.T) {
 		must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lost"}}))
 		volumePod(t, srcCS, "lost", "db", "node-z")
@@ -237,6 +270,9 @@ func TestServerPodVolumes(t *testing.T) {
 		}
 		pvbs := &v1alpha1.PodVolumeBackupList{}
 		must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb-lost"}))
+		if len(pvbs.Items) != 2 {
+			t.Errorf("%d PodVolumeBackups of vb-lost, want 2", len(pvbs.Items))
+		}
 		for _, p := range pvbs.Items {
 			if p.Status.Phase != v1alpha1.PhaseFailed || !strings.Contains(p.Status.Message, "no node agent took it") {
 				t.Errorf("PodVolumeBackup %s: %+v", p.Name, p.Status)

@@ -176,7 +176,7 @@ func NewManager(ctx context.Context, opts Options) (manager.Manager, error) {
 		{"restore", &v1alpha1.Restore{}, &RestoreReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "restore"),
 			PodVolumeTimeout: opts.PodVolumeTimeout, HelperImage: opts.RestoreHelperImage, Events: rec}, nil},
 		{"schedule", &v1alpha1.Schedule{}, &ScheduleReconciler{Client: c, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "schedule")}, []predicate.Predicate{gen}},
-		{"backup-gc", &v1alpha1.Backup{}, &GCReconciler{Client: c, APIReader: reader, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "gc")}, nil},
+		{"backup-gc", &v1alpha1.Backup{}, &GCReconciler{Client: c, APIReader: reader, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "gc"), RepositoryPassword: opts.RepositoryPassword, Events: rec}, nil},
 		{"backupstoragelocation", &v1alpha1.BackupStorageLocation{}, &LocationReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.ValidationPeriod, Log: log.With("controller", "location"), Events: rec}, []predicate.Predicate{gen}},
 		{"backup-sync", &v1alpha1.BackupStorageLocation{}, &SyncReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.SyncPeriod, Log: log.With("controller", "sync")}, []predicate.Predicate{gen}},
 	}

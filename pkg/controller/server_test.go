@@ -506,6 +506,38 @@ func TestServer(t *testing.T) {
 			t.Errorf("paused schedule created %d backups", len(list.Items))
 		}
 	})
+
+	t.Run("TTL never deletes another backup's data", func(t *testing.T) {
+		// The store already has a folder "taken" (another writer's, left
+		// Incomplete); a Backup of that name fails, and when its TTL
+		// passes only the Backup object goes.
+		loc, err := store.Open(ctx, s3.URL("ferry"), store.WithCredentials(map[string]string{store.EnvAWSAccessKeyID: s3.AccessKey, store.EnvAWSSecretAccessKey: s3.SecretKey}))
+		must(t, err)
+		defer loc.Close()
+		other := v1alpha1.NewBackup("taken")
+		other.UID = "someone-else"
+		must(t, loc.PutJSON(ctx, store.BackupDir("taken")+store.BackupStartedMarker, other))
+		b := v1alpha1.NewBackup("taken")
+		b.Namespace = ns
+		b.Spec.TTL = &metav1.Duration{Duration: time.Minute}
+		must(t, src.cl.Create(ctx, b))
+		b = waitBackup(t, src, "taken", 10*time.Second, v1alpha1.PhaseFailed)
+		if !strings.Contains(b.Status.FailureReason, "already exists") || b.Status.Expiration == nil {
+			t.Fatalf("reason %q, expiration %v", b.Status.FailureReason, b.Status.Expiration)
+		}
+		clock.SetTime(b.Status.Expiration.Add(time.Minute))
+		eventually(t, 10*time.Second, "expired Backup deleted", func() error {
+			if err := src.cl.Get(ctx, client.ObjectKeyFromObject(b), &v1alpha1.Backup{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("still there (%v)", err)
+			}
+			return nil
+		})
+		got, err := loc.GetBackup(ctx, "taken")
+		if !errors.Is(err, store.ErrIncomplete) || got == nil || got.UID != "someone-else" {
+			t.Fatalf("the other backup's folder: %v, %+v", err, got)
+		}
+		waitEvents(t, src, "Backup", "taken", "Warning StoreFolderKept")
+	})
 }
 
 // TestRestartMidBackup stops the server while a backup's archive upload is

@@ -14,6 +14,11 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
+// AnnotationStoreUID on a Backup that store sync created is the UID the
+// stored backup was written with: GC deletes the store folder only when
+// it still holds that backup.
+const AnnotationStoreUID = "ferry.dev/store-uid"
+
 // labelFromStore marks a Backup that store sync created; the Backup
 // reconciler never runs one (its status comes from the store).
 const labelFromStore = "ferry.dev/synced-from"
@@ -107,6 +112,9 @@ func (r *SyncReconciler) create(ctx context.Context, bsl *v1alpha1.BackupStorage
 		cb = v1alpha1.NewBackup(sb.Name)
 		cb.Namespace = bsl.Namespace
 		cb.Labels = map[string]string{v1alpha1.LabelStorageLocation: bsl.Name, labelFromStore: bsl.Name}
+		if sb.UID != "" {
+			cb.Annotations = map[string]string{AnnotationStoreUID: string(sb.UID)}
+		}
 		cb.Spec = sb.Spec
 		cb.Spec.StorageLocationName = bsl.Name
 		if err := r.Client.Create(ctx, cb); err != nil {

@@ -18,6 +18,8 @@ import (
 	"github.com/kopia/kopia/snapshot"
 	"github.com/kopia/kopia/snapshot/snapshotfs"
 	"github.com/kopia/kopia/snapshot/snapshotmaintenance"
+
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // VerifyResult is what Verify found for one snapshot.
@@ -114,6 +116,32 @@ func (r *Repository) DeleteSnapshots(ctx context.Context, ids []string) error {
 		}
 		return nil
 	})
+}
+
+// PruneDeletedBackups deletes the snapshots of every backup no longer in
+// loc (one just deleted, and any an interrupted delete left; an
+// Incomplete backup still counts as present) and then runs kopia's
+// maintenance, whose garbage collection removes the data no remaining
+// snapshot uses after its safety margins. It returns how many snapshots
+// were deleted. Shared by `ferry backup delete` and the server's GC.
+func (r *Repository) PruneDeletedBackups(ctx context.Context, loc *store.Location) (int, error) {
+	n, err := r.PruneSnapshots(ctx, func(b string) (bool, error) {
+		_, err := loc.GetBackup(ctx, b)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil && !errors.Is(err, store.ErrIncomplete) {
+			return true, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("deleting the volume snapshots of deleted backups: %w", err)
+	}
+	if err := r.Maintain(ctx); err != nil {
+		return n, fmt.Errorf("%d volume snapshots deleted; repository maintenance failed: %w", n, err)
+	}
+	return n, nil
 }
 
 // PruneSnapshots deletes the snapshots whose ferry backup no longer
