@@ -167,8 +167,8 @@ func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.
 	out = append(out, failed...)
 	sum := &v1alpha1.PodVolumeSummary{Total: len(out)}
 	for _, r := range out {
-		if strings.Contains(r.Error, volumes.ErrAlreadyRestored.Error()) {
-			// Restored by an earlier restore; its live data is kept.
+		if strings.Contains(r.Error, volumes.ErrAlreadyRestored.Error()) || strings.Contains(r.Error, volumes.ErrNotWaiting.Error()) {
+			// Restored by an earlier restore, or in use: its live data is kept.
 			sum.Skipped++
 			results.Warnf("pod volume %s: %s", r.Key(), r.Error)
 			continue

@@ -2,6 +2,7 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeferry/ferry/pkg/transform"
 )
 
 // ResolveClaims sets PVName on each claim-backed volume from its
@@ -34,13 +37,20 @@ func ResolveClaims(ctx context.Context, client kubernetes.Interface, vols []PodV
 	}
 }
 
+// ErrNotWaiting is reported for a target pod that already exists and does
+// not wait for volume data (no ferry-restore-wait init container): its
+// volume is in use, so nothing is written into it.
+var ErrNotWaiting = errors.New("pod does not wait for volume data")
+
 // Targets turns a backup's volume records into restore targets in the
 // target cluster: each backed-up volume goes to the restored pod of the
 // same name in namespace mapNamespace(namespace), and for a claim also to
 // the pods in AlsoMountedBy (marker only). It waits up to wait for each
 // pod to exist and each claim to be bound, to learn the pod's UID and the
 // claim's PersistentVolume. Volumes that failed in the backup, and pods or
-// claims that never appear, come back as failed restores.
+// claims that never appear, come back as failed restores, as does a pod
+// that does not wait for its data (ErrNotWaiting). Each target's
+// RestoreUID is the done-marker its pod waits for.
 func Targets(ctx context.Context, client kubernetes.Interface, rec *BackupRecord, mapNamespace func(string) string, wait time.Duration) ([]RestoreTarget, []PodVolumeRestore) {
 	var targets []RestoreTarget
 	var failed []PodVolumeRestore
@@ -61,6 +71,16 @@ func Targets(ctx context.Context, client kubernetes.Interface, rec *BackupRecord
 				continue
 			}
 			t.PodUID = string(pod.UID)
+			// Only a pod that waits for its data gets it: writing into the
+			// volume of a pod that runs would change live data under it.
+			uid := pod.Annotations[transform.AnnotationRestoreUID]
+			if uid == "" || !hasInitContainer(pod, transform.RestoreWaitContainer) {
+				failed = append(failed, PodVolumeRestore{RestoreTarget: t, Error: fmt.Sprintf("%v: pod %s/%s exists and does not wait for its volume data (it was not made by a ferry restore), so its running volume is not overwritten", ErrNotWaiting, t.Namespace, t.Pod)})
+				continue
+			}
+			// An earlier restore of this backup may have made it wait for
+			// its own done-marker: write that one.
+			t.RestoreUID = uid
 			if i > 0 && t.ClaimName != "" {
 				// Another pod mounting the same claim may call it otherwise.
 				for _, v := range pod.Spec.Volumes {

@@ -98,6 +98,19 @@ type RestoreTarget struct {
 	PodVolume
 	SnapshotID string `json:"snapshotID"`
 	MarkerOnly bool   `json:"markerOnly,omitempty"`
+	// RestoreUID is the done-marker the pod waits for (its
+	// transform.AnnotationRestoreUID), when an earlier restore of the same
+	// backup made it wait; empty: the running restore's own.
+	RestoreUID string `json:"restoreUID,omitempty"`
+}
+
+// MarkerUID is the done-marker to write for t in a restore whose UID is
+// restoreUID.
+func (t RestoreTarget) MarkerUID(restoreUID string) string {
+	if t.RestoreUID != "" {
+		return t.RestoreUID
+	}
+	return restoreUID
 }
 
 // PodVolumeRestore is the outcome of one RestoreTarget.
@@ -130,7 +143,7 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 					out[i] = PodVolumeRestore{RestoreTarget: t, Error: fmt.Sprintf("volume %s: the data of claim %s/%s was not restored", t.Key(), t.Namespace, t.ClaimName)}
 					continue
 				}
-				out[i] = MarkClaimRestored(ctx, podsDir, restoreUID, t, wait)
+				out[i] = MarkClaimRestored(ctx, podsDir, t.MarkerUID(restoreUID), t, wait)
 				continue
 			}
 			out[i] = PodVolumeRestore{RestoreTarget: t}
@@ -147,7 +160,7 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 					onProgress(tt)
 				}
 			}
-			res, err := r.Restore(ctx, t.SnapshotID, dir, restoreUID, prog)
+			res, err := r.Restore(ctx, t.SnapshotID, dir, t.MarkerUID(restoreUID), prog)
 			if err != nil {
 				out[i].Error = fmt.Sprintf("volume %s: %v", t.Key(), err)
 				continue

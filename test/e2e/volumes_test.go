@@ -397,6 +397,51 @@ func TestNodeAgent(t *testing.T) {
 		t.Errorf("second node-agent pass: exit %d %s", a.code, a.stdout)
 	}
 
+	// A restore that left its pods waiting (no node agent came) is
+	// finished by a second restore of the same backup: it writes the
+	// done-marker the pods wait for, the first restore's, not its own
+	// (which once left them waiting for ever).
+	createNamespace(t, src, "twice")
+	web, err := src.CoreV1().Pods("twice").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{volumes.AnnotationBackupVolumes: "cache"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.37"}},
+			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheSrc := filepath.Join(hostSrc, string(web.UID), "volumes", "kubernetes.io~empty-dir", "cache")
+	if err := os.MkdirAll(cacheSrc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := volumetest.MakeTree(cacheSrc, volumetest.TreeOptions{SmallFiles: 20, Seed: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if r := run("backup", "create", "tw", "--context", "src", "--include-namespaces", "twice", "--host-pods-dir", hostSrc); r.code != 0 {
+		t.Fatalf("backup: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = run("restore", "create", "tw1", "--from-backup", "tw", "--context", "dst", "--volumes-by-node-agent", "-o", "json")
+	first := &v1alpha1.Restore{}
+	mustJSON(t, r.stdout, first)
+	go testenv.FakeKubelet(kctx, dst, "twice", "", hostDst)
+	r = run("restore", "create", "tw2", "--from-backup", "tw", "--context", "dst", "--host-pods-dir", hostDst, "--volume-timeout", "1m", "-o", "json")
+	second := &v1alpha1.Restore{}
+	mustJSON(t, r.stdout, second)
+	if r.code != 0 || second.Status.PodVolumes == nil || second.Status.PodVolumes.Completed != 1 {
+		t.Fatalf("second restore: exit %d %+v\n%s", r.code, second.Status.PodVolumes, r.stderr)
+	}
+	webDst, err := dst.CoreV1().Pods("twice").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheDst := filepath.Join(hostDst, string(webDst.UID), "volumes", "kubernetes.io~empty-dir", "cache")
+	if _, err := os.Stat(volumes.MarkerPath(cacheDst, string(first.UID))); err != nil {
+		t.Errorf("the marker the pod waits for (restore tw1's): %v", err)
+	}
+	if diffs, err := volumetest.Compare(cacheSrc, cacheDst, volumes.MarkerDir); err != nil || len(diffs) > 0 {
+		t.Errorf("restored differently: %v %v", err, diffs)
+	}
+
 	// A backup with --host-pods-dir that finds no volume to back up writes
 	// an empty volume record; its restore with --host-pods-dir once
 	// panicked on it (found by the server-mode test).
