@@ -15,11 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // Labels on PodVolumeBackups and PodVolumeRestores: the Backup or Restore
-// they belong to.
+// they belong to (transform.LabelValue of its name: cut and hashed past
+// 63 characters).
 const (
 	LabelPodVolumeBackup  = "ferry.dev/backup-name"
 	LabelPodVolumeRestore = "ferry.dev/restore-name"
@@ -52,15 +54,32 @@ type podVolumes struct {
 	log        *slog.Logger
 }
 
-// objectName is <owner>-<8 hex digits of the FNV-1a hash of key>, cut so
-// that it stays a valid object name.
+// objectName is <owner>-<16 hex digits of the FNV-1a hash of key>, the
+// owner cut so that it stays a valid object name (253 characters).
 func objectName(owner, key string) string {
-	h := fnv.New32a()
+	h := fnv.New64a()
 	_, _ = h.Write([]byte(key))
 	if len(owner) > 230 {
 		owner = owner[:230]
 	}
-	return fmt.Sprintf("%s-%08x", strings.TrimRight(owner, "-."), h.Sum32())
+	return fmt.Sprintf("%s-%016x", strings.TrimRight(owner, "-."), h.Sum64())
+}
+
+// adopt decides about an object of the wanted name that already exists:
+// it is taken (a retry of the same run) only if the same owner made it for
+// the same pod volume; anything else (another Backup's or Restore's, or a
+// hash collision) is an error naming both, never a silent mix-up.
+func (p *podVolumes) adopt(ctx context.Context, o client.Object, pod v1alpha1.PodReference, volume string, specOf func(client.Object) (v1alpha1.PodReference, string)) error {
+	name := o.GetName()
+	if err := p.reader.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+		return fmt.Errorf("%s/%s exists but cannot be read: %w", p.ns, name, err)
+	}
+	owners := o.GetOwnerReferences()
+	gotPod, gotVolume := specOf(o)
+	if len(owners) != 1 || owners[0].UID != p.owner.UID || gotPod != pod || gotVolume != volume {
+		return fmt.Errorf("%s/%s exists for another %s or volume (%s/%s volume %s): delete it, or use another name", p.ns, name, p.owner.Kind, gotPod.Namespace, gotPod.Name, gotVolume)
+	}
+	return nil
 }
 
 // ownerRef points at a Backup or Restore (kind) object o.
@@ -83,15 +102,22 @@ func (p *podVolumes) backup(ctx context.Context, backup string, vols []volumes.P
 		}
 		pvb := &v1alpha1.PodVolumeBackup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: objectName(backup, v.Key()),
-				Labels: map[string]string{LabelPodVolumeBackup: backup}, OwnerReferences: []metav1.OwnerReference{p.owner}},
+				Labels: map[string]string{LabelPodVolumeBackup: transform.LabelValue(backup)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
 			Spec: v1alpha1.PodVolumeBackupSpec{
 				Pod:    v1alpha1.PodReference{Namespace: v.Namespace, Name: v.Pod, UID: v.PodUID},
 				Volume: v.Volume, Node: v.Node, BackupName: backup, StorageLocationName: p.location,
 				Identity: v.Identity, ClaimName: v.ClaimName, PersistentVolumeName: v.PVName,
 			},
 		}
-		if err := p.client.Create(ctx, pvb); err != nil && !apierrors.IsAlreadyExists(err) {
-			out[i].Error = fmt.Sprintf("creating PodVolumeBackup %s/%s: %v", p.ns, pvb.Name, err)
+		err := p.client.Create(ctx, pvb)
+		if apierrors.IsAlreadyExists(err) {
+			err = p.adopt(ctx, pvb, pvb.Spec.Pod, pvb.Spec.Volume, func(o client.Object) (v1alpha1.PodReference, string) {
+				x := o.(*v1alpha1.PodVolumeBackup)
+				return x.Spec.Pod, x.Spec.Volume
+			})
+		}
+		if err != nil {
+			out[i].Error = fmt.Sprintf("PodVolumeBackup %s/%s: %v", p.ns, pvb.Name, err)
 			continue
 		}
 		names[i] = pvb.Name
@@ -146,7 +172,7 @@ func (p *podVolumes) restore(ctx context.Context, restoreName, restoreUID string
 			}
 			pvr := &v1alpha1.PodVolumeRestore{
 				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: objectName(restoreName, t.Key()),
-					Labels: map[string]string{LabelPodVolumeRestore: restoreName}, OwnerReferences: []metav1.OwnerReference{p.owner}},
+					Labels: map[string]string{LabelPodVolumeRestore: transform.LabelValue(restoreName)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
 				Spec: v1alpha1.PodVolumeRestoreSpec{
 					Pod:    v1alpha1.PodReference{Namespace: t.Namespace, Name: t.Pod, UID: t.PodUID},
 					Volume: t.Volume, Node: node, RestoreName: restoreName, BackupName: p.backupName,
@@ -154,8 +180,15 @@ func (p *podVolumes) restore(ctx context.Context, restoreName, restoreUID string
 					ClaimName: t.ClaimName, PersistentVolumeName: t.PVName,
 				},
 			}
-			if err := p.client.Create(ctx, pvr); err != nil && !apierrors.IsAlreadyExists(err) {
-				out[i].Error = fmt.Sprintf("creating PodVolumeRestore %s/%s: %v", p.ns, pvr.Name, err)
+			err = p.client.Create(ctx, pvr)
+			if apierrors.IsAlreadyExists(err) {
+				err = p.adopt(ctx, pvr, pvr.Spec.Pod, pvr.Spec.Volume, func(o client.Object) (v1alpha1.PodReference, string) {
+					x := o.(*v1alpha1.PodVolumeRestore)
+					return x.Spec.Pod, x.Spec.Volume
+				})
+			}
+			if err != nil {
+				out[i].Error = fmt.Sprintf("PodVolumeRestore %s/%s: %v", p.ns, pvr.Name, err)
 				continue
 			}
 			idx = append(idx, i)

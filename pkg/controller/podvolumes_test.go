@@ -185,11 +185,13 @@ func TestServerPodVolumes(t *testing.T) {
 		defer stop()
 		go testenv.FakeScheduler(kctx, dstCS, "app", "node-b")
 		go testenv.FakeKubelet(kctx, dstCS, "app", "node-b", hostDst)
-		r := v1alpha1.NewRestore("vr")
+		// A name longer than a label value (63) is cut and hashed in labels.
+		name := "vr-" + strings.Repeat("long", 17)
+		r := v1alpha1.NewRestore(name)
 		r.Namespace = ns
 		r.Spec.BackupName = "vb"
 		must(t, dst.cl.Create(ctx, r))
-		r = waitRestore(t, dst, "vr", v1alpha1.PhaseCompleted, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseFailed)
+		r = waitRestore(t, dst, name, v1alpha1.PhaseCompleted, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseFailed)
 		if r.Status.Phase != v1alpha1.PhaseCompleted {
 			t.Fatalf("restore %s: %s", r.Status.Phase, r.Status.FailureReason)
 		}
@@ -215,7 +217,7 @@ func TestServerPodVolumes(t *testing.T) {
 			}
 		}
 		pvrs := &v1alpha1.PodVolumeRestoreList{}
-		must(t, dst.cl.List(ctx, pvrs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeRestore: "vr"}))
+		must(t, dst.cl.List(ctx, pvrs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeRestore: transform.LabelValue(name)}))
 		if len(pvrs.Items) != 2 {
 			t.Fatalf("%d PodVolumeRestores", len(pvrs.Items))
 		}

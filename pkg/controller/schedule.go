@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -108,7 +109,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 func (r *ScheduleReconciler) createBackup(ctx context.Context, s *v1alpha1.Schedule, due time.Time) error {
 	b := v1alpha1.NewBackup(s.Name + "-" + due.UTC().Format(ScheduleTimeFormat))
 	b.Namespace = s.Namespace
-	b.Labels = map[string]string{v1alpha1.LabelSchedule: s.Name}
+	b.Labels = map[string]string{v1alpha1.LabelSchedule: transform.LabelValue(s.Name)}
 	b.Spec = *s.Spec.Template.DeepCopy()
 	if s.Spec.TTL != nil {
 		b.Spec.TTL = s.Spec.TTL.DeepCopy()

@@ -392,6 +392,16 @@ func TestServer(t *testing.T) {
 		if err := src.cl.Create(ctx, bad); !apierrors.IsInvalid(err) {
 			t.Errorf("ftp:// location: %v, want Invalid", err)
 		}
+		// Names too long for what is built on them are refused by the CRDs.
+		long := &v1alpha1.BackupStorageLocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: strings.Repeat("l", 64)}, Spec: v1alpha1.BackupStorageLocationSpec{URL: s3.URL("ferry")}}
+		if err := src.cl.Create(ctx, long); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "at most 63 characters") {
+			t.Errorf("64-character location name: %v", err)
+		}
+		longB := v1alpha1.NewBackup(strings.Repeat("b", 182))
+		longB.Namespace = ns
+		if err := src.cl.Create(ctx, longB); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "at most 181 characters") {
+			t.Errorf("182-character backup name: %v", err)
+		}
 		// A wrong credential and a missing bucket.
 		must(t, src.cl.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wrong"},
 			StringData: map[string]string{store.EnvAWSAccessKeyID: s3.AccessKey, store.EnvAWSSecretAccessKey: "wrong"}}))

@@ -17,6 +17,7 @@ import (
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.lastBackup`
 // +kubebuilder:printcolumn:name="Next",type=date,JSONPath=`.status.nextBackup`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 166",message="a Schedule name is at most 166 characters: its Backups are named <schedule>-<YYYYMMDDhhmmss>, at most 181"
 type Schedule struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -82,5 +83,6 @@ type ScheduleList struct {
 	Items           []Schedule `json:"items"`
 }
 
-// LabelSchedule is set on every Backup a Schedule creates.
+// LabelSchedule is set on every Backup a Schedule creates; its value is
+// the Schedule's name (cut and hashed past 63 characters, as Velero does).
 const LabelSchedule = "ferry.dev/schedule"

@@ -68,9 +68,10 @@ const (
 // +kubebuilder:printcolumn:name="Items",type=integer,JSONPath=`.status.progress.itemsBackedUp`
 // +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errors`
 // +kubebuilder:printcolumn:name="Warnings",type=integer,JSONPath=`.status.warnings`
-// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.spec.storageLocationName`
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.metadata.labels.ferry\.dev/storage-location`
 // +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiration`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 181",message="a Backup name is at most 181 characters (its store folder, restore names and schedule suffixes are built on it)"
 type Backup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -246,6 +247,7 @@ type ArchiveSummary struct {
 // +kubebuilder:printcolumn:name="Failed",type=integer,JSONPath=`.status.counts.failed`
 // +kubebuilder:printcolumn:name="Errors",type=integer,JSONPath=`.status.errors`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 200",message="a Restore name is at most 200 characters (its store folder)"
 type Restore struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
