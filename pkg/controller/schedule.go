@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/transform"
 )
 
 // ScheduleTimeFormat is the timestamp in the names of scheduled Backups:
