@@ -23,7 +23,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -124,6 +126,10 @@ func NewNodeAgentManager(opts NodeAgentOptions) (manager.Manager, error) {
 		a.close()
 		return nil
 	})); err != nil {
+		return nil, err
+	}
+	// The heartbeat needs no leader election: each node has its own.
+	if err := mgr.Add(heartbeat{a}); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -344,4 +350,88 @@ func (a *NodeAgentReconciler) close() {
 		r.loc.Close()
 		delete(a.repos, name)
 	}
+}
+
+// Node agent heartbeat: each agent keeps a Lease (coordination.k8s.io)
+// named NodeAgentLeaseName(node) in its namespace, renewed every
+// LeaseRenewPeriod, so that the server can tell at once that a node has no
+// agent (no Lease, or one not renewed within its duration), the way the
+// kubelet's node Lease tells the control plane a node is alive.
+const (
+	LeaseRenewPeriod   = 10 * time.Second
+	LeaseDurationSecs  = 40
+	nodeAgentLeaseBase = "ferry-node-agent-"
+)
+
+// NodeAgentLeaseName is the Lease of node's agent: ferry-node-agent-<node>,
+// the node cut and hashed so that the name stays within 253 characters.
+func NodeAgentLeaseName(node string) string {
+	if len(nodeAgentLeaseBase)+len(node) <= 253 {
+		return nodeAgentLeaseBase + node
+	}
+	return objectName(nodeAgentLeaseBase+node[:200], node)
+}
+
+// heartbeat renews the agent's Lease until the manager stops.
+type heartbeat struct{ a *NodeAgentReconciler }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: every agent
+// runs it.
+func (heartbeat) NeedLeaderElection() bool { return false }
+
+// Start implements manager.Runnable.
+func (h heartbeat) Start(ctx context.Context) error {
+	for {
+		if err := h.a.renewLease(ctx); err != nil && ctx.Err() == nil {
+			h.a.Log.Warn("renewing the node agent's Lease", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(LeaseRenewPeriod):
+		}
+	}
+}
+
+func (a *NodeAgentReconciler) renewLease(ctx context.Context) error {
+	now := metav1.NewMicroTime(time.Now())
+	dur := int32(LeaseDurationSecs)
+	node := a.Opts.Node
+	l := &coordinationv1.Lease{}
+	key := client.ObjectKey{Namespace: a.Opts.Namespace, Name: NodeAgentLeaseName(node)}
+	err := a.APIReader.Get(ctx, key, l)
+	if apierrors.IsNotFound(err) {
+		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+			Labels: map[string]string{"app.kubernetes.io/name": "ferry", "app.kubernetes.io/component": "ferry-node-agent"}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &dur, AcquireTime: &now, RenewTime: &now}}
+		return a.Client.Create(ctx, l)
+	}
+	if err != nil {
+		return err
+	}
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &node, &dur, &now
+	return a.Client.Update(ctx, l)
+}
+
+// agentAlive reports whether node's agent renewed its Lease within the
+// Lease's duration; the error says why not, for the volume's record.
+func agentAlive(ctx context.Context, c client.Reader, ns, node string) error {
+	l := &coordinationv1.Lease{}
+	name := NodeAgentLeaseName(node)
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, l)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("no node agent runs on node %s (it has no Lease %s/%s): is the ferry-node-agent DaemonSet installed, and can it run there (taints, node selector)?", node, ns, name)
+	}
+	if err != nil {
+		return fmt.Errorf("the node agent of node %s: reading its Lease %s/%s: %w", node, ns, name, err)
+	}
+	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil ||
+		time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
+		last := "never"
+		if l.Spec.RenewTime != nil {
+			last = l.Spec.RenewTime.UTC().Format(time.RFC3339)
+		}
+		return fmt.Errorf("the node agent of node %s is not running: its Lease %s/%s was last renewed %s", node, ns, name, last)
+	}
+	return nil
 }

@@ -41,7 +41,9 @@ const podVolumePoll = 500 * time.Millisecond
 // server's namespace, named <backup or restore>-<hash of the volume>,
 // labelled with its owner's name and owned by it (deleting a Backup or
 // Restore deletes them). The node agent of spec.node reconciles each
-// (NodeAgentReconciler); podVolumes waits for all of them to end.
+// (NodeAgentReconciler); podVolumes waits for all of them to end. A
+// volume on a node whose agent is not running (its heartbeat Lease is
+// missing or expired) fails at once, without an object.
 type podVolumes struct {
 	client     client.Client
 	reader     client.Reader // uncached: the state of each object as it is
@@ -52,6 +54,7 @@ type podVolumes struct {
 	timeout    time.Duration
 	clock      clock.PassiveClock
 	log        *slog.Logger
+	agents     map[string]error // node -> agentAlive's answer, once per run
 }
 
 // objectName is <owner>-<16 hex digits of the FNV-1a hash of key>, the
@@ -100,6 +103,10 @@ func (p *podVolumes) backup(ctx context.Context, backup string, vols []volumes.P
 			out[i].Error = fmt.Sprintf("pod %s/%s is not scheduled to a node: its volume %s has no data on any node", v.Namespace, v.Pod, v.Volume)
 			continue
 		}
+		if err := p.agentAlive(ctx, v.Node); err != nil {
+			out[i].Error = err.Error()
+			continue
+		}
 		pvb := &v1alpha1.PodVolumeBackup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: objectName(backup, v.Key()),
 				Labels: map[string]string{LabelPodVolumeBackup: transform.LabelValue(backup)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
@@ -143,6 +150,19 @@ func (p *podVolumes) backup(ctx context.Context, backup string, vols []volumes.P
 	return out
 }
 
+// agentAlive is agentAlive for p's namespace, asked once per node and run.
+func (p *podVolumes) agentAlive(ctx context.Context, node string) error {
+	if err, ok := p.agents[node]; ok {
+		return err
+	}
+	err := agentAlive(ctx, p.reader, p.ns, node)
+	if p.agents == nil {
+		p.agents = map[string]error{}
+	}
+	p.agents[node] = err
+	return err
+}
+
 // restore is restore.PodVolumeOptions.Restore: for each target it waits
 // (up to wait) for the restored pod to be scheduled, then creates a
 // PodVolumeRestore on its node. The targets that only need the
@@ -166,6 +186,9 @@ func (p *podVolumes) restore(ctx context.Context, restoreName, restoreUID string
 				continue
 			}
 			node, err := p.scheduled(ctx, t, deadline)
+			if err == nil {
+				err = p.agentAlive(ctx, node)
+			}
 			if err != nil {
 				out[i].Error = err.Error()
 				continue

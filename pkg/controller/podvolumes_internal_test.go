@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -42,7 +43,11 @@ func TestPodVolumeBackupAdoption(t *testing.T) {
 		{"the same Backup, another volume", existing("mine", "cache"), "", "volume cache"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cl := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(c.obj).WithStatusSubresource(c.obj).Build()
+			now := metav1.NewMicroTime(time.Now())
+			node, dur := "n1", int32(LeaseDurationSecs)
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ferry", Name: NodeAgentLeaseName("n1")},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, RenewTime: &now, LeaseDurationSeconds: &dur}}
+			cl := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(c.obj, lease).WithStatusSubresource(c.obj).Build()
 			p := &podVolumes{client: cl, reader: cl, ns: "ferry", location: "default", backupName: "b1",
 				owner:   metav1.OwnerReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Backup", Name: "b1", UID: "uid-mine"},
 				timeout: time.Second, clock: clock.RealClock{}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -260,31 +261,77 @@ func TestServerPodVolumes(t *testing.T) {
 	})
 
 	t.Run("a node without an agent", func(t *testing.T) {
+		// node-z has no agent, so no heartbeat Lease: its volumes fail at
+		// once, without waiting for the timeout, and no object is made.
 		must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lost"}}))
 		volumePod(t, srcCS, "lost", "db", "node-z")
 		b := v1alpha1.NewBackup("vb-lost")
 		b.Namespace = ns
 		b.Spec.IncludedNamespaces = []string{"lost"}
 		must(t, src.cl.Create(ctx, b))
-		b = waitBackup(t, src, "vb-lost", 90*time.Second, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseCompleted, v1alpha1.PhaseFailed)
+		b = waitBackup(t, src, "vb-lost", 60*time.Second, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseCompleted, v1alpha1.PhaseFailed)
+		if b.Status.Phase != v1alpha1.PhasePartiallyFailed || b.Status.PodVolumes == nil || b.Status.PodVolumes.Failed != 2 {
+			t.Fatalf("backup %s, pod volumes %+v", b.Status.Phase, b.Status.PodVolumes)
+		}
+		if took := b.Status.CompletionTimestamp.Sub(b.Status.StartTimestamp.Time); took > 15*time.Second {
+			t.Errorf("backup took %s: it waited for the pod volume timeout (20s)", took)
+		}
+		pvbs := &v1alpha1.PodVolumeBackupList{}
+		must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb-lost"}))
+		if len(pvbs.Items) != 0 {
+			t.Errorf("%d PodVolumeBackups for a node without an agent", len(pvbs.Items))
+		}
+		rec := &volumes.BackupRecord{}
+		must(t, loc.GetJSON(ctx, store.BackupVolumesKey("vb-lost"), rec))
+		if len(rec.Volumes) != 2 {
+			t.Fatalf("record %+v", rec.Volumes)
+		}
+		for _, v := range rec.Volumes {
+			if !strings.Contains(v.Error, "no node agent runs on node node-z") || !strings.Contains(v.Error, controller.NodeAgentLeaseName("node-z")) {
+				t.Errorf("record error %q", v.Error)
+			}
+		}
+	})
+
+	t.Run("an agent that is alive but never takes the object", func(t *testing.T) {
+		// node-y's agent renews its Lease but never finishes the object
+		// (here: no agent runs, and the Lease is kept fresh by the test):
+		// the Backup gives up after the pod volume timeout, marks the
+		// object Failed, and says why.
+		must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "slow"}}))
+		volumePod(t, srcCS, "slow", "db", "node-y")
+		hctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			for hctx.Err() == nil {
+				node, dur := "node-y", int32(controller.LeaseDurationSecs)
+				now := metav1.NewMicroTime(time.Now())
+				l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controller.NodeAgentLeaseName("node-y")},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &dur, RenewTime: &now}}
+				if err := src.cl.Create(hctx, l); apierrors.IsAlreadyExists(err) {
+					_ = src.cl.Get(hctx, client.ObjectKeyFromObject(l), l)
+					l.Spec.RenewTime = &now
+					_ = src.cl.Update(hctx, l)
+				}
+				time.Sleep(time.Second)
+			}
+		}()
+		b := v1alpha1.NewBackup("vb-slow")
+		b.Namespace = ns
+		b.Spec.IncludedNamespaces = []string{"slow"}
+		must(t, src.cl.Create(ctx, b))
+		b = waitBackup(t, src, "vb-slow", 90*time.Second, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseCompleted, v1alpha1.PhaseFailed)
 		if b.Status.Phase != v1alpha1.PhasePartiallyFailed || b.Status.PodVolumes == nil || b.Status.PodVolumes.Failed != 2 {
 			t.Fatalf("backup %s, pod volumes %+v", b.Status.Phase, b.Status.PodVolumes)
 		}
 		pvbs := &v1alpha1.PodVolumeBackupList{}
-		must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb-lost"}))
+		must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb-slow"}))
 		if len(pvbs.Items) != 2 {
-			t.Errorf("%d PodVolumeBackups of vb-lost, want 2", len(pvbs.Items))
+			t.Fatalf("%d PodVolumeBackups of vb-slow, want 2", len(pvbs.Items))
 		}
 		for _, p := range pvbs.Items {
 			if p.Status.Phase != v1alpha1.PhaseFailed || !strings.Contains(p.Status.Message, "no node agent took it") {
 				t.Errorf("PodVolumeBackup %s: %+v", p.Name, p.Status)
-			}
-		}
-		rec := &volumes.BackupRecord{}
-		must(t, loc.GetJSON(ctx, store.BackupVolumesKey("vb-lost"), rec))
-		for _, v := range rec.Volumes {
-			if !strings.Contains(v.Error, "node-z") || !strings.Contains(v.Error, "no node agent took it") {
-				t.Errorf("record error %q", v.Error)
 			}
 		}
 	})

@@ -187,6 +187,7 @@ func Render(o Options) []client.Object {
 				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"podvolumebackups/status", "podvolumerestores/status"}, Verbs: []string{"get", "update", "patch"}},
 				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"backupstoragelocations"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
+				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 			}},
 			&rbacv1.ClusterRoleBinding{ObjectMeta: cluster(NodeAgentName), Subjects: []rbacv1.Subject{sa(NodeAgentName)},
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: NodeAgentName}},
