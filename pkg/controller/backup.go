@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -141,10 +142,14 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	}
 
 	var done, total atomic.Int64
+	// Deleting the Backup while it runs stops it (noticed at the next
+	// progress write).
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
 	stop := r.reportProgress(ctx, b, func(st *v1alpha1.Backup) {
 		st.Status.Progress = v1alpha1.BackupProgress{ItemsBackedUp: int(done.Load()), TotalItems: int(total.Load())}
-	})
-	res, _, err := backup.Run(ctx, r.Cluster, loc, backup.Options{
+	}, func() { cancelRun(errDeleted) })
+	res, _, err := backup.Run(runCtx, r.Cluster, loc, backup.Options{
 		Name: b.Name, Spec: b.Spec, Log: r.Log, UID: b.UID,
 		OnProgress: func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) },
 		PodVolumes: &backup.PodVolumeOptions{Backup: r.podVolumeBackup(loc, b, bsl.Name)},
@@ -153,6 +158,9 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err() // stopping: leave it InProgress for the next server
+		}
+		if errors.Is(context.Cause(runCtx), errDeleted) {
+			return r.deletedWhileRunning(ctx, loc, b)
 		}
 		return r.fail(ctx, b, v1alpha1.ReasonFailed, err.Error())
 	}
@@ -217,15 +225,39 @@ func (r *BackupReconciler) podVolumeBackup(loc *store.Location, b *v1alpha1.Back
 }
 
 // reportProgress patches the status every progressPeriod with set, until
-// the returned stop is called.
-func (r *BackupReconciler) reportProgress(ctx context.Context, b *v1alpha1.Backup, set func(*v1alpha1.Backup)) (stop func()) {
+// the returned stop is called; gone is called when the Backup has been
+// deleted.
+func (r *BackupReconciler) reportProgress(ctx context.Context, b *v1alpha1.Backup, set func(*v1alpha1.Backup), gone func()) (stop func()) {
 	return every(ctx, progressPeriod, func() {
 		cur := b.DeepCopy()
 		set(cur)
-		if err := r.Client.Status().Patch(ctx, cur, ctrl.MergeFrom(b)); err != nil {
+		if err := r.Client.Status().Patch(ctx, cur, ctrl.MergeFrom(b)); apierrors.IsNotFound(err) {
+			gone()
+		} else if err != nil {
 			r.Log.Info("writing backup progress", "backup", b.Name, "err", err)
 		}
 	})
+}
+
+// errDeleted is the cause of a run's cancellation when its object was
+// deleted while it ran.
+var errDeleted = errors.New("deleted while it ran")
+
+// deletedWhileRunning cleans up after a Backup deleted while it ran: the
+// run stopped before its commit, so its store folder is Incomplete; it is
+// removed (only if it is this Backup's, by UID), so that nothing of the
+// backup the user deleted stays behind or comes back through store sync.
+// Volume snapshots it wrote are pruned by the next backup delete or GC.
+func (r *BackupReconciler) deletedWhileRunning(ctx context.Context, loc *store.Location, b *v1alpha1.Backup) error {
+	stored, err := loc.GetBackup(ctx, b.Name)
+	if errors.Is(err, store.ErrIncomplete) && stored != nil && stored.UID == b.UID {
+		if err := loc.DeleteBackup(ctx, b.Name); err != nil {
+			r.Log.Warn("backup deleted while it ran: its Incomplete store folder could not be removed", "backup", b.Name, "err", err)
+			return nil
+		}
+	}
+	r.Log.Info("backup deleted while it ran: stopped, and its Incomplete store folder removed", "backup", b.Name)
+	return nil
 }
 
 // ended is ConditionSucceeded for a run that ended in phase.

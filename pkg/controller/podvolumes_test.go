@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -97,6 +98,26 @@ func volumePod(t *testing.T, cs kubernetes.Interface, ns, name, node string) *co
 	}, metav1.CreateOptions{})
 	must(t, err)
 	return p
+}
+
+// fakeLease keeps node's agent heartbeat Lease fresh until ctx ends, as
+// an agent that is alive but never takes its objects would.
+func fakeLease(ctx context.Context, s *site, node string) {
+	for ctx.Err() == nil {
+		dur := int32(controller.LeaseDurationSecs)
+		now := metav1.NewMicroTime(time.Now())
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controller.NodeAgentLeaseName(node)},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &dur, RenewTime: &now}}
+		if err := s.cl.Create(ctx, l); apierrors.IsAlreadyExists(err) {
+			_ = s.cl.Get(ctx, client.ObjectKeyFromObject(l), l)
+			l.Spec.RenewTime = &now
+			_ = s.cl.Update(ctx, l)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 type errPhase string
@@ -302,20 +323,7 @@ func TestServerPodVolumes(t *testing.T) {
 		volumePod(t, srcCS, "slow", "db", "node-y")
 		hctx, stop := context.WithCancel(ctx)
 		defer stop()
-		go func() {
-			for hctx.Err() == nil {
-				node, dur := "node-y", int32(controller.LeaseDurationSecs)
-				now := metav1.NewMicroTime(time.Now())
-				l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controller.NodeAgentLeaseName("node-y")},
-					Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &dur, RenewTime: &now}}
-				if err := src.cl.Create(hctx, l); apierrors.IsAlreadyExists(err) {
-					_ = src.cl.Get(hctx, client.ObjectKeyFromObject(l), l)
-					l.Spec.RenewTime = &now
-					_ = src.cl.Update(hctx, l)
-				}
-				time.Sleep(time.Second)
-			}
-		}()
+		go fakeLease(hctx, src, "node-y")
 		b := v1alpha1.NewBackup("vb-slow")
 		b.Namespace = ns
 		b.Spec.IncludedNamespaces = []string{"slow"}
@@ -333,6 +341,43 @@ func TestServerPodVolumes(t *testing.T) {
 			if p.Status.Phase != v1alpha1.PhaseFailed || !strings.Contains(p.Status.Message, "no node agent took it") {
 				t.Errorf("PodVolumeBackup %s: %+v", p.Name, p.Status)
 			}
+		}
+	})
+
+	t.Run("a Backup deleted while it runs", func(t *testing.T) {
+		// It waits for node-x's agent (alive, never taking the object);
+		// deleted, it stops, its Incomplete store folder goes, and store
+		// sync does not bring it back.
+		must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gone"}}))
+		volumePod(t, srcCS, "gone", "db", "node-x")
+		hctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go fakeLease(hctx, src, "node-x")
+		b := v1alpha1.NewBackup("vb-del")
+		b.Namespace = ns
+		b.Spec.IncludedNamespaces = []string{"gone"}
+		must(t, src.cl.Create(ctx, b))
+		eventually(t, 30*time.Second, "PodVolumeBackups of vb-del", func() error {
+			pvbs := &v1alpha1.PodVolumeBackupList{}
+			must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb-del"}))
+			if len(pvbs.Items) != 2 {
+				return fmt.Errorf("%d", len(pvbs.Items))
+			}
+			return nil
+		})
+		if _, err := loc.GetBackup(ctx, "vb-del"); !errors.Is(err, store.ErrIncomplete) {
+			t.Fatalf("running backup in the store: %v", err)
+		}
+		must(t, src.cl.Delete(ctx, b))
+		eventually(t, 10*time.Second, "store folder of vb-del removed", func() error {
+			if _, err := loc.GetBackup(ctx, "vb-del"); !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("%v", err)
+			}
+			return nil
+		})
+		time.Sleep(3 * time.Second) // three sync periods
+		if err := src.cl.Get(ctx, client.ObjectKeyFromObject(b), &v1alpha1.Backup{}); !apierrors.IsNotFound(err) {
+			t.Errorf("deleted Backup came back: %v", err)
 		}
 	})
 

@@ -11,6 +11,7 @@ import (
 
 	"filippo.io/age"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -114,15 +115,25 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 
 	var done, total atomic.Int64
 	opts.OnProgress = func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) }
+	// Deleting the Restore while it runs stops it (noticed at the next
+	// progress write); what it applied stays.
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
 	stop := every(ctx, progressPeriod, func() {
 		cur := rs.DeepCopy()
 		cur.Status.Progress = &v1alpha1.RestoreProgress{ItemsRestored: int(done.Load()), TotalItems: int(total.Load())}
-		if err := r.Client.Status().Patch(ctx, cur, ctrl.MergeFrom(rs)); err != nil {
+		if err := r.Client.Status().Patch(ctx, cur, ctrl.MergeFrom(rs)); apierrors.IsNotFound(err) {
+			cancelRun(errDeleted)
+		} else if err != nil {
 			r.Log.Info("writing restore progress", "restore", rs.Name, "err", err)
 		}
 	})
-	res, _, err := restore.Run(ctx, r.Cluster, loc, opts)
+	res, _, err := restore.Run(runCtx, r.Cluster, loc, opts)
 	stop()
+	if errors.Is(context.Cause(runCtx), errDeleted) && ctx.Err() == nil {
+		r.Log.Info("restore deleted while it ran: stopped; what it applied stays", "restore", rs.Name)
+		return nil
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
