@@ -12,6 +12,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // Schedules exist only in server mode: these commands always talk to the
@@ -31,7 +32,7 @@ func newScheduleCreateCmd(g *globals, namespace *string) *cobra.Command {
 	var cf cryptFlags
 	var schedule, location string
 	var ttl time.Duration
-	var paused bool
+	var paused, defaultToFS bool
 	cmd := &cobra.Command{
 		Use:   "create NAME --schedule CRON",
 		Short: "Create a Schedule: a Backup named NAME-<YYYYMMDDhhmmss> each time CRON comes due",
@@ -53,6 +54,10 @@ func newScheduleCreateCmd(g *globals, namespace *string) *cobra.Command {
 			s.Spec.Template.EncryptionRecipients = cf.recipients
 			s.Spec.Template.StorageLocationName = location
 			s.Spec.Paused = paused
+			s.Spec.Template.DefaultVolumesToFsBackup = defaultToFS
+			if ttl < 0 {
+				return fmt.Errorf("--ttl %s is negative (omit it to keep the backups)", ttl)
+			}
 			if ttl > 0 {
 				s.Spec.TTL = &metav1.Duration{Duration: ttl}
 			}
@@ -70,6 +75,7 @@ func newScheduleCreateCmd(g *globals, namespace *string) *cobra.Command {
 	fl.StringVar(&schedule, "schedule", "", "cron expression, UTC (robfig/cron: five fields, or @hourly, @daily, @every 1h) (required)")
 	fl.StringVar(&location, "storage-location", "", "the BackupStorageLocation (default: the one marked default)")
 	fl.DurationVar(&ttl, "ttl", 0, "delete each backup (store and cluster) this long after it starts (default: keep)")
+	fl.BoolVar(&defaultToFS, "default-volumes-to-fs-backup", false, "back up the data of every pod volume through the node agents (the same exclusions as for backup create); without it, only the volumes named in a pod's "+volumes.AnnotationBackupVolumes+" annotation")
 	fl.BoolVar(&paused, "paused", false, "create it paused")
 	_ = cmd.MarkFlagRequired("schedule")
 	f.register(cmd)

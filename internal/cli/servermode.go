@@ -116,6 +116,9 @@ func (s *serverMode) createBackupCR(ctx context.Context, g *globals, name string
 	b.Namespace = s.namespace
 	b.Spec = spec
 	b.Spec.StorageLocationName = s.location
+	if s.ttl < 0 {
+		return fmt.Errorf("--ttl %s is negative (omit it to keep the backup)", s.ttl)
+	}
 	if s.ttl > 0 {
 		b.Spec.TTL = &metav1.Duration{Duration: s.ttl}
 	}

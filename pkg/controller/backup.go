@@ -97,6 +97,9 @@ func (r *BackupReconciler) orphaned(ctx context.Context, req reconcile.Request) 
 // Backup's own status (retried by the workqueue); everything else ends in
 // the status.
 func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
+	if err := validateTemplate(b.Spec.TTL, b.Spec); err != nil {
+		return r.fail(ctx, b, v1alpha1.ReasonInvalidSpec, err.Error())
+	}
 	bsl, err := resolveLocation(ctx, r.Client, b.Namespace, b.Spec.StorageLocationName)
 	if err != nil {
 		return r.fail(ctx, b, v1alpha1.ReasonLocationNotFound, err.Error())

@@ -278,9 +278,30 @@ func (a *NodeAgentReconciler) finish(ctx context.Context, o client.Object, st *v
 	if failure != "" {
 		st.Phase, st.Message = v1alpha1.PhaseFailed, failure
 	}
-	// An update, not a patch: if the server gave up on it meanwhile
-	// (marked it Failed), the conflict keeps the server's word.
-	return ignoreConflict(a.Client.Status().Update(ctx, o))
+	// If the server gave up on it meanwhile (marked it Failed), its word
+	// stands: read the object as it is, and update from that version, so
+	// that a change in between is a conflict.
+	cur := o.DeepCopyObject().(client.Object)
+	if err := a.APIReader.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if cs := statusOf(cur); cs.Phase != v1alpha1.PhaseInProgress {
+		a.Log.Warn("pod volume ended elsewhere; its outcome here is dropped", "name", o.GetName(), "phase", cs.Phase, "message", cs.Message, "outcome", st.Phase)
+		return nil
+	}
+	*statusOf(cur) = *st
+	return ignoreConflict(a.Client.Status().Update(ctx, cur))
+}
+
+// statusOf is the status of a PodVolumeBackup or PodVolumeRestore.
+func statusOf(o client.Object) *v1alpha1.PodVolumeStatus {
+	switch x := o.(type) {
+	case *v1alpha1.PodVolumeBackup:
+		return &x.Status
+	case *v1alpha1.PodVolumeRestore:
+		return &x.Status
+	}
+	panic(fmt.Sprintf("statusOf %T", o))
 }
 
 // withProgress runs f, patching the status with its running byte and

@@ -55,6 +55,9 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	} else {
 		err = fmt.Errorf("invalid schedule %q: %v (want a five-field cron expression such as \"0 */6 * * *\", or @hourly, @every 1h)", s.Spec.Schedule, err)
 	}
+	if err == nil {
+		err = validateTemplate(s.Spec.TTL, s.Spec.Template)
+	}
 	if err != nil {
 		s.Status.Phase = v1alpha1.SchedulePhaseFailedValidation
 		s.Status.ValidationErrors = []string{err.Error()}
@@ -118,5 +121,19 @@ func (r *ScheduleReconciler) createBackup(ctx context.Context, s *v1alpha1.Sched
 		return fmt.Errorf("schedule %s: creating backup %s: %w", s.Name, b.Name, err)
 	}
 	r.Log.Info("scheduled backup created", "schedule", s.Name, "backup", b.Name)
+	return nil
+}
+
+// validateTemplate checks what a Backup (or a Schedule's template) may
+// not say in server mode: a negative TTL (it would mean "keep" silently),
+// or spec.storageLocation, which ferry writes itself (the location's
+// URL; Velero's field of that name is spec.storageLocationName here).
+func validateTemplate(ttl *metav1.Duration, spec v1alpha1.BackupSpec) error {
+	if ttl != nil && ttl.Duration < 0 {
+		return fmt.Errorf("ttl %s is negative (omit it to keep the backup)", ttl.Duration)
+	}
+	if spec.StorageLocation != "" {
+		return fmt.Errorf("spec.storageLocation %q is set by ferry (the location's URL): name the BackupStorageLocation in spec.storageLocationName", spec.StorageLocation)
+	}
 	return nil
 }

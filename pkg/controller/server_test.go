@@ -402,6 +402,25 @@ func TestServer(t *testing.T) {
 		if err := src.cl.Create(ctx, longB); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "at most 181 characters") {
 			t.Errorf("182-character backup name: %v", err)
 		}
+		// A negative TTL, and Velero's habit of naming the location in
+		// spec.storageLocation (ferry writes the URL there): InvalidSpec.
+		for name, c := range map[string]struct {
+			spec v1alpha1.BackupSpec
+			want string
+		}{
+			"negttl":   {v1alpha1.BackupSpec{TTL: &metav1.Duration{Duration: -time.Hour}}, "ttl -1h0m0s is negative"},
+			"velerobk": {v1alpha1.BackupSpec{StorageLocation: "default"}, "name the BackupStorageLocation in spec.storageLocationName"},
+		} {
+			b := v1alpha1.NewBackup(name)
+			b.Namespace = ns
+			b.Spec = c.spec
+			must(t, src.cl.Create(ctx, b))
+			b = waitBackup(t, src, name, 10*time.Second, v1alpha1.PhaseFailed)
+			checkCondition(t, b.Status.Conditions, metav1.ConditionFalse, v1alpha1.ReasonInvalidSpec)
+			if !strings.Contains(b.Status.FailureReason, c.want) {
+				t.Errorf("%s: %q, want %q", name, b.Status.FailureReason, c.want)
+			}
+		}
 		// A wrong credential and a missing bucket.
 		must(t, src.cl.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "wrong"},
 			StringData: map[string]string{store.EnvAWSAccessKeyID: s3.AccessKey, store.EnvAWSSecretAccessKey: "wrong"}}))

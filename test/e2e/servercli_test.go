@@ -110,6 +110,9 @@ func TestServerCLI(t *testing.T) {
 	if r := run(nil, "backup", "create", "b2", "--server", "--storage", "file:///tmp/x"); r.code != 1 || !strings.Contains(r.stderr, "--storage is not supported in server mode") {
 		t.Errorf("--storage with --server: exit %d: %s", r.code, r.stderr)
 	}
+	if r := run(nil, "backup", "create", "b5", "--server", "--ttl", "-1h"); r.code != 1 || !strings.Contains(r.stderr, "--ttl -1h0m0s is negative") {
+		t.Errorf("negative --ttl: exit %d: %s", r.code, r.stderr)
+	}
 	// Direct-mode volume and image flags are refused, not silently ignored.
 	if r := run(nil, "restore", "create", "r3", "--from-backup", "b1", "--server", "--host-pods-dir", "/tmp"); r.code != 1 || !strings.Contains(r.stderr, "--host-pods-dir is not supported in server mode: the node agents") {
 		t.Errorf("--host-pods-dir with --server: exit %d: %s", r.code, r.stderr)
