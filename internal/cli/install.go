@@ -19,7 +19,7 @@ type installFlags struct {
 	image                              string
 	serverRequests, serverLimits       string
 	nodeAgentRequests, nodeAgentLimits string
-	noNodeAgent                        bool
+	noNodeAgent, nodeAgentPrivileged   bool
 	hostPodsDir                        string
 	locationURL, credentialsFile       string
 	repositoryPasswordFile             string
@@ -33,6 +33,7 @@ func (f *installFlags) register(cmd *cobra.Command, render bool) {
 		return
 	}
 	fl.BoolVar(&f.noNodeAgent, "no-node-agent", false, "leave out the node-agent DaemonSet and its RBAC")
+	fl.BoolVar(&f.nodeAgentPrivileged, "node-agent-privileged", false, "run the node agent privileged (SELinux-enforcing nodes, such as OpenShift's, need it to read other pods' volumes)")
 	fl.StringVar(&f.image, "image", "ghcr.io/kubeferry/ferry:"+imageTag(), "container image of the server and the node agent")
 	fl.StringVar(&f.serverRequests, "server-requests", "cpu=100m,memory=256Mi", "the server's resource requests: cpu=Q,memory=Q")
 	fl.StringVar(&f.serverLimits, "server-limits", "memory=1Gi", "the server's resource limits: cpu=Q,memory=Q")
@@ -54,7 +55,7 @@ func imageTag() string {
 }
 
 func (f *installFlags) objects() ([]client.Object, error) {
-	o := install.Options{Namespace: f.namespace, Image: f.image, NoNodeAgent: f.noNodeAgent, HostPodsDir: f.hostPodsDir, LocationURL: f.locationURL}
+	o := install.Options{Namespace: f.namespace, Image: f.image, NoNodeAgent: f.noNodeAgent, NodeAgentPrivileged: f.nodeAgentPrivileged, HostPodsDir: f.hostPodsDir, LocationURL: f.locationURL}
 	var err error
 	for _, r := range []struct {
 		flag, val string

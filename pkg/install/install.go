@@ -18,12 +18,12 @@
 //   - Role ferry-server (its namespace only): all verbs it uses on ferry.dev
 //     objects and their status; get on Secrets (location credentials);
 //     Leases for leader election; Events.
-//   - ClusterRole ferry-node-agent: get, list, watch on Pods and get on
-//     PersistentVolumeClaims (the polling mode without --server finds the
-//     waiting pods of its node and their bound volumes); Role
-//     ferry-node-agent: its PodVolumeBackups/Restores and their status,
-//     the locations, get on Secrets (location credentials; the repository
-//     password comes in as an environment variable).
+//   - Role ferry-node-agent (its namespace only; the installed agent runs
+//     with --server and reads nothing cluster-wide): get, list, watch on
+//     PodVolumeBackups/Restores and update, patch on their status; get,
+//     list, watch on the locations; get on Secrets (location credentials;
+//     the repository password comes in as an environment variable); its
+//     heartbeat Lease.
 //
 // No rule has "*" verbs.
 package install
@@ -71,7 +71,11 @@ type Options struct {
 	ServerResources, NodeAgentResources corev1.ResourceRequirements
 	// NoNodeAgent leaves out the DaemonSet and its RBAC.
 	NoNodeAgent bool
-	HostPodsDir string
+	// NodeAgentPrivileged runs the node agent privileged, which SELinux-
+	// enforcing nodes (OpenShift, RHEL) need for it to read other pods'
+	// volumes.
+	NodeAgentPrivileged bool
+	HostPodsDir         string
 	// LocationURL, when set, renders BackupStorageLocation "default".
 	LocationURL string
 	// Credentials, when set, render Secret ferry-credentials (referenced by
@@ -143,7 +147,13 @@ func Render(o Options) []client.Object {
 	for _, c := range crd.All() {
 		objs = append(objs, c)
 	}
-	objs = append(objs, &corev1.Namespace{ObjectMeta: cluster(ns)})
+	nsMeta := cluster(ns)
+	if !o.NoNodeAgent {
+		// The node agent mounts the kubelet's pods directory (hostPath),
+		// which the baseline and restricted Pod Security levels refuse.
+		nsMeta.Labels["pod-security.kubernetes.io/enforce"] = "privileged"
+	}
+	objs = append(objs, &corev1.Namespace{ObjectMeta: nsMeta})
 	ferryResources := []string{"backups", "restores", "schedules", "backupstoragelocations", "podvolumebackups", "podvolumerestores"}
 	var statuses []string
 	for _, r := range ferryResources {
@@ -178,19 +188,13 @@ func Render(o Options) []client.Object {
 	if !o.NoNodeAgent {
 		objs = append(objs,
 			&corev1.ServiceAccount{ObjectMeta: meta(NodeAgentName)},
-			&rbacv1.ClusterRole{ObjectMeta: cluster(NodeAgentName), Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-				{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get"}},
-			}},
 			&rbacv1.Role{ObjectMeta: meta(NodeAgentName), Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"podvolumebackups", "podvolumerestores"}, Verbs: []string{"get", "list", "watch", "update", "patch"}},
+				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"podvolumebackups", "podvolumerestores"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"podvolumebackups/status", "podvolumerestores/status"}, Verbs: []string{"get", "update", "patch"}},
 				{APIGroups: []string{v1alpha1.Group}, Resources: []string{"backupstoragelocations"}, Verbs: []string{"get", "list", "watch"}},
 				{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}},
 				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 			}},
-			&rbacv1.ClusterRoleBinding{ObjectMeta: cluster(NodeAgentName), Subjects: []rbacv1.Subject{sa(NodeAgentName)},
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: NodeAgentName}},
 			&rbacv1.RoleBinding{ObjectMeta: meta(NodeAgentName), Subjects: []rbacv1.Subject{sa(NodeAgentName)},
 				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: NodeAgentName}},
 		)
@@ -268,7 +272,7 @@ func deployment(o Options, m metav1.ObjectMeta) *appsv1.Deployment {
 }
 
 func daemonSet(o Options, m metav1.ObjectMeta) *appsv1.DaemonSet {
-	no := false
+	priv := o.NodeAgentPrivileged
 	dir := o.HostPodsDir
 	if dir == "" {
 		dir = DefaultHostPodsDir
@@ -283,12 +287,15 @@ func daemonSet(o Options, m metav1.ObjectMeta) *appsv1.DaemonSet {
 				ServiceAccountName: NodeAgentName,
 				// Reading every pod's volume files needs root; nothing more.
 				SecurityContext: &corev1.PodSecurityContext{RunAsUser: ptr(int64(0))},
+				// Pods with volume data can run on any node, tainted ones
+				// included: so does the agent.
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 				Containers: []corev1.Container{{
 					Name: "node-agent", Image: o.Image, Args: []string{"node-agent", "--server", "--host-pods-dir", DefaultHostPodsDir, "--volume-timeout", "10m"},
 					Env:             []corev1.EnvVar{nsEnv(), passwordEnv(), {Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
 					VolumeMounts:    []corev1.VolumeMount{{Name: "host-pods", MountPath: DefaultHostPodsDir, MountPropagation: &prop}},
 					Resources:       o.NodeAgentResources,
-					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &no, Privileged: &no},
+					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &priv, Privileged: &priv},
 				}},
 				Volumes: []corev1.Volume{{Name: "host-pods", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &dirType}}}},
 			},

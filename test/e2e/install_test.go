@@ -78,7 +78,7 @@ func TestInstall(t *testing.T) {
 	for _, o := range created {
 		kinds[o.GetKind()]++
 	}
-	for kind, n := range map[string]int{"CustomResourceDefinition": 6, "Namespace": 1, "ServiceAccount": 2, "ClusterRole": 3, "Role": 2, "Deployment": 1, "DaemonSet": 1, "Secret": 2, "BackupStorageLocation": 1} {
+	for kind, n := range map[string]int{"CustomResourceDefinition": 6, "Namespace": 1, "ServiceAccount": 2, "ClusterRole": 2, "Role": 2, "Deployment": 1, "DaemonSet": 1, "Secret": 2, "BackupStorageLocation": 1} {
 		if kinds[kind] != n {
 			t.Errorf("%d %s applied, want %d", kinds[kind], kind, n)
 		}
@@ -98,6 +98,10 @@ func TestInstall(t *testing.T) {
 	password := installedPassword(t, cl, ds.Spec.Template.Spec.Containers[0])
 	if args := strings.Join(ds.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "node-agent --server") {
 		t.Errorf("node agent args %q", args)
+	}
+	nsObj := &corev1.Namespace{}
+	if err := cl.Get(ctx, crclient.ObjectKey{Name: "ferry"}, nsObj); err != nil || nsObj.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("namespace labels %v (%v): the node agent's hostPath needs the privileged Pod Security level", nsObj.Labels, err)
 	}
 	dep := &appsv1.Deployment{}
 	if err := cl.Get(ctx, crclient.ObjectKey{Namespace: "ferry", Name: "ferry-server"}, dep); err != nil {
