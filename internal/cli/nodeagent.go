@@ -45,7 +45,17 @@ writes each one's outcome into its status.`,
 				return fmt.Errorf("--host-pods-dir %s: not a directory", vf.hostPodsDir)
 			}
 			if server || os.Getenv(EnvMode) == "server" {
+				for _, f := range []string{"once", "interval", "storage"} {
+					if cmd.Flags().Changed(f) {
+						return fmt.Errorf("--%s is for the polling node agent, not --server (which takes the PodVolumeBackups and PodVolumeRestores of its node, each naming its location)", f)
+					}
+				}
 				return runNodeAgentServer(cmd, g, &vf, node, namespace, metricsAddr, probeAddr)
+			}
+			for _, f := range []string{"namespace", "metrics-addr", "probe-addr"} {
+				if cmd.Flags().Changed(f) {
+					return fmt.Errorf("--%s is for --server", f)
+				}
 			}
 			loc, err := g.openStore(ctx)
 			if err != nil {
