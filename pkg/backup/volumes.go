@@ -65,6 +65,11 @@ func (r *run) backupVolumes(loc *store.Location, b *v1alpha1.Backup) error {
 		r.results.Errorf("%v", err)
 	}
 	vols, skipped := volumes.Select(r.pods.pods, r.opts.Spec.DefaultVolumesToFsBackup)
+	for _, sk := range skipped {
+		if sk.Requested {
+			r.results.Warnf("pod volume %s/%s/%s not backed up: %s", sk.Namespace, sk.Pod, sk.Volume, sk.Reason)
+		}
+	}
 	volumes.ResolveClaims(r.ctx, r.cluster.Typed, vols)
 	r.opts.Log.Info("backing up pod volumes", "volumes", len(vols), "skipped", len(skipped))
 	rec := &volumes.BackupRecord{Repository: volumes.RepositoryPrefix, Skipped: skipped}

@@ -51,6 +51,9 @@ type SkippedVolume struct {
 	Pod       string `json:"pod"`
 	Volume    string `json:"volume"`
 	Reason    string `json:"reason"`
+	// Requested is set when the pod's backup-volumes annotation named the
+	// volume: the user asked for it, so the backup warns.
+	Requested bool `json:"requested,omitempty"`
 }
 
 // neverCopied are the volume types whose content is not the pod's data:
@@ -111,7 +114,9 @@ func splitList(s string) map[string]bool {
 //   - pods that have finished (Succeeded, Failed) are skipped: their
 //     volumes are no longer mounted;
 //   - a claim mounted by several pods is backed up once, through the first
-//     pod in namespace/name order (the others are in AlsoMountedBy).
+//     pod in namespace/name order (the others are in AlsoMountedBy);
+//   - a name in the annotation that is no volume of the pod is a skip
+//     with that reason; skips of named volumes are Requested.
 //
 // Results are sorted by namespace, pod and volume.
 func Select(pods []corev1.Pod, defaultToFS bool) ([]PodVolume, []SkippedVolume) {
@@ -129,9 +134,24 @@ func Select(pods []corev1.Pod, defaultToFS bool) ([]PodVolume, []SkippedVolume) 
 		in := splitList(pod.Annotations[AnnotationBackupVolumes])
 		out := splitList(pod.Annotations[AnnotationExcludeVolumes])
 		finished := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+		have := map[string]bool{}
+		for _, v := range pod.Spec.Volumes {
+			have[v.Name] = true
+		}
+		var missing []string
+		for name := range in {
+			if !have[name] {
+				missing = append(missing, name)
+			}
+		}
+		sort.Strings(missing)
+		for _, name := range missing {
+			skipped = append(skipped, SkippedVolume{Namespace: pod.Namespace, Pod: pod.Name, Volume: name, Requested: true,
+				Reason: "named in " + AnnotationBackupVolumes + ", but the pod has no volume of that name"})
+		}
 		for _, v := range pod.Spec.Volumes {
 			skip := func(reason string) {
-				skipped = append(skipped, SkippedVolume{Namespace: pod.Namespace, Pod: pod.Name, Volume: v.Name, Reason: reason})
+				skipped = append(skipped, SkippedVolume{Namespace: pod.Namespace, Pod: pod.Name, Volume: v.Name, Reason: reason, Requested: in[v.Name]})
 			}
 			switch {
 			case !in[v.Name] && !defaultToFS:

@@ -20,6 +20,19 @@ func vol(name string, src corev1.VolumeSource) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: src}
 }
 
+// A name in the annotation that is no volume of the pod (a typo) is a
+// requested skip with the reason, not silently nothing.
+func TestSelectUnknownName(t *testing.T) {
+	p := pod("a", "db", map[string]string{AnnotationBackupVolumes: "data,dta"}, vol("data", corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}))
+	vols, skipped := Select([]corev1.Pod{p}, false)
+	if len(vols) != 1 || vols[0].Volume != "data" {
+		t.Errorf("volumes %+v", vols)
+	}
+	if len(skipped) != 1 || skipped[0].Volume != "dta" || !skipped[0].Requested || !strings.Contains(skipped[0].Reason, "no volume of that name") {
+		t.Errorf("skipped %+v", skipped)
+	}
+}
+
 func TestSelect(t *testing.T) {
 	claim := func(c string) corev1.VolumeSource {
 		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}
@@ -56,7 +69,7 @@ func TestSelect(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("opt-in volumes:\n%q\nwant\n%q", got, want)
 	}
-	if len(skipped) != 1 || skipped[0].Volume != "host" || !strings.HasPrefix(skipped[0].Reason, "hostPath") {
+	if len(skipped) != 1 || skipped[0].Volume != "host" || !strings.HasPrefix(skipped[0].Reason, "hostPath") || !skipped[0].Requested {
 		t.Errorf("opt-in skipped: %+v", skipped)
 	}
 
