@@ -14,7 +14,8 @@ import (
 // with one, a repository prefix matched on path-segment boundaries:
 // "old/ns" matches old/ns/app but not old/ns2/app. From is compared in
 // go-containerregistry's normalized form, so "docker.io/library" also
-// matches "nginx".
+// matches "nginx", and with the registry host in lower case (hosts are
+// case-insensitive, RFC 4343).
 type Mapping struct {
 	From, To string
 	// from is From normalized (registry, or registry/repository, with
@@ -75,7 +76,7 @@ func normalizePrefix(s string) (norm string, registry bool, err error) {
 		if err != nil {
 			return "", false, err
 		}
-		return r.RegistryStr(), true, nil
+		return strings.ToLower(r.RegistryStr()), true, nil
 	}
 	last := s[strings.LastIndex(s, "/")+1:]
 	if strings.Contains(last, ":") {
@@ -94,7 +95,7 @@ func normalizePrefix(s string) (norm string, registry bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	return reg.RegistryStr() + "/" + rest, false, nil
+	return strings.ToLower(reg.RegistryStr()) + "/" + rest, false, nil
 }
 
 // Rewriter rewrites image references by a list of mappings; the longest
@@ -129,11 +130,13 @@ func (r *Rewriter) Rewrite(ref string) (out string, changed bool, err error) {
 		return ref, false, fmt.Errorf("image %q: malformed reference: %w", ref, err)
 	}
 	repo := parsed.Context()
-	full := repo.RegistryStr() + "/" + repo.RepositoryStr()
+	// Hosts are case-insensitive (DNS); repository paths are lowercase.
+	host := strings.ToLower(repo.RegistryStr())
+	full := host + "/" + repo.RepositoryStr()
 	var target string
 	for _, m := range r.mappings {
 		if m.registry {
-			if repo.RegistryStr() == m.from {
+			if host == m.from {
 				target = m.To + "/" + repo.RepositoryStr()
 			}
 		} else if full == m.from {

@@ -10,7 +10,7 @@ import (
 const dg = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 func TestRewrite(t *testing.T) {
-	ms, err := ParseMappings([]string{"old.example.com/shop=new.example.com:5000/mirror/shop", "old.example.com=reg.other.io", "docker.io/library=hub.mirror.io/lib"})
+	ms, err := ParseMappings([]string{"old.example.com/shop=new.example.com:5000/mirror/shop", "Old.Example.com=reg.other.io", "docker.io/library=hub.mirror.io/lib"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +35,10 @@ func TestRewrite(t *testing.T) {
 		// Docker Hub short names are normalized before matching.
 		{"nginx:1.7.9", "hub.mirror.io/lib/nginx:1.7.9"},
 		{"busybox", "hub.mirror.io/lib/busybox"},
+		// Registry hosts are case-insensitive (DNS): the mapping matches a
+		// reference that spells the host otherwise.
+		{"OLD.Example.com/shop/api:3", "new.example.com:5000/mirror/shop/api:3"},
+		{"Old.Example.COM/other/x:9", "reg.other.io/other/x:9"},
 		// Not matching: unchanged.
 		{"quay.io/prometheus/node-exporter:v1", "quay.io/prometheus/node-exporter:v1"},
 		{"bitnami/redis:7", "bitnami/redis:7"},
