@@ -88,6 +88,9 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			if err := vf.validate(); err != nil {
 				return err
 			}
+			if err := imf.checkPlatforms(false); err != nil {
+				return err
+			}
 			loc, err := g.openStore(ctx, &cf)
 			if err != nil {
 				return err

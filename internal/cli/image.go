@@ -213,6 +213,23 @@ func (f *imageModeFlags) registerRestore(cmd *cobra.Command, withRequired bool) 
 	}
 }
 
+// checkPlatforms refuses --platform where it would filter nothing: it
+// chooses the platforms an image copy keeps, so it needs --images=copy or
+// bundle (record and none copy nothing; a restore pushes what the backup
+// bundled).
+func (f *imageModeFlags) checkPlatforms(restoreOnly bool) error {
+	if len(f.platforms) == 0 {
+		return nil
+	}
+	if restoreOnly {
+		return fmt.Errorf("--platform applies when a backup copies or bundles images; a restore pushes the platforms its backup kept")
+	}
+	if f.mode != images.ModeCopy && f.mode != images.ModeBundle {
+		return fmt.Errorf("--platform filters the images ferry copies; with --images=%s nothing is copied (use --images=copy or bundle)", f.mode)
+	}
+	return nil
+}
+
 // applyBackup puts the image flags into a backup spec.
 func (f *imageModeFlags) applyBackup(spec *v1alpha1.BackupSpec) {
 	spec.Images, spec.ImageRegistryMappings, spec.ImagesRequired = f.mode, f.mappings, f.required

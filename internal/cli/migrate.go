@@ -48,6 +48,9 @@ The two clusters never talk to each other.`,
 				return err
 			}
 			imf.applyRestore(&rspec)
+			if err := imf.checkPlatforms(false); err != nil {
+				return err
+			}
 			iopts, err := imf.options()
 			if err != nil {
 				return err

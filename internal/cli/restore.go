@@ -129,6 +129,9 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			}
 			spec.FromVelero = fromVelero != ""
 			imf.applyRestore(&spec)
+			if err := imf.checkPlatforms(true); err != nil {
+				return err
+			}
 			iopts, err := imf.options()
 			if err != nil {
 				return err

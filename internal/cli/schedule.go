@@ -44,6 +44,9 @@ func newScheduleCreateCmd(g *globals, namespace *string) *cobra.Command {
 			if err := cf.validate(); err != nil {
 				return err
 			}
+			if ttl < 0 {
+				return fmt.Errorf("--ttl %s is negative (omit it to keep the backups)", ttl)
+			}
 			c, err := serverClient(g)
 			if err != nil {
 				return err
@@ -55,9 +58,6 @@ func newScheduleCreateCmd(g *globals, namespace *string) *cobra.Command {
 			s.Spec.Template.StorageLocationName = location
 			s.Spec.Paused = paused
 			s.Spec.Template.DefaultVolumesToFsBackup = defaultToFS
-			if ttl < 0 {
-				return fmt.Errorf("--ttl %s is negative (omit it to keep the backups)", ttl)
-			}
 			if ttl > 0 {
 				s.Spec.TTL = &metav1.Duration{Duration: ttl}
 			}
