@@ -144,15 +144,23 @@ func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.
 		if v.Error != "" {
 			continue
 		}
-		if len(pvr.Volumes[o.mapNamespace(v.Namespace)+"/"+v.Pod]) == 0 {
-			continue
-		}
 		var also []string
 		for _, p := range v.AlsoMountedBy {
 			ns, name, _ := cut(p)
 			if len(pvr.Volumes[o.mapNamespace(ns)+"/"+name]) > 0 {
 				also = append(also, p)
 			}
+		}
+		if len(pvr.Volumes[o.mapNamespace(v.Namespace)+"/"+v.Pod]) == 0 {
+			// The pod the claim was backed up through is not restored:
+			// the first restored pod that mounts the claim takes the data
+			// (Targets finds its name for the claim's volume).
+			if len(also) == 0 {
+				continue
+			}
+			v.Namespace, v.Pod, _ = cut(also[0])
+			v.PodUID = ""
+			also = also[1:]
 		}
 		v.AlsoMountedBy = also
 		keep.Volumes = append(keep.Volumes, v)

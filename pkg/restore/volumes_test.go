@@ -1,41 +1,58 @@
 package restore
 
 import (
-	"strings"
+	"context"
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 
-	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/archive"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
-// TestPlanPodVolumesSharedClaim: a claim mounted by two pods under
-// different volume names makes each pod wait on its own volume name (a
-// restore once failed creating the second pod: its init container named
-// the first pod's volume).
-func TestPlanPodVolumesSharedClaim(t *testing.T) {
-	pod := func(name, vol string) archive.Item {
-		return item("", "pods", "ns", name, `{"kind":"Pod","metadata":{"name":"`+name+`"},"spec":{"volumes":[{"name":"`+vol+`","persistentVolumeClaim":{"claimName":"shared"}}]}}`)
+// A claim shared by two pods is backed up through the first (a); when
+// the restore leaves a out (a filter) but restores b, b gets the data
+// itself. It once got nothing and no error, and waited for ever.
+func TestSharedClaimFirstPodNotRestored(t *testing.T) {
+	waiting := func(name, volume string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, UID: k8stypes.UID("uid-" + name), Annotations: map[string]string{transform.AnnotationRestoreUID: "r-uid"}},
+			Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: transform.RestoreWaitContainer}},
+				Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "shared"}}}}},
+		}
 	}
-	o := &Options{Name: "r", Spec: v1alpha1.RestoreSpec{BackupName: "b"}, PodVolumes: &PodVolumeOptions{}}
-	p, err := buildPlan([]archive.Item{pod("a", "data"), pod("b", "files"), pod("c", "other")}, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "shared"},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+	cluster := &kube.Cluster{Typed: fake.NewClientset(waiting("b", "files"), claim)}
 	rec := &volumes.BackupRecord{Volumes: []volumes.PodVolumeBackup{{
-		PodVolume:      volumes.PodVolume{Namespace: "ns", Pod: "a", Volume: "data", ClaimName: "shared", AlsoMountedBy: []string{"ns/b"}},
-		SnapshotResult: &volumes.SnapshotResult{SnapshotID: "s1"},
+		PodVolume: volumes.PodVolume{Namespace: "app", Pod: "a", Volume: "data", ClaimName: "shared", Identity: "pvc/app/shared", AlsoMountedBy: []string{"app/b"}},
+		SnapshotResult: &volumes.SnapshotResult{SnapshotID: "snap-1"},
 	}}}
-	res := &report.Results{}
-	pvr := planPodVolumes(rec, p, o, "uid", res)
-	if got := strings.Join(pvr.Volumes["ns/a"], ","); got != "data" {
-		t.Errorf("pod a waits on %q, want data", got)
+	pvr := &transform.PodVolumeRestore{RestoreUID: "r-uid", Volumes: map[string][]string{"app/b": {"files"}}}
+	var got []volumes.RestoreTarget
+	o := &Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), PodVolumes: &PodVolumeOptions{Wait: time.Second,
+		Restore: func(_ context.Context, uid string, targets []volumes.RestoreTarget, _ time.Duration, _ func(volumes.Totals)) []volumes.PodVolumeRestore {
+			got = targets
+			out := make([]volumes.PodVolumeRestore, len(targets))
+			for i, tg := range targets {
+				out[i] = volumes.PodVolumeRestore{RestoreTarget: tg, RestoreResult: &volumes.RestoreResult{SnapshotID: tg.SnapshotID}}
+			}
+			return out
+		}}}
+	results := &report.Results{}
+	sum := restorePodVolumes(context.Background(), cluster, rec, pvr, o, results)
+	if len(got) != 1 || got[0].Pod != "b" || got[0].Volume != "files" || got[0].MarkerOnly || got[0].SnapshotID != "snap-1" || got[0].PVName != "pv-1" {
+		t.Fatalf("targets %+v", got)
 	}
-	if got := strings.Join(pvr.Volumes["ns/b"], ","); got != "files" {
-		t.Errorf("pod b waits on %q, want files (its own name for the claim)", got)
-	}
-	if len(pvr.Volumes["ns/c"]) != 0 || len(res.Warnings) != 0 {
-		t.Errorf("pod c: %v; warnings %v", pvr.Volumes["ns/c"], res.Warnings)
+	if sum.Completed != 1 || sum.Failed != 0 {
+		t.Fatalf("summary %+v, errors %v", sum, results.Errors)
 	}
 }

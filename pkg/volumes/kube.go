@@ -81,8 +81,9 @@ func Targets(ctx context.Context, client kubernetes.Interface, rec *BackupRecord
 			// An earlier restore of this backup may have made it wait for
 			// its own done-marker: write that one.
 			t.RestoreUID = uid
-			if i > 0 && t.ClaimName != "" {
-				// Another pod mounting the same claim may call it otherwise.
+			if t.ClaimName != "" {
+				// Another pod mounting the same claim may call it otherwise
+				// (the backup's pod too, when a restore left it out).
 				for _, v := range pod.Spec.Volumes {
 					if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == t.ClaimName {
 						t.Volume = v.Name
