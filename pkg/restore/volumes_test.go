@@ -33,7 +33,7 @@ func TestSharedClaimFirstPodNotRestored(t *testing.T) {
 		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
 	cluster := &kube.Cluster{Typed: fake.NewClientset(waiting("b", "files"), claim)}
 	rec := &volumes.BackupRecord{Volumes: []volumes.PodVolumeBackup{{
-		PodVolume: volumes.PodVolume{Namespace: "app", Pod: "a", Volume: "data", ClaimName: "shared", Identity: "pvc/app/shared", AlsoMountedBy: []string{"app/b"}},
+		PodVolume:      volumes.PodVolume{Namespace: "app", Pod: "a", Volume: "data", ClaimName: "shared", Identity: "pvc/app/shared", AlsoMountedBy: []string{"app/b"}},
 		SnapshotResult: &volumes.SnapshotResult{SnapshotID: "snap-1"},
 	}}}
 	pvr := &transform.PodVolumeRestore{RestoreUID: "r-uid", Volumes: map[string][]string{"app/b": {"files"}}}
