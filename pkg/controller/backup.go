@@ -47,6 +47,7 @@ type BackupReconciler struct {
 	// RepositoryPassword and PodVolumeTimeout: see Options.
 	RepositoryPassword string
 	PodVolumeTimeout   time.Duration
+	AgentGrace         time.Duration
 	// Events, if set, records Started and how each Backup ended.
 	Events events.EventRecorder
 }
@@ -214,7 +215,7 @@ func (r *BackupReconciler) podVolumeBackup(loc *store.Location, b *v1alpha1.Back
 		}
 		defer repo.Close(context.WithoutCancel(ctx))
 		pv := &podVolumes{client: r.Client, reader: r.APIReader, ns: b.Namespace, location: location, backupName: b.Name,
-			owner: ownerRef("Backup", b), timeout: r.PodVolumeTimeout, clock: r.Clock, log: r.Log}
+			owner: ownerRef("Backup", b), timeout: r.PodVolumeTimeout, grace: r.AgentGrace, clock: r.Clock, log: r.Log}
 		out := pv.backup(ctx, name, vols, onProgress)
 		// kopia's scheduled maintenance, as after the CLI's snapshots; it
 		// must first see the snapshots the node agents wrote.

@@ -434,25 +434,51 @@ func (a *NodeAgentReconciler) renewLease(ctx context.Context) error {
 	return a.Client.Update(ctx, l)
 }
 
-// agentAlive reports whether node's agent renewed its Lease within the
-// Lease's duration; the error says why not, for the volume's record.
-func agentAlive(ctx context.Context, c client.Reader, ns, node string) error {
-	l := &coordinationv1.Lease{}
+// AgentGrace is how long the server watches a node agent's Lease before
+// it calls the agent missing: an agent that is starting (a new node, a
+// DaemonSet rollout, a slow image pull) has no Lease yet, or an old one.
+const AgentGrace = 2 * time.Minute
+
+// agentAlive reports whether node's agent is alive: its Lease was renewed
+// within the Lease's duration by the server's clock, or, since the node's
+// clock may be off, its renewTime changes while the server watches it
+// (every second, for up to grace: the node lifecycle controller's way of
+// judging node Leases). The error says why not, for the volume's record.
+func agentAlive(ctx context.Context, c client.Reader, ns, node string, grace time.Duration) error {
 	name := NodeAgentLeaseName(node)
-	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, l)
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("no node agent runs on node %s (it has no Lease %s/%s): is the ferry-node-agent DaemonSet installed, and can it run there (taints, node selector)?", node, ns, name)
-	}
-	if err != nil {
-		return fmt.Errorf("the node agent of node %s: reading its Lease %s/%s: %w", node, ns, name, err)
-	}
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil ||
-		time.Since(l.Spec.RenewTime.Time) > time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
-		last := "never"
-		if l.Spec.RenewTime != nil {
-			last = l.Spec.RenewTime.UTC().Format(time.RFC3339)
+	deadline := time.Now().Add(grace)
+	var first *metav1.MicroTime
+	seen := false
+	for {
+		l := &coordinationv1.Lease{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, l)
+		switch {
+		case err == nil:
+			rt := l.Spec.RenewTime
+			if rt != nil && l.Spec.LeaseDurationSeconds != nil && time.Since(rt.Time) <= time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
+				return nil
+			}
+			if seen && rt != nil && (first == nil || !rt.Equal(first)) {
+				return nil // renewed while watched: alive, its clock is off
+			}
+			if !seen {
+				first, seen = rt, true
+			}
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("the node agent of node %s: reading its Lease %s/%s: %w", node, ns, name, err)
 		}
-		return fmt.Errorf("the node agent of node %s is not running: its Lease %s/%s was last renewed %s", node, ns, name, last)
+		if !time.Now().Before(deadline) {
+			if !seen {
+				return fmt.Errorf("no node agent runs on node %s (no Lease %s/%s appeared within %s): is the ferry-node-agent DaemonSet installed, and can it run there (taints, node selector)?", node, ns, name, grace)
+			}
+			last := "never"
+			if first != nil {
+				last = first.UTC().Format(time.RFC3339)
+			}
+			return fmt.Errorf("the node agent of node %s is not running: its Lease %s/%s was last renewed %s, and not within %s", node, ns, name, last, grace)
+		}
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return err
+		}
 	}
-	return nil
 }

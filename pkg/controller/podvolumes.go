@@ -54,7 +54,8 @@ type podVolumes struct {
 	timeout    time.Duration
 	clock      clock.PassiveClock
 	log        *slog.Logger
-	agents     map[string]error // node -> agentAlive's answer, once per run
+	grace      time.Duration          // see AgentGrace
+	agents     map[string]agentAnswer // node -> agentAlive's last answer
 }
 
 // objectName is <owner>-<16 hex digits of the FNV-1a hash of key>, the
@@ -150,17 +151,25 @@ func (p *podVolumes) backup(ctx context.Context, backup string, vols []volumes.P
 	return out
 }
 
-// agentAlive is agentAlive for p's namespace, asked once per node and run.
+// agentAlive is agentAlive for p's namespace, with p's grace.
+// A node found alive is not asked again in this run; a node found without
+// an agent is not asked again for grace (so many volumes on it wait once),
+// then again: its agent may have started since.
 func (p *podVolumes) agentAlive(ctx context.Context, node string) error {
-	if err, ok := p.agents[node]; ok {
-		return err
+	if a, ok := p.agents[node]; ok && (a.err == nil || time.Since(a.at) < p.grace) {
+		return a.err
 	}
-	err := agentAlive(ctx, p.reader, p.ns, node)
+	err := agentAlive(ctx, p.reader, p.ns, node, p.grace)
 	if p.agents == nil {
-		p.agents = map[string]error{}
+		p.agents = map[string]agentAnswer{}
 	}
-	p.agents[node] = err
+	p.agents[node] = agentAnswer{err: err, at: time.Now()}
 	return err
+}
+
+type agentAnswer struct {
+	err error
+	at  time.Time
 }
 
 // restore is restore.PodVolumeOptions.Restore: for each target it waits

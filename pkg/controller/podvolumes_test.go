@@ -144,7 +144,7 @@ func TestServerPodVolumes(t *testing.T) {
 	must(t, s3.CreateBucket(ctx, "ferry"))
 	src := setupSite(t, cs[0], s3, s3.URL("ferry"))
 	dst := setupSite(t, cs[1], s3, s3.URL("ferry"))
-	src.start(t, controller.Options{RepositoryPassword: repoPassword, PodVolumeTimeout: 20 * time.Second})
+	src.start(t, controller.Options{RepositoryPassword: repoPassword, PodVolumeTimeout: 20 * time.Second, AgentGrace: 3 * time.Second})
 	dst.start(t, controller.Options{PodVolumeTimeout: 60 * time.Second})
 	hostSrc, hostDst := t.TempDir(), t.TempDir()
 	startAgent(t, src, "node-a", hostSrc, repoPassword)
@@ -282,8 +282,9 @@ func TestServerPodVolumes(t *testing.T) {
 	})
 
 	t.Run("a node without an agent", func(t *testing.T) {
-		// node-z has no agent, so no heartbeat Lease: its volumes fail at
-		// once, without waiting for the timeout, and no object is made.
+		// node-z has no agent, so no heartbeat Lease: its volumes fail once
+		// the grace (3s here) has passed, not after the timeout, and no
+		// object is made.
 		must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lost"}}))
 		volumePod(t, srcCS, "lost", "db", "node-z")
 		b := v1alpha1.NewBackup("vb-lost")

@@ -40,6 +40,7 @@ type RestoreReconciler struct {
 	Log       *slog.Logger
 	// PodVolumeTimeout and HelperImage: see Options.
 	PodVolumeTimeout time.Duration
+	AgentGrace       time.Duration
 	HelperImage      string
 	// Events, if set, records Started and how each Restore ended.
 	Events events.EventRecorder
@@ -107,7 +108,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	// The volume data goes to the node agents, one PodVolumeRestore per
 	// volume; the restored pods wait for it in their init container.
 	pv := &podVolumes{client: r.Client, reader: r.APIReader, ns: rs.Namespace, location: bsl.Name, backupName: rs.Spec.BackupName,
-		owner: ownerRef("Restore", rs), timeout: r.PodVolumeTimeout, clock: r.Clock, log: r.Log}
+		owner: ownerRef("Restore", rs), timeout: r.PodVolumeTimeout, grace: r.AgentGrace, clock: r.Clock, log: r.Log}
 	opts.PodVolumes = &restore.PodVolumeOptions{HelperImage: r.HelperImage, Wait: r.PodVolumeTimeout,
 		Restore: func(ctx context.Context, uid string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore {
 			return pv.restore(ctx, rs.Name, uid, targets, wait, onProgress)

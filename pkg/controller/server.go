@@ -76,6 +76,9 @@ type Options struct {
 	// a restore for each restored pod to be scheduled (default
 	// DefaultPodVolumeTimeout).
 	PodVolumeTimeout time.Duration
+	// AgentGrace is how long a node agent may take to show up (its heartbeat
+	// Lease) before its volumes fail (default AgentGrace).
+	AgentGrace time.Duration
 	// RestoreHelperImage runs the ferry-restore-wait init container of
 	// restored pods that wait for their volume data (default
 	// restore.DefaultRestoreHelperImage).
@@ -99,6 +102,7 @@ func (o *Options) defaults() error {
 	def(&o.ValidationPeriod, time.Minute)
 	def(&o.MaxWait, time.Minute)
 	def(&o.PodVolumeTimeout, DefaultPodVolumeTimeout)
+	def(&o.AgentGrace, AgentGrace)
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = ":8085"
 	}
@@ -172,9 +176,9 @@ func NewManager(ctx context.Context, opts Options) (manager.Manager, error) {
 	gen := predicate.GenerationChangedPredicate{}
 	regs := []reg{
 		{"backup", &v1alpha1.Backup{}, &BackupReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "backup"),
-			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout, Events: rec}, nil},
+			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, Events: rec}, nil},
 		{"restore", &v1alpha1.Restore{}, &RestoreReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "restore"),
-			PodVolumeTimeout: opts.PodVolumeTimeout, HelperImage: opts.RestoreHelperImage, Events: rec}, nil},
+			PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, Events: rec}, nil},
 		{"schedule", &v1alpha1.Schedule{}, &ScheduleReconciler{Client: c, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "schedule")}, []predicate.Predicate{gen}},
 		{"backup-gc", &v1alpha1.Backup{}, &GCReconciler{Client: c, APIReader: reader, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "gc"), RepositoryPassword: opts.RepositoryPassword, Events: rec}, nil},
 		{"backupstoragelocation", &v1alpha1.BackupStorageLocation{}, &LocationReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.ValidationPeriod, Log: log.With("controller", "location"), Events: rec}, []predicate.Predicate{gen}},
