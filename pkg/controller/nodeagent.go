@@ -219,11 +219,11 @@ func (a *NodeAgentReconciler) ReconcileRestore(ctx context.Context, req reconcil
 	s := pvr.Spec
 	t := volumes.RestoreTarget{
 		PodVolume:  volumes.PodVolume{Namespace: s.Pod.Namespace, Pod: s.Pod.Name, PodUID: s.Pod.UID, Node: s.Node, Volume: s.Volume, ClaimName: s.ClaimName, PVName: s.PersistentVolumeName},
-		SnapshotID: s.SnapshotID, MarkerOnly: s.MarkerOnly,
+		SnapshotID: s.SnapshotID, MarkerOnly: s.MarkerOnly, RestoreUID: s.MarkerUID,
 	}
 	var res volumes.PodVolumeRestore
 	if t.MarkerOnly {
-		res = volumes.MarkClaimRestored(ctx, a.Opts.HostPodsDir, s.RestoreUID, t, a.Opts.Wait)
+		res = volumes.MarkClaimRestored(ctx, a.Opts.HostPodsDir, t.MarkerUID(s.RestoreUID), t, a.Opts.Wait)
 	} else {
 		repo, err := a.repository(ctx, pvr.Namespace, s.StorageLocationName)
 		if err != nil {

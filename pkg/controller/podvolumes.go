@@ -208,7 +208,7 @@ func (p *podVolumes) restore(ctx context.Context, restoreName, restoreUID string
 				Spec: v1alpha1.PodVolumeRestoreSpec{
 					Pod:    v1alpha1.PodReference{Namespace: t.Namespace, Name: t.Pod, UID: t.PodUID},
 					Volume: t.Volume, Node: node, RestoreName: restoreName, BackupName: p.backupName,
-					SnapshotID: t.SnapshotID, StorageLocationName: p.location, RestoreUID: t.MarkerUID(restoreUID), MarkerOnly: t.MarkerOnly,
+					SnapshotID: t.SnapshotID, StorageLocationName: p.location, RestoreUID: restoreUID, MarkerUID: t.RestoreUID, MarkerOnly: t.MarkerOnly,
 					ClaimName: t.ClaimName, PersistentVolumeName: t.PVName,
 				},
 			}

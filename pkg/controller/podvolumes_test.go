@@ -250,6 +250,29 @@ func TestServerPodVolumes(t *testing.T) {
 		}
 	})
 
+	t.Run("a second restore leaves restored volumes alone", func(t *testing.T) {
+		// The pod exists, was filled by the first restore and may have run
+		// since: both volumes are skipped with the reason, nothing written.
+		kctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go testenv.FakeKubelet(kctx, dstCS, "app", "node-b", hostDst)
+		r := v1alpha1.NewRestore("vr-again")
+		r.Namespace = ns
+		r.Spec.BackupName = "vb"
+		must(t, dst.cl.Create(ctx, r))
+		r = waitRestore(t, dst, "vr-again", v1alpha1.PhaseCompleted, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseFailed)
+		if pv := r.Status.PodVolumes; r.Status.Phase != v1alpha1.PhaseCompleted || pv == nil || pv.Skipped != 2 || pv.Completed != 0 || r.Status.Warnings < 2 {
+			t.Fatalf("second restore %s, pod volumes %+v, warnings %d", r.Status.Phase, r.Status.PodVolumes, r.Status.Warnings)
+		}
+		pvrs := &v1alpha1.PodVolumeRestoreList{}
+		must(t, dst.cl.List(ctx, pvrs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeRestore: "vr-again"}))
+		for _, p := range pvrs.Items {
+			if p.Spec.MarkerUID == "" || p.Spec.MarkerUID == p.Spec.RestoreUID || !strings.Contains(p.Status.Message, volumes.ErrAlreadyRestored.Error()) {
+				t.Errorf("PodVolumeRestore %s: spec %+v status %+v", p.Name, p.Spec, p.Status)
+			}
+		}
+	})
+
 	t.Run("TTL deletes the volume snapshots too", func(t *testing.T) {
 		b := v1alpha1.NewBackup("vb-ttl")
 		b.Namespace = ns

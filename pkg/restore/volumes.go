@@ -165,7 +165,7 @@ func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.
 		v.AlsoMountedBy = also
 		keep.Volumes = append(keep.Volumes, v)
 	}
-	targets, failed := volumes.Targets(ctx, cluster.Typed, keep, o.mapNamespace, po.Wait)
+	targets, failed := volumes.Targets(ctx, cluster.Typed, o.Spec.BackupName, keep, o.mapNamespace, po.Wait)
 	var out []volumes.PodVolumeRestore
 	if po.Restore != nil {
 		out = po.Restore(ctx, pvr.RestoreUID, targets, po.Wait, po.OnProgress)

@@ -24,7 +24,7 @@ import (
 func TestSharedClaimFirstPodNotRestored(t *testing.T) {
 	waiting := func(name, volume string) *corev1.Pod {
 		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, UID: k8stypes.UID("uid-" + name), Annotations: map[string]string{transform.AnnotationRestoreUID: "r-uid"}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, UID: k8stypes.UID("uid-" + name), Annotations: map[string]string{transform.AnnotationRestoreUID: "r-uid", transform.AnnotationRestoreBackup: "b1"}},
 			Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: transform.RestoreWaitContainer}},
 				Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "shared"}}}}},
 		}
@@ -47,6 +47,7 @@ func TestSharedClaimFirstPodNotRestored(t *testing.T) {
 			}
 			return out
 		}}}
+	o.Spec.BackupName = "b1"
 	results := &report.Results{}
 	sum := restorePodVolumes(context.Background(), cluster, rec, pvr, o, results)
 	if len(got) != 1 || got[0].Pod != "b" || got[0].Volume != "files" || got[0].MarkerOnly || got[0].SnapshotID != "snap-1" || got[0].PVName != "pv-1" {

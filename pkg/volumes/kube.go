@@ -49,9 +49,10 @@ var ErrNotWaiting = errors.New("pod does not wait for volume data")
 // pod to exist and each claim to be bound, to learn the pod's UID and the
 // claim's PersistentVolume. Volumes that failed in the backup, and pods or
 // claims that never appear, come back as failed restores, as does a pod
-// that does not wait for its data (ErrNotWaiting). Each target's
-// RestoreUID is the done-marker its pod waits for.
-func Targets(ctx context.Context, client kubernetes.Interface, rec *BackupRecord, mapNamespace func(string) string, wait time.Duration) ([]RestoreTarget, []PodVolumeRestore) {
+// that does not wait for its data, or waits for another backup's
+// (ErrNotWaiting). Each target's RestoreUID is the done-marker its pod
+// waits for.
+func Targets(ctx context.Context, client kubernetes.Interface, backup string, rec *BackupRecord, mapNamespace func(string) string, wait time.Duration) ([]RestoreTarget, []PodVolumeRestore) {
 	var targets []RestoreTarget
 	var failed []PodVolumeRestore
 	deadline := time.Now().Add(wait)
@@ -76,6 +77,10 @@ func Targets(ctx context.Context, client kubernetes.Interface, rec *BackupRecord
 			uid := pod.Annotations[transform.AnnotationRestoreUID]
 			if uid == "" || !hasInitContainer(pod, transform.RestoreWaitContainer) {
 				failed = append(failed, PodVolumeRestore{RestoreTarget: t, Error: fmt.Sprintf("%v: pod %s/%s exists and does not wait for its volume data (it was not made by a ferry restore), so its running volume is not overwritten", ErrNotWaiting, t.Namespace, t.Pod)})
+				continue
+			}
+			if other := pod.Annotations[transform.AnnotationRestoreBackup]; other != backup {
+				failed = append(failed, PodVolumeRestore{RestoreTarget: t, Error: fmt.Sprintf("%v: pod %s/%s waits for the data of backup %s, not of %s, so it is not written", ErrNotWaiting, t.Namespace, t.Pod, other, backup)})
 				continue
 			}
 			// An earlier restore of this backup may have made it wait for

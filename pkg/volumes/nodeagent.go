@@ -118,7 +118,7 @@ func (r *Repository) RestorePending(ctx context.Context, client kubernetes.Inter
 			Error: fmt.Sprintf("backup %s has no data for volume %s of pod %s", p.Backup, v, srcKey)})
 	}
 	targetNS := func(string) string { return p.Pod.Namespace }
-	targets, tf := Targets(ctx, client, keep, targetNS, wait)
+	targets, tf := Targets(ctx, client, p.Backup, keep, targetNS, wait)
 	out := r.RestorePodVolumes(ctx, podsDir, p.RestoreUID, targets, wait, nil)
 	return append(append(out, tf...), failed...)
 }

@@ -161,6 +161,10 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 				}
 			}
 			res, err := r.Restore(ctx, t.SnapshotID, dir, t.MarkerUID(restoreUID), prog)
+			if err == nil && res.AlreadyRestored && t.MarkerUID(restoreUID) != restoreUID {
+				// An earlier restore wrote it: its pod has run on it since.
+				err = fmt.Errorf("%w: %s has the done-marker of restore %s; the data is not overwritten", ErrAlreadyRestored, dir, t.RestoreUID)
+			}
 			if err != nil {
 				out[i].Error = fmt.Sprintf("volume %s: %v", t.Key(), err)
 				continue
