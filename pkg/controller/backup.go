@@ -91,7 +91,7 @@ func (r *BackupReconciler) orphaned(ctx context.Context, req reconcile.Request) 
 	r.Log.Warn("backup left InProgress by a stopped server: marked Failed", "backup", b.Name)
 	endEvent(r.Events, b, "Backup", v1alpha1.PhaseFailed, b.Status.Warnings, b.Status.Errors, b.Status.FailureReason)
 	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
-	return r.Client.Status().Patch(ctx, b, ctrl.MergeFrom(orig))
+	return ignoreGone(patchStatus(ctx, r.Client, b, orig))
 }
 
 // run takes the backup. Errors returned are API errors writing the
@@ -174,7 +174,11 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	b.Status.StartTimestamp = &start
 	b.Status.Expiration = expiration
 	meta.SetStatusCondition(&b.Status.Conditions, ended(b.Status.Phase, b.Status.FailureReason))
-	if err := r.Client.Status().Patch(ctx, b, ctrl.MergeFrom(orig)); err != nil {
+	if err := patchStatus(ctx, r.Client, b, orig); err != nil {
+		if errors.Is(err, errGone) {
+			r.Log.Info("backup finished, but its Backup object was deleted meanwhile; the store keeps the backup (store sync shows it again)", "backup", b.Name, "phase", b.Status.Phase)
+			return nil
+		}
 		return err
 	}
 	backupsTotal.WithLabelValues(string(b.Status.Phase)).Inc()
@@ -235,7 +239,7 @@ func (r *BackupReconciler) reportProgress(ctx context.Context, b *v1alpha1.Backu
 	return every(ctx, progressPeriod, func() {
 		cur := b.DeepCopy()
 		set(cur)
-		if err := r.Client.Status().Patch(ctx, cur, ctrl.MergeFrom(b)); apierrors.IsNotFound(err) {
+		if err := patchStatus(ctx, r.Client, cur, b); errors.Is(err, errGone) {
 			gone()
 		} else if err != nil {
 			r.Log.Info("writing backup progress", "backup", b.Name, "err", err)
@@ -294,7 +298,7 @@ func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.Backup, why, re
 	r.Log.Warn("backup failed", "backup", b.Name, "reason", reason)
 	event(r.Events, b, true, why, "Backup", "%s", reason)
 	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
-	return r.Client.Status().Patch(ctx, b, ctrl.MergeFrom(orig))
+	return ignoreGone(patchStatus(ctx, r.Client, b, orig))
 }
 
 // every runs f every period in a goroutine until stop is called; stop

@@ -11,7 +11,6 @@ import (
 
 	"filippo.io/age"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -123,7 +122,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	stop := every(ctx, progressPeriod, func() {
 		cur := rs.DeepCopy()
 		cur.Status.Progress = &v1alpha1.RestoreProgress{ItemsRestored: int(done.Load()), TotalItems: int(total.Load())}
-		if err := r.Client.Status().Patch(ctx, cur, ctrl.MergeFrom(rs)); apierrors.IsNotFound(err) {
+		if err := patchStatus(ctx, r.Client, cur, rs); errors.Is(err, errGone) {
 			cancelRun(errDeleted)
 		} else if err != nil {
 			r.Log.Info("writing restore progress", "restore", rs.Name, "err", err)
@@ -150,7 +149,11 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	rs.Status.StartTimestamp = &start
 	rs.Status.Progress = &v1alpha1.RestoreProgress{ItemsRestored: res.Status.Counts.Total(), TotalItems: res.Status.Counts.Total()}
 	meta.SetStatusCondition(&rs.Status.Conditions, ended(rs.Status.Phase, rs.Status.FailureReason))
-	if err := r.Client.Status().Patch(ctx, rs, ctrl.MergeFrom(orig)); err != nil {
+	if err := patchStatus(ctx, r.Client, rs, orig); err != nil {
+		if errors.Is(err, errGone) {
+			r.Log.Info("restore finished, but its Restore object was deleted meanwhile", "restore", rs.Name, "phase", rs.Status.Phase)
+			return nil
+		}
 		return err
 	}
 	restoresTotal.WithLabelValues(string(rs.Status.Phase)).Inc()
@@ -198,5 +201,5 @@ func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, why,
 	r.Log.Warn("restore failed", "restore", rs.Name, "reason", reason)
 	event(r.Events, rs, true, why, "Restore", "%s", reason)
 	restoresTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
-	return r.Client.Status().Patch(ctx, rs, ctrl.MergeFrom(orig))
+	return ignoreGone(patchStatus(ctx, r.Client, rs, orig))
 }
