@@ -10,7 +10,9 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -156,8 +158,9 @@ type NodeAgentReconciler struct {
 	Opts      NodeAgentOptions
 	Log       *slog.Logger
 
-	mu    sync.Mutex
-	repos map[string]*agentRepo // by location name
+	mu        sync.Mutex
+	repos     map[string]*agentRepo                   // by location name
+	unwritten map[types.UID]*v1alpha1.PodVolumeStatus // outcomes not yet written
 }
 
 // agentRepo is a location's volume repository, kept open between objects.
@@ -187,7 +190,7 @@ func (a *NodeAgentReconciler) ReconcileBackup(ctx context.Context, req reconcile
 		return reconcile.Result{}, a.finish(ctx, pvb, &pvb.Status, err.Error())
 	}
 	var rec volumes.PodVolumeBackup
-	a.withProgress(ctx, pvb, &pvb.Status, func(progress func(volumes.Totals)) {
+	a.withProgress(ctx, pvb, &pvb.Status, func(ctx context.Context, progress func(volumes.Totals)) {
 		rec = repo.BackupPodVolumes(ctx, a.Opts.HostPodsDir, s.BackupName, []volumes.PodVolume{v}, progress)[0]
 	})
 	if ctx.Err() != nil {
@@ -229,7 +232,7 @@ func (a *NodeAgentReconciler) ReconcileRestore(ctx context.Context, req reconcil
 		if err != nil {
 			return reconcile.Result{}, a.finish(ctx, pvr, &pvr.Status, err.Error())
 		}
-		a.withProgress(ctx, pvr, &pvr.Status, func(progress func(volumes.Totals)) {
+		a.withProgress(ctx, pvr, &pvr.Status, func(ctx context.Context, progress func(volumes.Totals)) {
 			res = repo.RestorePodVolumes(ctx, a.Opts.HostPodsDir, s.RestoreUID, []volumes.RestoreTarget{t}, a.Opts.Wait, progress)[0]
 		})
 	}
@@ -262,6 +265,13 @@ func (a *NodeAgentReconciler) claim(ctx context.Context, o client.Object, st *v1
 		if err := a.APIReader.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
+		a.mu.Lock()
+		outcome, ok := a.unwritten[o.GetUID()]
+		a.mu.Unlock()
+		if ok && st.Phase == v1alpha1.PhaseInProgress {
+			// This agent finished it but could not write the outcome.
+			return false, a.write(ctx, o, outcome)
+		}
 		if st.Phase == v1alpha1.PhaseInProgress {
 			a.Log.Warn("pod volume left InProgress by a stopped node agent: marked Failed", "name", o.GetName())
 			return false, a.finish(ctx, o, st, "the node agent running it stopped before it finished")
@@ -278,19 +288,39 @@ func (a *NodeAgentReconciler) finish(ctx context.Context, o client.Object, st *v
 	if failure != "" {
 		st.Phase, st.Message = v1alpha1.PhaseFailed, failure
 	}
-	// If the server gave up on it meanwhile (marked it Failed), its word
-	// stands: read the object as it is, and update from that version, so
-	// that a change in between is a conflict.
-	cur := o.DeepCopyObject().(client.Object)
-	if err := a.APIReader.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
-		return client.IgnoreNotFound(err)
+	return a.write(ctx, o, st.DeepCopy())
+}
+
+// write puts outcome into o's status, retrying transient errors and
+// conflicts. If the server gave up on it meanwhile (marked it Failed),
+// its word stands: each try reads the object as it is and updates from
+// that version, so that a change in between is a conflict. An outcome
+// that cannot be written is kept, so that the retried reconcile writes it
+// rather than taking the object for one a stopped agent left.
+func (a *NodeAgentReconciler) write(ctx context.Context, o client.Object, outcome *v1alpha1.PodVolumeStatus) error {
+	err := retry.OnError(retry.DefaultBackoff, func(err error) bool { return !apierrors.IsNotFound(err) }, func() error {
+		cur := o.DeepCopyObject().(client.Object)
+		if err := a.APIReader.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
+			return err
+		}
+		if cs := statusOf(cur); cs.Phase != v1alpha1.PhaseInProgress {
+			a.Log.Warn("pod volume ended elsewhere; its outcome here is dropped", "name", o.GetName(), "phase", cs.Phase, "message", cs.Message, "outcome", outcome.Phase)
+			return nil
+		}
+		*statusOf(cur) = *outcome
+		return a.Client.Status().Update(ctx, cur)
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil && !apierrors.IsNotFound(err) {
+		if a.unwritten == nil {
+			a.unwritten = map[types.UID]*v1alpha1.PodVolumeStatus{}
+		}
+		a.unwritten[o.GetUID()] = outcome
+		return err
 	}
-	if cs := statusOf(cur); cs.Phase != v1alpha1.PhaseInProgress {
-		a.Log.Warn("pod volume ended elsewhere; its outcome here is dropped", "name", o.GetName(), "phase", cs.Phase, "message", cs.Message, "outcome", st.Phase)
-		return nil
-	}
-	*statusOf(cur) = *st
-	return ignoreConflict(a.Client.Status().Update(ctx, cur))
+	delete(a.unwritten, o.GetUID())
+	return nil
 }
 
 // statusOf is the status of a PodVolumeBackup or PodVolumeRestore.
@@ -305,21 +335,30 @@ func statusOf(o client.Object) *v1alpha1.PodVolumeStatus {
 }
 
 // withProgress runs f, patching the status with its running byte and
-// file counts every progressPeriod.
-func (a *NodeAgentReconciler) withProgress(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus, f func(func(volumes.Totals))) {
+// file counts every progressPeriod. f's context is cancelled when the
+// object is deleted, or was ended by the server (it gave up on it), so
+// that the agent stops uploading or writing for nobody.
+func (a *NodeAgentReconciler) withProgress(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus, f func(context.Context, func(volumes.Totals))) {
 	var mu sync.Mutex
 	var last volumes.Totals
+	work, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stop := every(ctx, progressPeriod, func() {
 		mu.Lock()
 		t := last
 		mu.Unlock()
 		orig := o.DeepCopyObject().(client.Object)
 		st.BytesDone, st.Files = t.Bytes, t.Files
-		if err := a.Client.Status().Patch(ctx, o, client.MergeFrom(orig)); err != nil {
+		err := a.Client.Status().Patch(ctx, o, client.MergeFrom(orig))
+		switch {
+		case apierrors.IsNotFound(err) || (err == nil && st.Phase != v1alpha1.PhaseInProgress):
+			a.Log.Warn("pod volume deleted, or ended by the server, while this agent worked on it: stopped", "name", o.GetName(), "phase", st.Phase)
+			cancel()
+		case err != nil:
 			a.Log.Info("writing pod volume progress", "name", o.GetName(), "err", err)
 		}
 	})
-	f(func(t volumes.Totals) {
+	f(work, func(t volumes.Totals) {
 		mu.Lock()
 		last = t
 		mu.Unlock()
