@@ -154,6 +154,7 @@ func runNodeAgentServer(cmd *cobra.Command, g *globals, vf *volumeFlags, node, n
 	mgr, err := controller.NewNodeAgentManager(controller.NodeAgentOptions{
 		Namespace: namespace, Node: node, HostPodsDir: vf.hostPodsDir, Config: cfg, Password: pw,
 		Wait: vf.wait, SparseFiles: vf.sparse, MetricsAddr: metricsAddr, ProbeAddr: probeAddr, Log: log,
+		PodName: os.Getenv("POD_NAME"), PodUID: os.Getenv("POD_UID"),
 	})
 	if err != nil {
 		return err

@@ -173,6 +173,8 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	imf.registerMappings(cmd, true)
 	imf.registerRestore(cmd, true)
 	imf.register(cmd, "image-concurrency")
+	// Refused on a restore (checkPlatforms): not offered in its help.
+	_ = cmd.Flags().MarkHidden("platform")
 	vf.registerRestore(cmd)
 	sm.register(cmd, false)
 	return cmd

@@ -54,6 +54,10 @@ type NodeAgentOptions struct {
 	Wait time.Duration
 	// SparseFiles restores files sparsely (kopia's --write-sparse-files).
 	SparseFiles bool
+	// PodName and PodUID, when set (the DaemonSet gives them), make the
+	// agent's Pod the owner of its heartbeat Lease, so that the Lease goes
+	// with the Pod.
+	PodName, PodUID string
 	// MetricsAddr and ProbeAddr as in Options ("0" disables; defaults
 	// ":8085" and ":8086").
 	MetricsAddr, ProbeAddr string
@@ -464,6 +468,9 @@ func (a *NodeAgentReconciler) renewLease(ctx context.Context) error {
 		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
 			Labels: map[string]string{"app.kubernetes.io/name": "ferry", "app.kubernetes.io/component": "ferry-node-agent"}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &dur, AcquireTime: &now, RenewTime: &now}}
+		if a.Opts.PodName != "" && a.Opts.PodUID != "" {
+			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: a.Opts.PodName, UID: types.UID(a.Opts.PodUID)}}
+		}
 		return a.Client.Create(ctx, l)
 	}
 	if err != nil {

@@ -222,11 +222,18 @@ func Render(o Options) []client.Object {
 // All is every object Render can return for namespace (with a location,
 // credentials and the node agent), for uninstall.
 func All(namespace string) []client.Object {
-	return Render(Options{Namespace: namespace, LocationURL: "s3://any", Credentials: map[string]string{"any": ""}, RepositoryPassword: "any"})
+	objs := Render(Options{Namespace: namespace, LocationURL: "s3://any", Credentials: map[string]string{"any": ""}, RepositoryPassword: "any"})
+	// Earlier versions gave the node agent cluster-wide Pod reads.
+	legacy := metav1.ObjectMeta{Name: NodeAgentName}
+	return append(objs, &rbacv1.ClusterRole{ObjectMeta: legacy}, &rbacv1.ClusterRoleBinding{ObjectMeta: legacy})
 }
 
 func nsEnv() corev1.EnvVar {
 	return corev1.EnvVar{Name: "FERRY_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}}
+}
+
+func fieldEnv(name, path string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
 }
 
 // passwordEnv is $FERRY_REPOSITORY_PASSWORD from Secret ferry-repository;
@@ -292,7 +299,10 @@ func daemonSet(o Options, m metav1.ObjectMeta) *appsv1.DaemonSet {
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 				Containers: []corev1.Container{{
 					Name: "node-agent", Image: o.Image, Args: []string{"node-agent", "--server", "--host-pods-dir", DefaultHostPodsDir, "--volume-timeout", "10m"},
-					Env:             []corev1.EnvVar{nsEnv(), passwordEnv(), {Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+					Env: []corev1.EnvVar{nsEnv(), passwordEnv(), fieldEnv("NODE_NAME", "spec.nodeName"),
+						// The heartbeat Lease is owned by the agent's Pod, so it
+						// goes when the Pod does (a node removed).
+						fieldEnv("POD_NAME", "metadata.name"), fieldEnv("POD_UID", "metadata.uid")},
 					VolumeMounts:    []corev1.VolumeMount{{Name: "host-pods", MountPath: DefaultHostPodsDir, MountPropagation: &prop}},
 					Resources:       o.NodeAgentResources,
 					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: &priv, Privileged: &priv},
