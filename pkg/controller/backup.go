@@ -91,7 +91,7 @@ func (r *BackupReconciler) orphaned(ctx context.Context, req reconcile.Request) 
 	r.Log.Warn("backup left InProgress by a stopped server: marked Failed", "backup", b.Name)
 	endEvent(r.Events, b, "Backup", v1alpha1.PhaseFailed, b.Status.Warnings, b.Status.Errors, b.Status.FailureReason)
 	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
-	return ignoreGone(patchStatus(ctx, r.Client, b, orig))
+	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, b, orig))
 }
 
 // run takes the backup. Errors returned are API errors writing the
@@ -156,7 +156,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	res, _, err := backup.Run(runCtx, r.Cluster, loc, backup.Options{
 		Name: b.Name, Spec: b.Spec, Log: r.Log, UID: b.UID,
 		OnProgress: func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) },
-		PodVolumes: &backup.PodVolumeOptions{Backup: r.podVolumeBackup(loc, b, bsl.Name)},
+		PodVolumes: &backup.PodVolumeOptions{Backup: r.podVolumeBackup(loc, b, bsl.Name, func() { cancelRun(errDeleted) })},
 	})
 	stop()
 	if err != nil {
@@ -174,7 +174,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	b.Status.StartTimestamp = &start
 	b.Status.Expiration = expiration
 	meta.SetStatusCondition(&b.Status.Conditions, ended(b.Status.Phase, b.Status.FailureReason))
-	if err := patchStatus(ctx, r.Client, b, orig); err != nil {
+	if err := patchStatus(ctx, r.Client, r.APIReader, b, orig); err != nil {
 		if errors.Is(err, errGone) {
 			r.Log.Info("backup finished, but its Backup object was deleted meanwhile; the store keeps the backup (store sync shows it again)", "backup", b.Name, "phase", b.Status.Phase)
 			return nil
@@ -198,7 +198,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 // volumes to the node agents (podVolumes.backup), and then runs kopia's
 // scheduled maintenance. Without a repository password, or when the
 // repository cannot be opened, every volume fails with the reason.
-func (r *BackupReconciler) podVolumeBackup(loc *store.Location, b *v1alpha1.Backup, location string) func(context.Context, string, []volumes.PodVolume, func(volumes.Totals)) []volumes.PodVolumeBackup {
+func (r *BackupReconciler) podVolumeBackup(loc *store.Location, b *v1alpha1.Backup, location string, gone func()) func(context.Context, string, []volumes.PodVolume, func(volumes.Totals)) []volumes.PodVolumeBackup {
 	return func(ctx context.Context, name string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup {
 		if len(vols) == 0 {
 			return nil
@@ -219,7 +219,8 @@ func (r *BackupReconciler) podVolumeBackup(loc *store.Location, b *v1alpha1.Back
 		}
 		defer repo.Close(context.WithoutCancel(ctx))
 		pv := &podVolumes{client: r.Client, reader: r.APIReader, ns: b.Namespace, location: location, backupName: b.Name,
-			owner: ownerRef("Backup", b), timeout: r.PodVolumeTimeout, grace: r.AgentGrace, clock: r.Clock, log: r.Log}
+			owner: ownerRef("Backup", b), timeout: r.PodVolumeTimeout, grace: r.AgentGrace, clock: r.Clock, log: r.Log,
+			gone: gone, ownerGone: func(ctx context.Context) bool { return objectGone(ctx, r.APIReader, b) }}
 		out := pv.backup(ctx, name, vols, onProgress)
 		// kopia's scheduled maintenance, as after the CLI's snapshots; it
 		// must first see the snapshots the node agents wrote.
@@ -239,7 +240,7 @@ func (r *BackupReconciler) reportProgress(ctx context.Context, b *v1alpha1.Backu
 	return every(ctx, progressPeriod, func() {
 		cur := b.DeepCopy()
 		set(cur)
-		if err := patchStatus(ctx, r.Client, cur, b); errors.Is(err, errGone) {
+		if err := patchStatus(ctx, r.Client, r.APIReader, cur, b); errors.Is(err, errGone) {
 			gone()
 		} else if err != nil {
 			r.Log.Info("writing backup progress", "backup", b.Name, "err", err)
@@ -298,7 +299,7 @@ func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.Backup, why, re
 	r.Log.Warn("backup failed", "backup", b.Name, "reason", reason)
 	event(r.Events, b, true, why, "Backup", "%s", reason)
 	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
-	return ignoreGone(patchStatus(ctx, r.Client, b, orig))
+	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, b, orig))
 }
 
 // every runs f every period in a goroutine until stop is called; stop

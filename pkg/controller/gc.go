@@ -109,6 +109,11 @@ func (r *GCReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
 		}
+		// Another cluster's GC may be deleting the same folder (its record
+		// first gone): the Backup's status says it had volume data too.
+		if pv := b.Status.PodVolumes; pv != nil && pv.Completed > 0 {
+			hasVolumes = true
+		}
 		if err := loc.DeleteBackup(ctx, b.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
 		}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -226,18 +227,24 @@ func (a *NodeAgentReconciler) ReconcileRestore(ctx context.Context, req reconcil
 	s := pvr.Spec
 	t := volumes.RestoreTarget{
 		PodVolume:  volumes.PodVolume{Namespace: s.Pod.Namespace, Pod: s.Pod.Name, PodUID: s.Pod.UID, Node: s.Node, Volume: s.Volume, ClaimName: s.ClaimName, PVName: s.PersistentVolumeName},
-		SnapshotID: s.SnapshotID, MarkerOnly: s.MarkerOnly, RestoreUID: s.MarkerUID,
+		SnapshotID: s.SnapshotID, MarkerOnly: s.MarkerOnly, RestoreUID: s.RestoreUID,
+	}
+	// The run's UID (a marker the pod waits for that another restore
+	// wrote is then a skip); an object without runUID is the run's own.
+	runID := s.RunUID
+	if runID == "" {
+		runID = s.RestoreUID
 	}
 	var res volumes.PodVolumeRestore
 	if t.MarkerOnly {
-		res = volumes.MarkClaimRestored(ctx, a.Opts.HostPodsDir, t.MarkerUID(s.RestoreUID), t, a.Opts.Wait)
+		res = volumes.MarkClaimRestored(ctx, a.Opts.HostPodsDir, runID, t, a.Opts.Wait)
 	} else {
 		repo, err := a.repository(ctx, pvr.Namespace, s.StorageLocationName)
 		if err != nil {
 			return reconcile.Result{}, a.finish(ctx, pvr, &pvr.Status, err.Error())
 		}
 		a.withProgress(ctx, pvr, &pvr.Status, func(ctx context.Context, progress func(volumes.Totals)) {
-			res = repo.RestorePodVolumes(ctx, a.Opts.HostPodsDir, s.RestoreUID, []volumes.RestoreTarget{t}, a.Opts.Wait, progress)[0]
+			res = repo.RestorePodVolumes(ctx, a.Opts.HostPodsDir, runID, []volumes.RestoreTarget{t}, a.Opts.Wait, progress)[0]
 		})
 	}
 	if ctx.Err() != nil {
@@ -307,6 +314,10 @@ func (a *NodeAgentReconciler) write(ctx context.Context, o client.Object, outcom
 		if err := a.APIReader.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
 			return err
 		}
+		if cur.GetUID() != o.GetUID() {
+			a.Log.Warn("pod volume deleted and created again while this agent worked on it; its outcome here is dropped", "name", o.GetName())
+			return nil
+		}
 		if cs := statusOf(cur); cs.Phase != v1alpha1.PhaseInProgress {
 			a.Log.Warn("pod volume ended elsewhere; its outcome here is dropped", "name", o.GetName(), "phase", cs.Phase, "message", cs.Message, "outcome", outcome.Phase)
 			return nil
@@ -351,11 +362,9 @@ func (a *NodeAgentReconciler) withProgress(ctx context.Context, o client.Object,
 		mu.Lock()
 		t := last
 		mu.Unlock()
-		orig := o.DeepCopyObject().(client.Object)
-		st.BytesDone, st.Files = t.Bytes, t.Files
-		err := a.Client.Status().Patch(ctx, o, client.MergeFrom(orig))
+		err := a.patchProgress(ctx, o, t)
 		switch {
-		case apierrors.IsNotFound(err) || (err == nil && st.Phase != v1alpha1.PhaseInProgress):
+		case errors.Is(err, errGone):
 			a.Log.Warn("pod volume deleted, or ended by the server, while this agent worked on it: stopped", "name", o.GetName(), "phase", st.Phase)
 			cancel()
 		case err != nil:
@@ -368,6 +377,36 @@ func (a *NodeAgentReconciler) withProgress(ctx context.Context, o client.Object,
 		mu.Unlock()
 	})
 	stop()
+}
+
+// patchProgress writes the running counts into o's status with a JSON
+// patch that first tests o's UID and that the phase is still InProgress,
+// so that it never lands on another object of the name, nor undoes the
+// server's giving up. errGone when o is deleted, replaced or ended.
+func (a *NodeAgentReconciler) patchProgress(ctx context.Context, o client.Object, t volumes.Totals) error {
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/uid", "value": string(o.GetUID())},
+		{"op": "test", "path": "/status/phase", "value": string(v1alpha1.PhaseInProgress)},
+		{"op": "add", "path": "/status/bytesDone", "value": t.Bytes},
+		{"op": "add", "path": "/status/files", "value": t.Files},
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return err
+	}
+	err = a.Client.Status().Patch(ctx, o.DeepCopyObject().(client.Object), client.RawPatch(types.JSONPatchType, data))
+	if apierrors.IsNotFound(err) {
+		return errGone
+	}
+	if err != nil {
+		// A failed test (422), or another error: look.
+		cur := o.DeepCopyObject().(client.Object)
+		gerr := a.APIReader.Get(ctx, client.ObjectKeyFromObject(o), cur)
+		if apierrors.IsNotFound(gerr) || (gerr == nil && (cur.GetUID() != o.GetUID() || statusOf(cur).Phase != v1alpha1.PhaseInProgress)) {
+			return errGone
+		}
+	}
+	return err
 }
 
 // repository returns the open volume repository of location name in ns
@@ -477,6 +516,9 @@ func (a *NodeAgentReconciler) renewLease(ctx context.Context) error {
 		return err
 	}
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &node, &dur, &now
+	if a.Opts.PodName != "" && a.Opts.PodUID != "" {
+		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: a.Opts.PodName, UID: types.UID(a.Opts.PodUID)}}
+	}
 	return a.Client.Update(ctx, l)
 }
 

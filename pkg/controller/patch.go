@@ -18,8 +18,9 @@ import (
 // again), so that a run's outcome never lands on another object of the
 // same name. A missing object is NotFound, as with any patch. The server
 // is the only writer of these statuses, so replacing the whole status
-// loses nothing.
-func patchStatus(ctx context.Context, c client.Client, obj, orig client.Object) error {
+// loses nothing. reader (uncached) tells a failed uid test from an
+// invalid status.
+func patchStatus(ctx context.Context, c client.Client, reader client.Reader, obj, orig client.Object) error {
 	data, err := json.Marshal(obj)
 	if err != nil {
 		return err
@@ -47,7 +48,7 @@ func patchStatus(ctx context.Context, c client.Client, obj, orig client.Object) 
 	if apierrors.IsInvalid(err) {
 		// The uid test failed, or the status is invalid: look.
 		cur := orig.DeepCopyObject().(client.Object)
-		gerr := c.Get(ctx, client.ObjectKeyFromObject(orig), cur)
+		gerr := reader.Get(ctx, client.ObjectKeyFromObject(orig), cur)
 		if apierrors.IsNotFound(gerr) || (gerr == nil && cur.GetUID() != orig.GetUID()) {
 			return fmt.Errorf("%s: %w", orig.GetName(), errGone)
 		}
@@ -65,4 +66,12 @@ func ignoreGone(err error) error {
 		return nil
 	}
 	return err
+}
+
+// objectGone reports whether o (as this run knew it) is deleted, or
+// replaced by another object of its name, reading uncached.
+func objectGone(ctx context.Context, reader client.Reader, o client.Object) bool {
+	cur := o.DeepCopyObject().(client.Object)
+	err := reader.Get(ctx, client.ObjectKeyFromObject(o), cur)
+	return apierrors.IsNotFound(err) || (err == nil && cur.GetUID() != o.GetUID())
 }

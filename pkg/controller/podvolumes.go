@@ -54,8 +54,13 @@ type podVolumes struct {
 	timeout    time.Duration
 	clock      clock.PassiveClock
 	log        *slog.Logger
-	grace      time.Duration          // see AgentGrace
-	agents     map[string]agentAnswer // node -> agentAlive's last answer
+	grace      time.Duration // see AgentGrace
+	// gone, if set, is called (and the wait ends) when a PodVolumeBackup
+	// or PodVolumeRestore vanishes and ownerGone says the Backup or
+	// Restore itself was deleted: its objects went with it.
+	gone      func()
+	ownerGone func(context.Context) bool
+	agents    map[string]agentAnswer // node -> agentAlive's last answer
 }
 
 // objectName is <owner>-<16 hex digits of the FNV-1a hash of key>, the
@@ -151,6 +156,15 @@ func (p *podVolumes) backup(ctx context.Context, backup string, vols []volumes.P
 	return out
 }
 
+// runUID is a PodVolumeRestore's spec.runUID: the run's UID when the
+// pod waits for another restore's marker, else "".
+func runUID(t volumes.RestoreTarget, restoreUID string) string {
+	if t.MarkerUID(restoreUID) != restoreUID {
+		return restoreUID
+	}
+	return ""
+}
+
 // agentAlive is agentAlive for p's namespace, with p's grace.
 // A node found alive is not asked again in this run; a node found without
 // an agent is not asked again for grace (so many volumes on it wait once),
@@ -208,7 +222,7 @@ func (p *podVolumes) restore(ctx context.Context, restoreName, restoreUID string
 				Spec: v1alpha1.PodVolumeRestoreSpec{
 					Pod:    v1alpha1.PodReference{Namespace: t.Namespace, Name: t.Pod, UID: t.PodUID},
 					Volume: t.Volume, Node: node, RestoreName: restoreName, BackupName: p.backupName,
-					SnapshotID: t.SnapshotID, StorageLocationName: p.location, RestoreUID: restoreUID, MarkerUID: t.RestoreUID, MarkerOnly: t.MarkerOnly,
+					SnapshotID: t.SnapshotID, StorageLocationName: p.location, RestoreUID: t.MarkerUID(restoreUID), RunUID: runUID(t, restoreUID), MarkerOnly: t.MarkerOnly,
 					ClaimName: t.ClaimName, PersistentVolumeName: t.PVName,
 				},
 			}
@@ -236,6 +250,11 @@ func (p *podVolumes) restore(ctx context.Context, restoreName, restoreUID string
 			i := idx[j]
 			if st.Phase != v1alpha1.PhaseCompleted {
 				out[i].Error = fmt.Sprintf("PodVolumeRestore %s: %s", names[j], st.Message)
+				if strings.Contains(st.Message, volumes.ErrAlreadyRestored.Error()) && !targets[i].MarkerOnly {
+					// The claim holds an earlier restore's data: the other
+					// pods mounting it still get their markers.
+					restored[targets[i].Identity] = true
+				}
 				continue
 			}
 			out[i].Path = st.Path
@@ -305,6 +324,10 @@ func (p *podVolumes) wait(ctx context.Context, names []string, newObj newObject,
 			err := p.reader.Get(ctx, client.ObjectKey{Namespace: p.ns, Name: name}, o)
 			switch {
 			case apierrors.IsNotFound(err):
+				if p.gone != nil && p.ownerGone != nil && p.ownerGone(ctx) {
+					p.gone()
+					return out
+				}
 				out[i] = v1alpha1.PodVolumeStatus{Phase: v1alpha1.PhaseFailed, Message: "deleted before it finished"}
 				continue
 			case err != nil:

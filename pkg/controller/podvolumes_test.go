@@ -267,7 +267,7 @@ func TestServerPodVolumes(t *testing.T) {
 		pvrs := &v1alpha1.PodVolumeRestoreList{}
 		must(t, dst.cl.List(ctx, pvrs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeRestore: "vr-again"}))
 		for _, p := range pvrs.Items {
-			if p.Spec.MarkerUID == "" || p.Spec.MarkerUID == p.Spec.RestoreUID || !strings.Contains(p.Status.Message, volumes.ErrAlreadyRestored.Error()) {
+			if p.Spec.RunUID == "" || p.Spec.RunUID == p.Spec.RestoreUID || !strings.Contains(p.Status.Message, volumes.ErrAlreadyRestored.Error()) {
 				t.Errorf("PodVolumeRestore %s: spec %+v status %+v", p.Name, p.Spec, p.Status)
 			}
 		}
@@ -277,7 +277,7 @@ func TestServerPodVolumes(t *testing.T) {
 		b := v1alpha1.NewBackup("vb-ttl")
 		b.Namespace = ns
 		b.Spec.IncludedNamespaces = []string{"app"}
-		b.Spec.TTL = &metav1.Duration{Duration: 3 * time.Second}
+		b.Spec.TTL = &metav1.Duration{Duration: 10 * time.Second}
 		must(t, src.cl.Create(ctx, b))
 		b = waitBackup(t, src, "vb-ttl", 60*time.Second, v1alpha1.PhaseCompleted)
 		repo, err := volumes.Open(ctx, loc, repoPassword, volumes.OpenOptions{})

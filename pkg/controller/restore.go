@@ -107,7 +107,8 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	// The volume data goes to the node agents, one PodVolumeRestore per
 	// volume; the restored pods wait for it in their init container.
 	pv := &podVolumes{client: r.Client, reader: r.APIReader, ns: rs.Namespace, location: bsl.Name, backupName: rs.Spec.BackupName,
-		owner: ownerRef("Restore", rs), timeout: r.PodVolumeTimeout, grace: r.AgentGrace, clock: r.Clock, log: r.Log}
+		owner: ownerRef("Restore", rs), timeout: r.PodVolumeTimeout, grace: r.AgentGrace, clock: r.Clock, log: r.Log,
+		ownerGone: func(ctx context.Context) bool { return objectGone(ctx, r.APIReader, rs) }}
 	opts.PodVolumes = &restore.PodVolumeOptions{HelperImage: r.HelperImage, Wait: r.PodVolumeTimeout,
 		Restore: func(ctx context.Context, uid string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore {
 			return pv.restore(ctx, rs.Name, uid, targets, wait, onProgress)
@@ -119,10 +120,11 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	// progress write); what it applied stays.
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	defer cancelRun(nil)
+	pv.gone = func() { cancelRun(errDeleted) }
 	stop := every(ctx, progressPeriod, func() {
 		cur := rs.DeepCopy()
 		cur.Status.Progress = &v1alpha1.RestoreProgress{ItemsRestored: int(done.Load()), TotalItems: int(total.Load())}
-		if err := patchStatus(ctx, r.Client, cur, rs); errors.Is(err, errGone) {
+		if err := patchStatus(ctx, r.Client, r.APIReader, cur, rs); errors.Is(err, errGone) {
 			cancelRun(errDeleted)
 		} else if err != nil {
 			r.Log.Info("writing restore progress", "restore", rs.Name, "err", err)
@@ -149,7 +151,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	rs.Status.StartTimestamp = &start
 	rs.Status.Progress = &v1alpha1.RestoreProgress{ItemsRestored: res.Status.Counts.Total(), TotalItems: res.Status.Counts.Total()}
 	meta.SetStatusCondition(&rs.Status.Conditions, ended(rs.Status.Phase, rs.Status.FailureReason))
-	if err := patchStatus(ctx, r.Client, rs, orig); err != nil {
+	if err := patchStatus(ctx, r.Client, r.APIReader, rs, orig); err != nil {
 		if errors.Is(err, errGone) {
 			r.Log.Info("restore finished, but its Restore object was deleted meanwhile", "restore", rs.Name, "phase", rs.Status.Phase)
 			return nil
@@ -201,5 +203,5 @@ func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, why,
 	r.Log.Warn("restore failed", "restore", rs.Name, "reason", reason)
 	event(r.Events, rs, true, why, "Restore", "%s", reason)
 	restoresTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
-	return ignoreGone(patchStatus(ctx, r.Client, rs, orig))
+	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, rs, orig))
 }

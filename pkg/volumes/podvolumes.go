@@ -2,7 +2,9 @@ package volumes
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -129,7 +131,7 @@ type PodVolumeRestore struct {
 // if the data of their claim was restored. Failures are per volume.
 func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID string, targets []RestoreTarget, wait time.Duration, onProgress func(Totals)) []PodVolumeRestore {
 	out := make([]PodVolumeRestore, len(targets))
-	restored := map[string]bool{} // identity -> data restored
+	restored := map[string]bool{} // identity -> data restored, or there from an earlier restore
 	var base Totals
 	base.Volumes = len(targets)
 	var bytes, files atomic.Int64
@@ -143,7 +145,7 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 					out[i] = PodVolumeRestore{RestoreTarget: t, Error: fmt.Sprintf("volume %s: the data of claim %s/%s was not restored", t.Key(), t.Namespace, t.ClaimName)}
 					continue
 				}
-				out[i] = MarkClaimRestored(ctx, podsDir, t.MarkerUID(restoreUID), t, wait)
+				out[i] = MarkClaimRestored(ctx, podsDir, restoreUID, t, wait)
 				continue
 			}
 			out[i] = PodVolumeRestore{RestoreTarget: t}
@@ -165,6 +167,11 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 				// An earlier restore wrote it: its pod has run on it since.
 				err = fmt.Errorf("%w: %s has the done-marker of restore %s; the data is not overwritten", ErrAlreadyRestored, dir, t.RestoreUID)
 			}
+			if errors.Is(err, ErrAlreadyRestored) {
+				// The claim holds the data an earlier restore wrote: the
+				// other pods mounting it still get their markers.
+				restored[t.Identity] = true
+			}
 			if err != nil {
 				out[i].Error = fmt.Sprintf("volume %s: %v", t.Key(), err)
 				continue
@@ -179,7 +186,9 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 	return out
 }
 
-// MarkClaimRestored writes only the done-marker of restoreUID into the
+// MarkClaimRestored writes only the done-marker (t.MarkerUID(restoreUID),
+// the one its pod waits for; one an earlier restore wrote is a skip,
+// ErrAlreadyRestored) into the
 // volume of target t (MarkerOnly: a pod that mounts a claim whose data
 // another target restored), once its folder appears in podsDir (waiting
 // up to wait). The caller must know the claim's data was restored.
@@ -191,7 +200,15 @@ func MarkClaimRestored(ctx context.Context, podsDir, restoreUID string, t Restor
 		return out
 	}
 	out.Path = dir
-	if err := WriteMarker(dir, restoreUID, t.SnapshotID); err != nil {
+	marker := t.MarkerUID(restoreUID)
+	if _, err := os.Stat(MarkerPath(dir, marker)); err == nil {
+		if marker != restoreUID {
+			// An earlier restore gave this pod its marker already.
+			out.Error = fmt.Sprintf("volume %s: %v: %s has the done-marker of restore %s", t.Key(), ErrAlreadyRestored, dir, marker)
+		}
+		return out
+	}
+	if err := WriteMarker(dir, marker, t.SnapshotID); err != nil {
 		out.Error = err.Error()
 	}
 	return out

@@ -71,3 +71,50 @@ func TestLaterRestoreOfARestoredPod(t *testing.T) {
 		t.Fatalf("restore of b2: %+v", failed)
 	}
 }
+
+// Pods a and b share claim c; restore r1 filled it through a and gave b
+// its marker. A later restore r2 of the same backup skips both (it once
+// failed b: "the data of claim was not restored"), and a b created again
+// that waits for r2's marker gets it, and starts on the claim's data.
+func TestLaterRestoreOfASharedClaim(t *testing.T) {
+	ctx := context.Background()
+	loc, _ := openTestStore(t)
+	r := openTestRepo(t, loc, true)
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "f"), []byte("backed up"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := r.Snapshot(ctx, src, "pvc/app/c", map[string]string{TagBackup: "b1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := t.TempDir()
+	target := func(pod, uid, marker string, markerOnly bool) RestoreTarget {
+		dir := filepath.Join(pods, uid, "volumes", "kubernetes.io~nfs", "pv")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return RestoreTarget{PodVolume: PodVolume{Namespace: "app", Pod: pod, PodUID: uid, Volume: "data", ClaimName: "c", PVName: "pv", Identity: "pvc/app/c"},
+			SnapshotID: snap.SnapshotID, MarkerOnly: markerOnly, RestoreUID: marker}
+	}
+	a, b := target("a", "ua", "r1", false), target("b", "ub", "r1", true)
+	for _, o := range r.RestorePodVolumes(ctx, pods, "r1", []RestoreTarget{a, b}, time.Second, nil) {
+		if o.Error != "" {
+			t.Fatalf("r1: %+v", o)
+		}
+	}
+	out := r.RestorePodVolumes(ctx, pods, "r2", []RestoreTarget{a, b}, time.Second, nil)
+	for _, o := range out {
+		if !strings.Contains(o.Error, ErrAlreadyRestored.Error()) {
+			t.Errorf("r2, pod %s: %q, want a skip (%v)", o.Pod, o.Error, ErrAlreadyRestored)
+		}
+	}
+	b2 := target("b", "ub2", "r2", true) // b, created again by r2
+	out = r.RestorePodVolumes(ctx, pods, "r2", []RestoreTarget{a, b2}, time.Second, nil)
+	if out[1].Error != "" {
+		t.Fatalf("the new b: %+v", out[1])
+	}
+	if _, err := os.Stat(MarkerPath(out[1].Path, "r2")); err != nil {
+		t.Fatalf("the new b's marker: %v", err)
+	}
+}

@@ -93,18 +93,17 @@ type PodVolumeRestoreSpec struct {
 	SnapshotID string `json:"snapshotID"`
 	// +optional
 	StorageLocationName string `json:"storageLocationName,omitempty"`
-	// RestoreUID is the restore run's UID: the done-marker written into the
-	// volume once its data is complete (<volume>/.ferry/<restoreUID>),
-	// which the pod's ferry-restore-wait init container waits for, unless
-	// MarkerUID says otherwise.
+	// RestoreUID names the done-marker written into the volume once its
+	// data is complete (<volume>/.ferry/<restoreUID>), the one the pod's
+	// ferry-restore-wait init container waits for: the restore run's UID,
+	// or an earlier restore's that left the pod waiting.
 	// +kubebuilder:validation:MinLength=1
 	RestoreUID string `json:"restoreUID"`
-	// MarkerUID is the done-marker the pod waits for when an earlier
-	// restore of the same backup made it wait (its annotation
-	// ferry.dev/restore-uid); a volume that already holds it was filled by
-	// that restore and is left alone.
+	// RunUID is the restore run's own UID when it differs from RestoreUID:
+	// a volume already holding RestoreUID's marker was then filled by that
+	// earlier restore, and is left alone (a skip, not a re-run).
 	// +optional
-	MarkerUID string `json:"markerUID,omitempty"`
+	RunUID string `json:"runUID,omitempty"`
 	// MarkerOnly: the volume mounts a claim whose data another
 	// PodVolumeRestore of the same restore has written; only the
 	// done-marker is written.
