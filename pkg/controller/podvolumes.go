@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,6 +104,7 @@ func ownerRef(kind string, o metav1.Object) metav1.OwnerReference {
 func (p *podVolumes) backup(ctx context.Context, backup string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup {
 	out := make([]volumes.PodVolumeBackup, len(vols))
 	names := make([]string, len(vols))
+	p.checkAgents(ctx, vols)
 	for i, v := range vols {
 		out[i] = volumes.PodVolumeBackup{PodVolume: v}
 		if v.Node == "" {
@@ -154,6 +156,37 @@ func (p *podVolumes) backup(ctx context.Context, backup string, vols []volumes.P
 			Bytes: st.BytesDone, Files: st.Files, UploadedBytes: st.UploadedBytes, CachedFiles: st.CachedFiles, Duration: took(st)}
 	}
 	return out
+}
+
+// checkAgents asks about the agents of all the volumes' nodes at once, so
+// that nodes without one cost one grace period together, not one each.
+func (p *podVolumes) checkAgents(ctx context.Context, vols []volumes.PodVolume) {
+	nodes := map[string]bool{}
+	for _, v := range vols {
+		if v.Node != "" {
+			nodes[v.Node] = true
+		}
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	answers := map[string]agentAnswer{}
+	for node := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := agentAlive(ctx, p.reader, p.ns, node, p.grace)
+			mu.Lock()
+			answers[node] = agentAnswer{err: err, at: time.Now()}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if p.agents == nil {
+		p.agents = map[string]agentAnswer{}
+	}
+	for node, a := range answers {
+		p.agents[node] = a
+	}
 }
 
 // runUID is a PodVolumeRestore's spec.runUID: the run's UID when the

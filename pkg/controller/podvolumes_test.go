@@ -305,21 +305,24 @@ func TestServerPodVolumes(t *testing.T) {
 	})
 
 	t.Run("a node without an agent", func(t *testing.T) {
-		// node-z has no agent, so no heartbeat Lease: its volumes fail once
-		// the grace (3s here) has passed, not after the timeout, and no
-		// object is made.
+		// node-z, node-w and node-v have no agent, so no heartbeat Lease:
+		// their volumes fail once the grace (3s here, for the three nodes
+		// together, where one after the other would take 9s)
+		// has passed, not after the timeout, and no object is made.
 		must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lost"}}))
 		volumePod(t, srcCS, "lost", "db", "node-z")
+		volumePod(t, srcCS, "lost", "web", "node-w")
+		volumePod(t, srcCS, "lost", "api", "node-v")
 		b := v1alpha1.NewBackup("vb-lost")
 		b.Namespace = ns
 		b.Spec.IncludedNamespaces = []string{"lost"}
 		must(t, src.cl.Create(ctx, b))
 		b = waitBackup(t, src, "vb-lost", 60*time.Second, v1alpha1.PhasePartiallyFailed, v1alpha1.PhaseCompleted, v1alpha1.PhaseFailed)
-		if b.Status.Phase != v1alpha1.PhasePartiallyFailed || b.Status.PodVolumes == nil || b.Status.PodVolumes.Failed != 2 {
+		if b.Status.Phase != v1alpha1.PhasePartiallyFailed || b.Status.PodVolumes == nil || b.Status.PodVolumes.Failed != 6 {
 			t.Fatalf("backup %s, pod volumes %+v", b.Status.Phase, b.Status.PodVolumes)
 		}
-		if took := b.Status.CompletionTimestamp.Sub(b.Status.StartTimestamp.Time); took > 15*time.Second {
-			t.Errorf("backup took %s: it waited for the pod volume timeout (20s)", took)
+		if took := b.Status.CompletionTimestamp.Sub(b.Status.StartTimestamp.Time); took > 7*time.Second {
+			t.Errorf("backup took %s: it waited a grace per node, or for the pod volume timeout", took)
 		}
 		pvbs := &v1alpha1.PodVolumeBackupList{}
 		must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb-lost"}))
@@ -328,11 +331,11 @@ func TestServerPodVolumes(t *testing.T) {
 		}
 		rec := &volumes.BackupRecord{}
 		must(t, loc.GetJSON(ctx, store.BackupVolumesKey("vb-lost"), rec))
-		if len(rec.Volumes) != 2 {
+		if len(rec.Volumes) != 6 {
 			t.Fatalf("record %+v", rec.Volumes)
 		}
 		for _, v := range rec.Volumes {
-			if !strings.Contains(v.Error, "no node agent runs on node node-z") || !strings.Contains(v.Error, controller.NodeAgentLeaseName("node-z")) {
+			if !strings.Contains(v.Error, "no node agent runs on node "+v.Node) || !strings.Contains(v.Error, controller.NodeAgentLeaseName(v.Node)) {
 				t.Errorf("record error %q", v.Error)
 			}
 		}
