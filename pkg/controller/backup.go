@@ -287,19 +287,34 @@ func ended(phase v1alpha1.Phase, failure string) metav1.Condition {
 // fail ends b as Failed with reason (a v1alpha1.Reason*) and message.
 func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.Backup, why, reason string) error {
 	orig := b.DeepCopy()
-	now := metav1.NewTime(r.Clock.Now())
-	if b.Status.StartTimestamp == nil {
-		b.Status.StartTimestamp = &now
-	}
-	b.Status.Phase = v1alpha1.PhaseFailed
-	b.Status.CompletionTimestamp = &now
-	b.Status.FailureReason = reason
-	b.Status.Errors++
-	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: why, Message: reason})
+	st := &b.Status
+	runStatus{&st.StartTimestamp, &st.CompletionTimestamp, &st.Phase, &st.FailureReason, &st.Errors, &st.Conditions}.fail(metav1.NewTime(r.Clock.Now()), why, reason)
 	r.Log.Warn("backup failed", "backup", b.Name, "reason", reason)
 	event(r.Events, b, true, why, "Backup", "%s", reason)
 	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
 	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, b, orig))
+}
+
+// runStatus points at the fields a Backup's and a Restore's status share.
+type runStatus struct {
+	start, completion **metav1.Time
+	phase             *v1alpha1.Phase
+	failure           *string
+	errors            *int
+	conditions        *[]metav1.Condition
+}
+
+// fail ends the run Failed at now: why is the Succeeded condition's
+// reason (a v1alpha1.Reason*), reason the failure and its message.
+func (s runStatus) fail(now metav1.Time, why, reason string) {
+	if *s.start == nil {
+		*s.start = &now
+	}
+	*s.phase = v1alpha1.PhaseFailed
+	*s.completion = &now
+	*s.failure = reason
+	*s.errors++
+	meta.SetStatusCondition(s.conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: why, Message: reason})
 }
 
 // every runs f every period in a goroutine until stop is called; stop

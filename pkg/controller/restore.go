@@ -189,17 +189,11 @@ func identities(ctx context.Context, secrets ctrl.Reader, ns string, ref *v1alph
 	return store.ParseIdentities(bytes.NewReader(data), what)
 }
 
+// fail ends rs as Failed with reason (a v1alpha1.Reason*) and message.
 func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, why, reason string) error {
 	orig := rs.DeepCopy()
-	now := metav1.NewTime(r.Clock.Now())
-	if rs.Status.StartTimestamp == nil {
-		rs.Status.StartTimestamp = &now
-	}
-	rs.Status.Phase = v1alpha1.PhaseFailed
-	rs.Status.CompletionTimestamp = &now
-	rs.Status.FailureReason = reason
-	rs.Status.Errors++
-	meta.SetStatusCondition(&rs.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: why, Message: reason})
+	st := &rs.Status
+	runStatus{&st.StartTimestamp, &st.CompletionTimestamp, &st.Phase, &st.FailureReason, &st.Errors, &st.Conditions}.fail(metav1.NewTime(r.Clock.Now()), why, reason)
 	r.Log.Warn("restore failed", "restore", rs.Name, "reason", reason)
 	event(r.Events, rs, true, why, "Restore", "%s", reason)
 	restoresTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
