@@ -45,13 +45,9 @@ func patchStatus(ctx context.Context, c client.Client, reader client.Reader, obj
 	if apierrors.IsNotFound(err) {
 		return fmt.Errorf("%s: %w", orig.GetName(), errGone)
 	}
-	if apierrors.IsInvalid(err) {
-		// The uid test failed, or the status is invalid: look.
-		cur := orig.DeepCopyObject().(client.Object)
-		gerr := reader.Get(ctx, client.ObjectKeyFromObject(orig), cur)
-		if apierrors.IsNotFound(gerr) || (gerr == nil && cur.GetUID() != orig.GetUID()) {
-			return fmt.Errorf("%s: %w", orig.GetName(), errGone)
-		}
+	if apierrors.IsInvalid(err) && objectGone(ctx, reader, orig) {
+		// The uid test failed (not an invalid status).
+		return fmt.Errorf("%s: %w", orig.GetName(), errGone)
 	}
 	return err
 }
