@@ -42,22 +42,8 @@ func TestInstall(t *testing.T) {
 		t.Skip("starts an API server")
 	}
 	ctx := context.Background()
-	c, err := testenv.StartCluster(ctx, t, "inst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s3, err := testenv.StartS3(ctx, t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s3.CreateBucket(ctx, "ferry"); err != nil {
-		t.Fatal(err)
-	}
+	c, s3, creds := serverSetup(t, "inst")
 	dir := t.TempDir()
-	creds := filepath.Join(dir, "credentials")
-	if err := os.WriteFile(creds, []byte(fmt.Sprintf("# test\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", s3.AccessKey, s3.SecretKey)), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	pwFile := filepath.Join(dir, "repository-password")
 	if err := os.WriteFile(pwFile, []byte("install-test-password\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -29,22 +29,7 @@ func TestServerCLI(t *testing.T) {
 		t.Skip("starts an API server")
 	}
 	ctx := context.Background()
-	c, err := testenv.StartCluster(ctx, t, "cli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s3, err := testenv.StartS3(ctx, t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s3.CreateBucket(ctx, "ferry"); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	creds := filepath.Join(dir, "credentials")
-	if err := os.WriteFile(creds, []byte(fmt.Sprintf("AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", s3.AccessKey, s3.SecretKey)), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	c, s3, creds := serverSetup(t, "cli")
 	kc := []string{"--kubeconfig", c.KubeconfigPath}
 	run := func(env []string, args ...string) result {
 		t.Helper()
@@ -184,4 +169,29 @@ func TestServerCLI(t *testing.T) {
 	if r := run(nil, "schedule", "get", "nightly"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
 		t.Errorf("get after delete: exit %d: %s", r.code, r.stderr)
 	}
+}
+
+// serverSetup starts a cluster named name and an S3 server with bucket
+// "ferry", and writes a credentials file for `ferry install
+// --credentials-file` (KEY=VALUE lines, with a comment line, which the
+// parser skips).
+func serverSetup(t *testing.T, name string) (*testenv.Cluster, *testenv.S3, string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := testenv.StartCluster(ctx, t, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, err := testenv.StartS3(ctx, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.CreateBucket(ctx, "ferry"); err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(t.TempDir(), "credentials")
+	if err := os.WriteFile(creds, []byte(fmt.Sprintf("# test\nAWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", s3.AccessKey, s3.SecretKey)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c, s3, creds
 }

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -61,24 +59,9 @@ func TestServerKilled(t *testing.T) {
 		t.Skip("starts an API server")
 	}
 	ctx := context.Background()
-	c, err := testenv.StartCluster(ctx, t, "kill")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s3, err := testenv.StartS3(ctx, t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s3.CreateBucket(ctx, "ferry"); err != nil {
-		t.Fatal(err)
-	}
+	c, s3, creds := serverSetup(t, "kill")
 	proxy, err := testenv.StartHoldProxy(t, s3.Endpoint)
 	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	creds := filepath.Join(dir, "credentials")
-	if err := os.WriteFile(creds, []byte(fmt.Sprintf("AWS_ACCESS_KEY_ID=%s\nAWS_SECRET_ACCESS_KEY=%s\n", s3.AccessKey, s3.SecretKey)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	url := strings.Replace(s3.URL("ferry"), s3.Endpoint, proxy.Endpoint, 1)
