@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -55,6 +56,12 @@ func imageTag() string {
 }
 
 func (f *installFlags) objects() ([]client.Object, error) {
+	if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
+		return nil, fmt.Errorf("--namespace %q: %s", f.namespace, errs[0])
+	}
+	if f.image == "" {
+		return nil, fmt.Errorf("--image is empty: name the image of the server and the node agent")
+	}
 	o := install.Options{Namespace: f.namespace, Image: f.image, NoNodeAgent: f.noNodeAgent, NodeAgentPrivileged: f.nodeAgentPrivileged, HostPodsDir: f.hostPodsDir, LocationURL: f.locationURL}
 	var err error
 	for _, r := range []struct {
@@ -76,6 +83,9 @@ func (f *installFlags) objects() ([]client.Object, error) {
 		}
 		if o.Credentials, err = install.ReadCredentials(f.credentialsFile); err != nil {
 			return nil, err
+		}
+		if len(o.Credentials) == 0 {
+			return nil, fmt.Errorf("--credentials-file %s: no KEY=VALUE lines", f.credentialsFile)
 		}
 	}
 	if f.repositoryPasswordFile != "" {

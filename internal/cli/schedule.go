@@ -5,13 +5,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -38,8 +38,8 @@ func newScheduleCreateCmd(g *globals, namespace *string) *cobra.Command {
 		Short: "Create a Schedule: a Backup named NAME-<YYYYMMDDhhmmss> each time CRON comes due",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := cron.ParseStandard(schedule); err != nil {
-				return fmt.Errorf("--schedule %q: %v (want five cron fields such as \"0 */6 * * *\", or @hourly, @every 1h)", schedule, err)
+			if _, err := controller.ParseSchedule(schedule); err != nil {
+				return fmt.Errorf("--schedule %q: %v", schedule, err)
 			}
 			if err := cf.validate(); err != nil {
 				return err

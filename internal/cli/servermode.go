@@ -108,6 +108,9 @@ func terminal(p v1alpha1.Phase) bool {
 // createBackupCR creates Backup name with spec and, with --wait, follows
 // its status until it ends.
 func (s *serverMode) createBackupCR(ctx context.Context, g *globals, name string, spec v1alpha1.BackupSpec) error {
+	if s.ttl < 0 {
+		return fmt.Errorf("--ttl %s is negative (omit it to keep the backup)", s.ttl)
+	}
 	c, err := serverClient(g)
 	if err != nil {
 		return err
@@ -116,9 +119,6 @@ func (s *serverMode) createBackupCR(ctx context.Context, g *globals, name string
 	b.Namespace = s.namespace
 	b.Spec = spec
 	b.Spec.StorageLocationName = s.location
-	if s.ttl < 0 {
-		return fmt.Errorf("--ttl %s is negative (omit it to keep the backup)", s.ttl)
-	}
 	if s.ttl > 0 {
 		b.Spec.TTL = &metav1.Duration{Duration: s.ttl}
 	}
@@ -148,6 +148,14 @@ func (s *serverMode) createBackupCR(ctx context.Context, g *globals, name string
 
 // createRestoreCR is createBackupCR for a Restore.
 func (s *serverMode) createRestoreCR(ctx context.Context, g *globals, name string, spec v1alpha1.RestoreSpec, crdTimeout time.Duration) error {
+	var identity *v1alpha1.SecretKeyReference
+	if s.identitySecret != "" {
+		name, key, _ := strings.Cut(s.identitySecret, ":")
+		if name == "" {
+			return fmt.Errorf("--encryption-identity-secret %q: want NAME[:KEY]", s.identitySecret)
+		}
+		identity = &v1alpha1.SecretKeyReference{Name: name, Key: key}
+	}
 	c, err := serverClient(g)
 	if err != nil {
 		return err
@@ -157,13 +165,7 @@ func (s *serverMode) createRestoreCR(ctx context.Context, g *globals, name strin
 	r.Spec = spec
 	r.Spec.StorageLocationName = s.location
 	r.Spec.CRDTimeout = &metav1.Duration{Duration: crdTimeout}
-	if s.identitySecret != "" {
-		name, key, _ := strings.Cut(s.identitySecret, ":")
-		if name == "" {
-			return fmt.Errorf("--encryption-identity-secret %q: want NAME[:KEY]", s.identitySecret)
-		}
-		r.Spec.EncryptionIdentitySecret = &v1alpha1.SecretKeyReference{Name: name, Key: key}
-	}
+	r.Spec.EncryptionIdentitySecret = identity
 	if err := c.Create(ctx, r); err != nil {
 		return fmt.Errorf("creating Restore %s/%s: %w", s.namespace, name, err)
 	}

@@ -47,13 +47,13 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
 	orig := s.DeepCopy()
-	sched, err := cron.ParseStandard(s.Spec.Schedule)
+	sched, err := ParseSchedule(s.Spec.Schedule)
 	if err == nil {
 		if n := len(s.Name) + 1 + len(ScheduleTimeFormat); n > store.MaxBackupNameLength {
 			err = fmt.Errorf("schedule name %q is too long: its backups' names would have %d characters, more than %d", s.Name, n, store.MaxBackupNameLength)
 		}
 	} else {
-		err = fmt.Errorf("invalid schedule %q: %v (want a five-field cron expression such as \"0 */6 * * *\", or @hourly, @every 1h)", s.Spec.Schedule, err)
+		err = fmt.Errorf("invalid schedule %q: %v", s.Spec.Schedule, err)
 	}
 	if err == nil {
 		err = validateTemplate(s.Spec.TTL, s.Spec.Template)
@@ -136,4 +136,24 @@ func validateTemplate(ttl *metav1.Duration, spec v1alpha1.BackupSpec) error {
 		return fmt.Errorf("spec.storageLocation %q is set by ferry (the location's URL): name the BackupStorageLocation in spec.storageLocationName", spec.StorageLocation)
 	}
 	return nil
+}
+
+// MinScheduleInterval is the shortest time between two runs of a
+// Schedule: a cron expression's own unit. robfig/cron takes "@every 0s"
+// or "@every 1ms" as every second, which would start a Backup each second.
+const MinScheduleInterval = time.Minute
+
+// ParseSchedule parses a Schedule's expression (robfig/cron ParseStandard:
+// five fields, or @hourly, @every 1h) and refuses one that runs more often
+// than MinScheduleInterval. Errors say what is wanted.
+func ParseSchedule(expr string) (cron.Schedule, error) {
+	sched, err := cron.ParseStandard(expr)
+	if err != nil {
+		return nil, fmt.Errorf("%v (want a five-field cron expression such as \"0 */6 * * *\", or @hourly, @every 1h)", err)
+	}
+	first := sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
+	if gap := sched.Next(first).Sub(first); gap < MinScheduleInterval {
+		return nil, fmt.Errorf("it runs every %s; runs must be at least %s apart", gap, MinScheduleInterval)
+	}
+	return sched, nil
 }
