@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ferry's tests use, when they are missing:
-#   chromium   headless checks of the verification report (test/e2e)
+#   chromium        headless checks of the verification report (test/e2e)
+#   busybox-static  the userland of ferry's image and the test images
+#                   (internal/imagebuild, make image)
+# With arguments, installs just those packages.
 # Needs root (or sudo) and apt-get, as on the CI machines.
 set -euo pipefail
-packages=(chromium)
+packages=(chromium busybox-static)
+[ $# -gt 0 ] && packages=("$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

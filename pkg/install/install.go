@@ -260,8 +260,11 @@ func deployment(o Options, m metav1.ObjectMeta) *appsv1.Deployment {
 				ServiceAccountName: ServerName,
 				SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: ptr(int64(65532)), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 				Containers: []corev1.Container{{
-					Name: "ferry", Image: o.Image, Args: []string{"server"},
-					Env: []corev1.EnvVar{nsEnv(), passwordEnv()},
+					Name: "ferry", Image: o.Image,
+					// The ferry image has a shell: it also runs the
+					// ferry-restore-wait init container of restored pods.
+					Args: []string{"server", "--restore-helper-image", o.Image},
+					Env:  []corev1.EnvVar{nsEnv(), passwordEnv()},
 					Ports: []corev1.ContainerPort{
 						{Name: "metrics", ContainerPort: 8085}, {Name: "probes", ContainerPort: 8086},
 					},

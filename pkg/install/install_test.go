@@ -44,6 +44,15 @@ func TestRenderRBAC(t *testing.T) {
 	if dep == nil || dep.Namespace != "ns1" || dep.Spec.Template.Spec.ServiceAccountName != ServerName || dep.Spec.Template.Spec.Containers[0].Args[0] != "server" {
 		t.Errorf("deployment %+v", dep)
 	}
+	// The server's restored pods wait in an init container of the install's
+	// own image (it has a shell), not an image the cluster may not reach.
+	for _, o := range Render(Options{Namespace: "ns1", Image: "registry.example/ferry:1"}) {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			if got := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "); got != "server --restore-helper-image registry.example/ferry:1" {
+				t.Errorf("server args %q: want the restore helper image to be the install's image", got)
+			}
+		}
+	}
 }
 
 func TestFlagsParsing(t *testing.T) {
