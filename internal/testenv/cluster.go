@@ -43,10 +43,13 @@ type Cluster struct {
 	// stderr; APIServerLogPath the same for kube-apiserver.
 	KCMLogPath       string
 	APIServerLogPath string
+	// Node is the cluster's real node, for clusters from StartNodeClusters;
+	// nil otherwise.
+	Node *Node
 
 	env      *envtest.Environment
 	apiLog   *os.File
-	kcm      *kcmProcess
+	kcm      *daemon
 	stopOnce sync.Once
 	stopErr  error
 }
@@ -87,7 +90,8 @@ func StartClusters(ctx context.Context, t testing.TB, n int) ([]*Cluster, error)
 // Pods, Deployments and namespace deletion work. If t is non-nil,
 // t.Cleanup(Stop) is registered for each cluster.
 //
-// Errors: no names, duplicate names, BinDir failure, envtest start failure,
+// Clusters start only in a network namespace with nothing but loopback
+// (RequireConfinedNetwork). Errors: that, no names, duplicate names, BinDir failure, envtest start failure,
 // KCM exiting early or the ServiceAccount timeout (the error quotes the end
 // of the KCM log). On error every cluster already started is stopped.
 func StartNamedClusters(ctx context.Context, t testing.TB, names ...string) ([]*Cluster, error) {
@@ -103,6 +107,9 @@ func StartNamedClusters(ctx context.Context, t testing.TB, names ...string) ([]*
 			return nil, fmt.Errorf("testenv: StartClusters: empty or duplicate cluster name %q", n)
 		}
 		seen[n] = true
+	}
+	if err := RequireConfinedNetwork(); err != nil {
+		return nil, err
 	}
 	bin, err := BinDir()
 	if err != nil {
@@ -162,15 +169,22 @@ func startCluster(ctx context.Context, bin, name string) (_ *Cluster, err error)
 	if c.apiLog, err = os.Create(c.APIServerLogPath); err != nil {
 		return nil, err
 	}
+	api := &envtest.APIServer{
+		Path: filepath.Join(bin, "kube-apiserver"),
+		Out:  c.apiLog,
+		Err:  c.apiLog,
+	}
+	// The network namespace has nothing but lo (RequireConfinedNetwork), so
+	// there is no default route to pick an advertise address from, and the
+	// endpoint reconciler refuses a loopback one.
+	api.Configure().
+		Set("advertise-address", "127.0.0.1").
+		Set("endpoint-reconciler-type", "none")
 	c.env = &envtest.Environment{
 		BinaryAssetsDirectory: bin,
 		ControlPlane: envtest.ControlPlane{
-			APIServer: &envtest.APIServer{
-				Path: filepath.Join(bin, "kube-apiserver"),
-				Out:  c.apiLog,
-				Err:  c.apiLog,
-			},
-			Etcd: &envtest.Etcd{Path: filepath.Join(bin, "etcd")},
+			APIServer: api,
+			Etcd:      &envtest.Etcd{Path: filepath.Join(bin, "etcd")},
 		},
 		ControlPlaneStartTimeout: 60 * time.Second,
 		ControlPlaneStopTimeout:  30 * time.Second,
@@ -199,11 +213,19 @@ func startCluster(ctx context.Context, bin, name string) (_ *Cluster, err error)
 }
 
 // Stop stops kube-controller-manager (SIGTERM, SIGKILL after 10 s), then
-// etcd and kube-apiserver, and removes Dir. It is safe to call more than
+// etcd and kube-apiserver, and removes Dir. A cluster with a node first
+// stops the node's daemons, and last removes what remains in its network
+// namespace: processes, mounts, cgroups, the namespace itself and the
+// data of its hostPath volumes. It is safe to call more than
 // once and on a partly started cluster; later calls return the first result.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
+		var hostPaths []string
+		if c.Node != nil {
+			hostPaths = c.hostPathVolumes()
+			errs = append(errs, c.Node.stopDaemons())
+		}
 		if c.kcm != nil {
 			errs = append(errs, c.kcm.stop(10*time.Second))
 		}
@@ -214,6 +236,12 @@ func (c *Cluster) Stop() error {
 		}
 		if c.apiLog != nil {
 			c.apiLog.Close()
+		}
+		if c.Node != nil {
+			errs = append(errs, reapNode(c.Node.Netns, c.Dir))
+			for _, p := range hostPaths {
+				errs = append(errs, os.RemoveAll(p))
+			}
 		}
 		if c.Dir != "" {
 			errs = append(errs, os.RemoveAll(c.Dir))

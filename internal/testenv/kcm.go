@@ -16,13 +16,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// kcmProcess is a running kube-controller-manager. done is closed when the
-// process has exited; err then holds its exit status.
-type kcmProcess struct {
-	cmd  *exec.Cmd
-	log  *os.File
-	done chan struct{}
-	err  error
+// daemon is a running process of a test cluster (kube-controller-manager,
+// and on a node containerd, kubelet, kube-scheduler, kube-proxy). done is
+// closed when the process has exited; err then holds its exit status.
+type daemon struct {
+	name    string
+	logPath string
+	cmd     *exec.Cmd
+	log     *os.File
+	done    chan struct{}
+	err     error
 }
 
 // kcmArgs returns kube-controller-manager's flags for cluster c. The service
@@ -30,7 +33,7 @@ type kcmProcess struct {
 // publisher (ConfigMap kube-root-ca.crt) work; with --secure-port=0 KCM
 // serves nothing and needs no authn/authz kubeconfigs.
 func kcmArgs(c *Cluster) []string {
-	return []string{
+	args := []string{
 		"--kubeconfig=" + c.KubeconfigPath,
 		"--leader-elect=false",
 		"--secure-port=0",
@@ -41,27 +44,45 @@ func kcmArgs(c *Cluster) []string {
 		"--kube-api-qps=200",
 		"--kube-api-burst=400",
 	}
+	if c.Node != nil {
+		args = append(args, "--enable-hostpath-provisioner")
+	}
+	return args
 }
 
-// startKCM starts kube-controller-manager for c, logging to c.KCMLogPath.
-func startKCM(bin string, c *Cluster) (*kcmProcess, error) {
+// startKCM starts kube-controller-manager for c, logging to c.KCMLogPath,
+// in the node's network namespace if c has a node.
+func startKCM(bin string, c *Cluster) (*daemon, error) {
 	path, err := kcmBinary(bin)
 	if err != nil {
 		return nil, err
 	}
-	log, err := os.Create(c.KCMLogPath)
+	argv := append([]string{path}, kcmArgs(c)...)
+	if c.Node != nil {
+		argv = c.Node.net.nsenter(argv...)
+	}
+	return startDaemon("kube-controller-manager", c.KCMLogPath, c.Dir, argv, nil)
+}
+
+// startDaemon starts argv with its output in logPath and env added to the
+// environment.
+func startDaemon(name, logPath, dir string, argv, env []string) (*daemon, error) {
+	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(path, kcmArgs(c)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout = log
 	cmd.Stderr = log
-	cmd.Dir = c.Dir
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		log.Close()
-		return nil, fmt.Errorf("start kube-controller-manager: %w", err)
+		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &kcmProcess{cmd: cmd, log: log, done: make(chan struct{})}
+	p := &daemon{name: name, logPath: logPath, cmd: cmd, log: log, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
@@ -70,7 +91,7 @@ func startKCM(bin string, c *Cluster) (*kcmProcess, error) {
 }
 
 // exited reports whether the process has ended.
-func (p *kcmProcess) exited() bool {
+func (p *daemon) exited() bool {
 	select {
 	case <-p.done:
 		return true
@@ -81,7 +102,7 @@ func (p *kcmProcess) exited() bool {
 
 // stop sends SIGTERM, then SIGKILL after grace, and waits for the exit.
 // An exit caused by our signal is not an error.
-func (p *kcmProcess) stop(grace time.Duration) error {
+func (p *daemon) stop(grace time.Duration) error {
 	defer p.log.Close()
 	if p.exited() {
 		return nil // it already died; startup reported that if it mattered
@@ -97,7 +118,7 @@ func (p *kcmProcess) stop(grace time.Duration) error {
 	case <-p.done:
 		return nil
 	case <-time.After(10 * time.Second):
-		return fmt.Errorf("kube-controller-manager (pid %d) did not exit after SIGKILL", p.cmd.Process.Pid)
+		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.name, p.cmd.Process.Pid)
 	}
 }
 

@@ -20,6 +20,11 @@ import (
 type Registry struct {
 	// Host is "127.0.0.1:PORT", the registry part of image references.
 	Host string
+	// NodeHost is "HostIP:PORT", the same registry as nodes and pods of
+	// StartNodeClusters reach it. It is set only in a confined network
+	// namespace (RequireConfinedNetwork), where the registry then listens on
+	// every address: loopback and the veths to the nodes.
+	NodeHost string
 	// Dir is the storage root (storage.filesystem.rootdirectory); blobs are
 	// under docker/registry/v2/blobs/sha256/<2 hex>/<hex>/data.
 	Dir string
@@ -126,6 +131,10 @@ func startRegistry(ctx context.Context, bin string, opts RegistryOptions) (_ *Re
 		return nil, err
 	}
 	r.Host = fmt.Sprintf("127.0.0.1:%d", port)
+	listen := r.Host
+	if RequireConfinedNetwork() == nil {
+		r.NodeHost, listen = fmt.Sprintf("%s:%d", HostIP, port), fmt.Sprintf(":%d", port)
+	}
 	auth := ""
 	if opts.User != "" {
 		hash, err := bcrypt.GenerateFromPassword([]byte(opts.Password), bcrypt.MinCost)
@@ -153,7 +162,7 @@ storage:
 http:
   addr: %s
   secret: ferry-testenv
-%s`, r.Dir, r.Host, auth)
+%s`, r.Dir, listen, auth)
 	configPath := filepath.Join(tmp, "config.yml")
 	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
 		return nil, err

@@ -26,6 +26,11 @@ const S3Region = "us-east-1"
 type S3 struct {
 	// Endpoint is the base URL, "http://127.0.0.1:PORT".
 	Endpoint string
+	// NodeEndpoint is "http://HostIP:PORT", the same server as nodes and
+	// pods of StartNodeClusters reach it; set only in a confined network
+	// namespace (RequireConfinedNetwork), where versitygw then listens on
+	// every address.
+	NodeEndpoint string
 	// AccessKey and SecretKey are the static credentials the server accepts.
 	AccessKey, SecretKey string
 	// Dir is the posix backend's root: one subdirectory per bucket, objects
@@ -105,6 +110,9 @@ func startS3(ctx context.Context, path string) (_ *S3, err error) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s.Endpoint = "http://" + addr
+	if RequireConfinedNetwork() == nil {
+		s.NodeEndpoint, addr = fmt.Sprintf("http://%s:%d", HostIP, port), fmt.Sprintf(":%d", port)
+	}
 	log, err := os.Create(s.LogPath)
 	if err != nil {
 		return nil, err
