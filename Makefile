@@ -6,19 +6,37 @@ TOOLS_BIN := $(or $(FERRY_TOOLS_BIN),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ferr
 STATICCHECK_VERSION := v0.8.2
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+# Everything that starts a test cluster, registry or S3 server runs in a
+# network namespace of its own with nothing but loopback (hack/netns-exec.sh).
+NETNS_EXEC := $(CURDIR)/hack/netns-exec.sh
 
-.PHONY: all build control-plane tools generate demo test unit lint bench fuzz clean
+.PHONY: all build control-plane tools generate demo test unit lint bench fuzz clean image
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ferry ./cmd/ferry
 
+# ferry's container image (internal/imagebuild): the static binary and
+# Debian's busybox-static, built with go-containerregistry, no Docker.
+# `make image IMAGE=host:5000/ferry:tag` pushes it (IMAGE_INSECURE=1 for a
+# registry without TLS); plain `make image` writes an OCI layout to
+# $(BIN)/ferry-image. The Dockerfile builds the same layout with Docker.
+IMAGE ?=
+OCI_LAYOUT ?= $(BIN)/ferry-image
+image:
+	hack/install-packages.sh busybox-static
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/linux/ferry ./cmd/ferry
+	$(GO) run ./hack/image -ferry $(BIN)/linux/ferry $(if $(IMAGE),-push $(IMAGE) $(if $(IMAGE_INSECURE),-insecure),-oci-layout $(OCI_LAYOUT))
+
 # The test control plane (etcd, kube-apiserver, kube-controller-manager built
-# from Go modules) and versitygw, cached outside the clone (DESIGN.md §6),
-# and the Debian packages the tests use (hack/install-packages.sh).
+# from Go modules), the test nodes (kubelet, kube-scheduler, kube-proxy,
+# containerd; Debian's runc, CNI plugins, iptables: hack/build-node.sh) and
+# versitygw, cached outside the clone (DESIGN.md §6), and the Debian packages
+# the tests use (hack/install-packages.sh).
 control-plane:
 	hack/build-control-plane.sh >/dev/null
+	hack/build-node.sh >/dev/null
 	hack/install-tools.sh >/dev/null
 	hack/install-packages.sh
 
@@ -33,7 +51,7 @@ generate: tools
 	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:dir=config/crd
 
 demo: control-plane build
-	$(GO) run ./test/demo -ferry $(BIN)/ferry
+	$(GO) run -exec $(NETNS_EXEC) ./test/demo -ferry $(BIN)/ferry
 
 lint: tools
 	hack/verify-generated.sh
@@ -42,20 +60,20 @@ lint: tools
 	$(TOOLS_BIN)/staticcheck ./...
 
 unit:
-	$(GO) test -short -count=1 ./...
+	$(GO) test -short -count=1 -exec $(NETNS_EXEC) ./...
 
 test: control-plane lint
-	$(GO) test -count=1 -timeout 60m ./...
+	$(GO) test -count=1 -timeout 60m -exec $(NETNS_EXEC) ./...
 
 bench: control-plane build
-	$(GO) run ./bench/resources
+	$(GO) run -exec $(NETNS_EXEC) ./bench/resources
 
 # The image benchmark (bench/images): ferry image sync vs skopeo sync
 # between local docker-registry instances.
 .PHONY: bench-images
 bench-images: build
 	hack/install-tools.sh >/dev/null
-	$(GO) run ./bench/images -ferry $(BIN)/ferry
+	$(GO) run -exec $(NETNS_EXEC) ./bench/images -ferry $(BIN)/ferry
 
 # bench/volumes: pod volume backup and restore of a 2 GiB data set by
 # ferry's engine and by the kopia CLI v0.22.3 (built into $(TOOLS_BIN) on
@@ -68,7 +86,7 @@ bench-volumes:
 # 200 namespaces, timed, with ferry's peak RSS (target < 512 MiB).
 .PHONY: load
 load: control-plane build
-	$(GO) run ./bench/load -ferry $(BIN)/ferry
+	$(GO) run -exec $(NETNS_EXEC) ./bench/load -ferry $(BIN)/ferry
 
 # Each fuzz target for FUZZTIME (default 5m). Seed corpora and any crashers
 # found live in pkg/*/testdata/fuzz and run with the normal tests.
