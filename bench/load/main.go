@@ -42,12 +42,19 @@
 //
 // objects/s is the seeded objects (-objects) divided by the wall time of
 // the run; ferry's own counts (items backed up, objects created) are shown
-// next to it. The target is a peak RSS under 512 MiB for every run.
+// next to it. The target is a peak RSS under 512 MiB (-rss-target-mib)
+// for every run: a run over it fails the benchmark (exit status 1).
 //
 // Verification. Each restore must end in phase Completed with 0 failed
 // items, and each target must hold, in the load namespaces, as many
 // Namespaces, Widgets, ConfigMaps (without kube-root-ca.crt), Secrets,
-// Deployments and Services as the source. Skipped items, failed items,
+// Deployments and Services as the source. Then a sample of the content is
+// compared: every -sample-every'th (100th) seeded object of each kind, and
+// every -sample-every'th namespace, is read from the source and the target
+// and must have the same labels and the same spec (Widgets, Deployments,
+// Services, cluster IPs aside), data (ConfigMaps, Secrets) and type
+// (Secrets); ferry's own ferry.dev/backup and ferry.dev/restore labels are
+// left out. Any difference fails the benchmark. Skipped items, failed items,
 // warnings and errors are read back with "ferry restore describe -o json"
 // (untimed) and summarised in the JSON result.
 //
@@ -58,8 +65,9 @@
 //
 // or "make load". A Markdown table goes to stdout, progress to stderr, and
 // the full result to bench/results/load.json (git-ignored). Other flags:
-// -workers (seeding goroutines), -clusterip-per-ns, -ferry (prebuilt
-// binary instead of building ./cmd/ferry), -out (JSON path).
+// -workers (seeding goroutines), -clusterip-per-ns, -rss-target-mib,
+// -sample-every, -ferry (prebuilt binary instead of building ./cmd/ferry),
+// -out (JSON path).
 package main
 
 import (
@@ -107,7 +115,7 @@ const (
 	srcContext  = "source"
 	dstContext  = "target"
 	dst2Context = "target2"
-	// rssTargetMiB is the issue's limit on ferry's peak RSS.
+	// rssTargetMiB is the issue's limit on ferry's peak RSS (-rss-target-mib).
 	rssTargetMiB = 512.0
 	nsPrefix     = "load-"
 	crdName      = "widgets.load.ferry.dev"
@@ -158,11 +166,13 @@ func main() {
 	flag.IntVar(&o.objects, "objects", 50000, "number of seeded objects (10% Widgets, 40% ConfigMaps, 26% Secrets, 12% Deployments, 12% Services)")
 	flag.IntVar(&o.workers, "workers", 48, "goroutines seeding the source")
 	flag.IntVar(&o.clusterIPPerNS, "clusterip-per-ns", 1, "ClusterIP Services per namespace (the others are headless; the test service CIDR is a /24)")
+	flag.Float64Var(&o.rssTargetMiB, "rss-target-mib", rssTargetMiB, "peak RSS target in MiB: a ferry run above it fails the benchmark (exit 1)")
+	flag.IntVar(&o.sampleEvery, "sample-every", 100, "after each restore, compare the content of every Nth seeded object of each kind (and every Nth namespace) with the source")
 	flag.StringVar(&o.ferry, "ferry", "", "ferry binary to use (default: build ./cmd/ferry)")
 	flag.StringVar(&o.out, "out", "", "JSON result file (default <repo>/bench/results/load.json)")
 	flag.Parse()
-	if o.namespaces <= 0 || o.objects <= 0 || o.workers <= 0 || o.clusterIPPerNS < 0 {
-		fmt.Fprintln(os.Stderr, "load: -namespaces, -objects and -workers must be positive")
+	if o.namespaces <= 0 || o.objects <= 0 || o.workers <= 0 || o.clusterIPPerNS < 0 || o.rssTargetMiB <= 0 || o.sampleEvery <= 0 {
+		fmt.Fprintln(os.Stderr, "load: -namespaces, -objects, -workers, -rss-target-mib and -sample-every must be positive")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -178,8 +188,9 @@ func main() {
 }
 
 type options struct {
-	namespaces, objects, workers, clusterIPPerNS int
-	ferry, out                                   string
+	namespaces, objects, workers, clusterIPPerNS, sampleEvery int
+	rssTargetMiB                                              float64
+	ferry, out                                                string
 }
 
 // Seed describes the seeding of the source.
@@ -217,7 +228,8 @@ type Run struct {
 	Seconds   float64 `json:"seconds"`
 	PerSecond float64 `json:"perSecond"`
 	MaxRSSMiB float64 `json:"maxRSSMiB"`
-	// UnderTarget is MaxRSSMiB < 512.
+	// UnderTarget is MaxRSSMiB < the target (Result.TargetMiB); a run
+	// over it fails the benchmark.
 	UnderTarget bool `json:"underTarget"`
 	ExitCode    int  `json:"exitCode"`
 
@@ -238,10 +250,14 @@ type Run struct {
 	Problems *Problems `json:"problems,omitempty"`
 	// Verify compares the target with the source after a restore.
 	Verify []Check `json:"verify,omitempty"`
+	// Content compares a sample of the restored objects' content with the
+	// source's after a restore.
+	Content *ContentCheck `json:"content,omitempty"`
 	// StderrTail is the end of ferry's stderr.
 	StderrTail string `json:"stderrTail,omitempty"`
 	// Error is set when ferry failed, its output did not decode, a restore
-	// was not Completed with 0 failed, or verification found a difference.
+	// was not Completed with 0 failed, verification (counts or sampled
+	// content) found a difference, or the peak RSS was over the target.
 	Error string `json:"error,omitempty"`
 }
 
@@ -343,7 +359,7 @@ func run(ctx context.Context, o options) (*Result, error) {
 
 	res := &Result{
 		Time: time.Now().UTC(), Commit: benchutil.GitCommit(root), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
-		Namespaces: o.namespaces, Objects: o.objects, TargetMiB: rssTargetMiB,
+		Namespaces: o.namespaces, Objects: o.objects, TargetMiB: o.rssTargetMiB,
 	}
 
 	logf("seeding %s: %d namespaces, %d objects, %d goroutines", srcContext, o.namespaces, o.objects, o.workers)
@@ -354,57 +370,20 @@ func run(ctx context.Context, o options) (*Result, error) {
 		res.Seed.Total, res.Seed.Namespaces, res.Seed.Seconds, res.Seed.PerSecond,
 		res.Seed.ClusterIPServices, res.Seed.HeadlessServices, res.Seed.RangeFullFallbacks, res.Seed.Retries)
 
-	srcMeta, err := metadata.NewForConfig(src.Config)
+	if err := countSource(ctx, src, res); err != nil {
+		return res, err
+	}
+
+	srcDyn, err := dynamic.NewForConfig(src.Config)
 	if err != nil {
 		return res, err
 	}
-	deployments := res.Seed.Objects["deployments"]
-	logf("waiting for kube-controller-manager to make %d ReplicaSets", deployments)
-	waitStart := time.Now()
-	res.Seed.ReplicaSets, err = waitReplicaSets(ctx, srcMeta, deployments, 10*time.Minute)
-	res.Seed.ReplicaSetWaitSeconds = time.Since(waitStart).Seconds()
-	if err != nil {
-		return res, err
+	e := &ferryRuns{
+		ferry: ferry, kubeconfig: kubeconfig, storage: storage, reportDir: filepath.Join(tmp, "report"),
+		dst: dst, dst2: dst2, rssTargetMiB: o.rssTargetMiB,
+		sample: &sampler{src: srcDyn, seed: res.Seed, every: o.sampleEvery},
 	}
-	logf("%d ReplicaSets after %.0fs", res.Seed.ReplicaSets, res.Seed.ReplicaSetWaitSeconds)
-	if res.SourceCounts, err = countAll(ctx, srcMeta); err != nil {
-		return res, fmt.Errorf("counting the source: %w", err)
-	}
-	res.SourceCounts["replicasets"] = res.Seed.ReplicaSets
-	logf("source counts in the load namespaces: %s", fmtCounts(res.SourceCounts))
-
-	objects := res.Seed.Total
-	var errs []error
-	add := func(r *Run) {
-		res.Runs = append(res.Runs, r)
-		if r.Error != "" {
-			errs = append(errs, fmt.Errorf("%s: %s", r.Operation, r.Error))
-		}
-	}
-
-	logf("ferry migrate %s -> %s", srcContext, dstContext)
-	m := ferryRun(ctx, "migrate", objects, ferry, "migrate", "--kubeconfig", kubeconfig, "--from-context", srcContext,
-		"--to-context", dstContext, "--storage", storage, "--name", "load", "-o", "json", "--report-dir", filepath.Join(tmp, "report"))
-	finishRestore(ctx, m, ferry, kubeconfig, storage, dst, res.SourceCounts)
-	logRun(m)
-	add(m)
-
-	logf("ferry backup create load-b (%s)", srcContext)
-	b := ferryRun(ctx, "backup", objects, ferry, "backup", "create", "load-b", "--kubeconfig", kubeconfig,
-		"--context", srcContext, "--storage", storage, "-o", "json")
-	logRun(b)
-	add(b)
-
-	if b.Backup != nil && b.Backup.Status.Archive != nil {
-		logf("ferry restore create load-b (%s)", dst2Context)
-		r := ferryRun(ctx, "restore", objects, ferry, "restore", "create", "load-b", "--from-backup", "load-b",
-			"--kubeconfig", kubeconfig, "--context", dst2Context, "--storage", storage, "-o", "json")
-		finishRestore(ctx, r, ferry, kubeconfig, storage, dst2, res.SourceCounts)
-		logRun(r)
-		add(r)
-	} else {
-		errs = append(errs, errors.New("restore: not run, the backup has no archive"))
-	}
+	errs := e.runAll(ctx, res)
 
 	if err := benchutil.WriteJSON(o.out, res); err != nil {
 		errs = append(errs, err)
@@ -412,6 +391,77 @@ func run(ctx context.Context, o options) (*Result, error) {
 		logf("wrote %s", o.out)
 	}
 	return res, errors.Join(errs...)
+}
+
+// countSource waits until kube-controller-manager has made every
+// Deployment's ReplicaSet in the source, then counts the source's objects
+// in the load namespaces into res.
+func countSource(ctx context.Context, src *testenv.Cluster, res *Result) error {
+	srcMeta, err := metadata.NewForConfig(src.Config)
+	if err != nil {
+		return err
+	}
+	deployments := res.Seed.Objects["deployments"]
+	logf("waiting for kube-controller-manager to make %d ReplicaSets", deployments)
+	waitStart := time.Now()
+	res.Seed.ReplicaSets, err = waitReplicaSets(ctx, srcMeta, deployments, 10*time.Minute)
+	res.Seed.ReplicaSetWaitSeconds = time.Since(waitStart).Seconds()
+	if err != nil {
+		return err
+	}
+	logf("%d ReplicaSets after %.0fs", res.Seed.ReplicaSets, res.Seed.ReplicaSetWaitSeconds)
+	if res.SourceCounts, err = countAll(ctx, srcMeta); err != nil {
+		return fmt.Errorf("counting the source: %w", err)
+	}
+	res.SourceCounts["replicasets"] = res.Seed.ReplicaSets
+	logf("source counts in the load namespaces: %s", fmtCounts(res.SourceCounts))
+	return nil
+}
+
+// ferryRuns is what the three timed ferry runs need.
+type ferryRuns struct {
+	ferry, kubeconfig, storage, reportDir string
+	dst, dst2                             *testenv.Cluster
+	rssTargetMiB                          float64
+	sample                                *sampler
+}
+
+// runAll runs migrate, backup and restore, verifies each restore, adds the
+// runs to res and returns what failed, a peak RSS over the target included.
+func (e *ferryRuns) runAll(ctx context.Context, res *Result) []error {
+	objects := res.Seed.Total
+	var errs []error
+	add := func(r *Run) {
+		logRun(r)
+		res.Runs = append(res.Runs, r)
+		if r.Error != "" {
+			errs = append(errs, fmt.Errorf("%s: %s", r.Operation, r.Error))
+		}
+		if !r.UnderTarget {
+			errs = append(errs, fmt.Errorf("%s: peak RSS %.0f MiB, over the %.0f MiB target", r.Operation, r.MaxRSSMiB, e.rssTargetMiB))
+		}
+	}
+
+	logf("ferry migrate %s -> %s", srcContext, dstContext)
+	m := ferryRun(ctx, "migrate", objects, e.rssTargetMiB, e.ferry, "migrate", "--kubeconfig", e.kubeconfig, "--from-context", srcContext,
+		"--to-context", dstContext, "--storage", e.storage, "--name", "load", "-o", "json", "--report-dir", e.reportDir)
+	finishRestore(ctx, m, e.ferry, e.kubeconfig, e.storage, e.dst, res.SourceCounts, e.sample)
+	add(m)
+
+	logf("ferry backup create load-b (%s)", srcContext)
+	b := ferryRun(ctx, "backup", objects, e.rssTargetMiB, e.ferry, "backup", "create", "load-b", "--kubeconfig", e.kubeconfig,
+		"--context", srcContext, "--storage", e.storage, "-o", "json")
+	add(b)
+
+	if b.Backup == nil || b.Backup.Status.Archive == nil {
+		return append(errs, errors.New("restore: not run, the backup has no archive"))
+	}
+	logf("ferry restore create load-b (%s)", dst2Context)
+	r := ferryRun(ctx, "restore", objects, e.rssTargetMiB, e.ferry, "restore", "create", "load-b", "--from-backup", "load-b",
+		"--kubeconfig", e.kubeconfig, "--context", dst2Context, "--storage", e.storage, "-o", "json")
+	finishRestore(ctx, r, e.ferry, e.kubeconfig, e.storage, e.dst2, res.SourceCounts, e.sample)
+	add(r)
+	return errs
 }
 
 // ---------------------------------------------------------------- seeding
@@ -439,7 +489,7 @@ func seed(ctx context.Context, cfg *rest.Config, o options) (Seed, error) {
 	}
 	s := &seeder{cs: cs, dyn: dyn, clusterIPPerNS: o.clusterIPPerNS}
 	for i := range o.namespaces {
-		s.nss = append(s.nss, fmt.Sprintf("%s%03d", nsPrefix, i))
+		s.nss = append(s.nss, nsName(i))
 	}
 	counts := map[string]int{}
 	left := o.objects
@@ -693,7 +743,7 @@ func widget(ns string, i int) *unstructured.Unstructured {
 		"apiVersion": "load.ferry.dev/v1",
 		"kind":       "Widget",
 		"metadata": map[string]any{
-			"name": fmt.Sprintf("widget-%05d", i), "namespace": ns,
+			"name": objectName("widgets", i), "namespace": ns,
 			"labels": map[string]any{"app": appLabel, "color": colors[i%len(colors)]},
 		},
 		"spec": map[string]any{
@@ -712,7 +762,7 @@ func configMap(ns string, i int) *corev1.ConfigMap {
 		data[fmt.Sprintf("key%d", k)] = strings.Repeat(line, 256/len(line)+1)[:256]
 	}
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%05d", i), Namespace: ns, Labels: map[string]string{"app": appLabel}},
+		ObjectMeta: metav1.ObjectMeta{Name: objectName("configmaps", i), Namespace: ns, Labels: map[string]string{"app": appLabel}},
 		Data:       data,
 	}
 }
@@ -720,7 +770,7 @@ func configMap(ns string, i int) *corev1.ConfigMap {
 func secret(ns string, i int) *corev1.Secret {
 	token := fmt.Sprintf("token-%d-", i)
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("secret-%05d", i), Namespace: ns, Labels: map[string]string{"app": appLabel}},
+		ObjectMeta: metav1.ObjectMeta{Name: objectName("secrets", i), Namespace: ns, Labels: map[string]string{"app": appLabel}},
 		Type:       corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
 			"username": []byte(fmt.Sprintf("user-%d", i)),
@@ -734,7 +784,7 @@ func deployment(ns string, i, j int) *appsv1.Deployment {
 	app := fmt.Sprintf("web-%d", j)
 	labels := map[string]string{"app": app, "part-of": appLabel}
 	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("deploy-%05d", i), Namespace: ns, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: objectName("deployments", i), Namespace: ns, Labels: labels},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: new(int32(0)),
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
@@ -757,7 +807,7 @@ func deployment(ns string, i, j int) *appsv1.Deployment {
 
 func service(ns string, i, j int, clusterIP bool) *corev1.Service {
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("svc-%05d", i), Namespace: ns, Labels: map[string]string{"app": appLabel}},
+		ObjectMeta: metav1.ObjectMeta{Name: objectName("services", i), Namespace: ns, Labels: map[string]string{"app": appLabel}},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
 			Selector: map[string]string{"app": fmt.Sprintf("web-%d", j)},
@@ -848,16 +898,13 @@ func waitReplicaSets(ctx context.Context, mc metadata.Interface, want int, timeo
 
 // ---------------------------------------------------------------- ferry runs
 
-// child runs one process and returns its stdout, stderr, wall time, peak
-// RSS and exit code.
-
 // ferryRun runs one timed ferry command and decodes what it printed:
 // {"backup","restore"} for migrate, a Backup or a Restore otherwise.
-func ferryRun(ctx context.Context, op string, objects int, ferry string, args ...string) *Run {
+func ferryRun(ctx context.Context, op string, objects int, rssTarget float64, ferry string, args ...string) *Run {
 	out, stderr, wall, rss, code, err := benchutil.Child(ctx, ferry, args...)
 	r := &Run{
 		Operation: op, Args: args, Objects: objects, Seconds: wall.Seconds(), MaxRSSMiB: rss,
-		UnderTarget: rss < rssTargetMiB, ExitCode: code, StderrTail: benchutil.Tail(string(stderr), 4000),
+		UnderTarget: rss < rssTarget, ExitCode: code, StderrTail: benchutil.Tail(string(stderr), 4000),
 	}
 	r.PerSecond = float64(objects) / r.Seconds
 	var jerr error
@@ -931,8 +978,9 @@ func ferryRun(ctx context.Context, op string, objects int, ferry string, args ..
 }
 
 // finishRestore reads the restore's results back (ferry restore describe
-// -o json) and compares the target's counts with the source's.
-func finishRestore(ctx context.Context, r *Run, ferry, kubeconfig, storage string, dst *testenv.Cluster, want map[string]int) {
+// -o json), compares the target's counts with the source's, and the
+// content of a sample of the seeded objects (sampler.check).
+func finishRestore(ctx context.Context, r *Run, ferry, kubeconfig, storage string, dst *testenv.Cluster, want map[string]int, sample *sampler) {
 	if r.Restore == nil {
 		return
 	}
@@ -960,6 +1008,13 @@ func finishRestore(ctx context.Context, r *Run, ferry, kubeconfig, storage strin
 	}
 	if err != nil {
 		errs = append(errs, fmt.Errorf("verify: %w", err))
+	}
+	r.Content, err = sample.check(ctx, dst.Config)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("verify content: %w", err))
+	} else if r.Content.MismatchTotal > 0 {
+		errs = append(errs, fmt.Errorf("verify content: %d of %d sampled objects differ from the source in %s, first: %s",
+			r.Content.MismatchTotal, r.Content.Total, dst.Name, r.Content.Mismatches[0]))
 	}
 	if len(errs) > 0 {
 		r.Error = errors.Join(errs...).Error()
@@ -1050,6 +1105,13 @@ func logRun(r *Run) {
 	for _, c := range r.Verify {
 		logf("  verify %-12s source %6d target %6d %s", c.Kind, c.Source, c.Target, mark(c.OK))
 	}
+	if c := r.Content; c != nil {
+		logf("  verify content: %d sampled objects (every %d of each kind: %s), %d differ %s",
+			c.Total, c.Every, fmtCounts(c.Sampled), c.MismatchTotal, mark(c.MismatchTotal == 0))
+		for _, m := range c.Mismatches {
+			logf("  DIFFERS %s", m)
+		}
+	}
 	if r.Error != "" {
 		logf("  ERROR: %s", r.Error)
 	}
@@ -1058,7 +1120,7 @@ func logRun(r *Run) {
 func printMarkdown(w io.Writer, res *Result) {
 	fmt.Fprintf(w, "%d objects in %d namespaces (%s), %d CPUs, %s, commit %s, %s\n\n",
 		res.Seed.Total, res.Seed.Namespaces, fmtCounts(res.Seed.Objects), res.CPUs, res.GoVersion, benchutil.OrDash(res.Commit), res.Time.Format(time.RFC3339))
-	fmt.Fprintln(w, "| operation | objects | ferry items | wall time | objects/s | ferry peak RSS | < 512 MiB | result |")
+	fmt.Fprintf(w, "| operation | objects | ferry items | wall time | objects/s | ferry peak RSS | < %.0f MiB | result |\n", res.TargetMiB)
 	fmt.Fprintln(w, "|---|--:|---|--:|--:|--:|:-:|---|")
 	for _, r := range res.Runs {
 		var items []string
@@ -1074,6 +1136,9 @@ func printMarkdown(w io.Writer, res *Result) {
 			result = "FAILED (see stderr / JSON)"
 		case r.Restore != nil:
 			result = fmt.Sprintf("Completed, %d failed, counts match", r.Restore.Status.Counts.Failed)
+			if c := r.Content; c != nil {
+				result += fmt.Sprintf(", %d sampled objects' content matches", c.Total)
+			}
 		case r.Backup != nil:
 			result = string(r.Backup.Status.Phase)
 		}
@@ -1085,6 +1150,9 @@ func printMarkdown(w io.Writer, res *Result) {
 		"(ReplicaSets, Endpoints, EndpointSlices, ServiceAccounts, system namespaces). migrate: source → target; "+
 		"backup and restore: the same source backed up again and restored into a third, empty cluster.\n")
 	for _, r := range res.Runs {
+		if !r.UnderTarget {
+			fmt.Fprintf(w, "\n**%s over the RSS target**: peak RSS %.0f MiB, target %.0f MiB\n", r.Operation, r.MaxRSSMiB, res.TargetMiB)
+		}
 		if r.Error == "" {
 			continue
 		}

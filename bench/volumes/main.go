@@ -3,13 +3,13 @@
 // same kopia version (v0.22.3), side by side in one run.
 //
 // What is measured. A mixed data set (default 2 GiB: one 1 GiB disk image,
-// 24 files of 24 MiB, and 20,000 small files of 1-40 KiB in 200 folders;
-// random, incompressible bytes) is written once. Then, for each round,
-// four timed operations run, each as its own child process, on fresh
-// repositories:
+// 24 files of 24 MiB, and about 25,000 small files of 1-40 KiB in 200
+// folders; random, incompressible bytes) is written once. Then, for each
+// round, four timed operations run, each as its own child process, on
+// fresh repositories that were created, untimed, before the round:
 //
 //   - backup, kopia: "kopia snapshot create DATA" into a filesystem
-//     repository ("kopia repository create filesystem", not timed);
+//     repository;
 //   - backup, ferry: this program re-executed in a worker mode that opens
 //     a file:// backup storage location and snapshots DATA with
 //     pkg/volumes (Repository.Snapshot: the code "ferry backup create
@@ -19,17 +19,35 @@
 //     Repository.Restore (staging folder, move into place, directory
 //     times, done-marker).
 //
-// Both sides use the same repository format: AES256-GCM-HMAC-SHA256,
-// BLAKE2B-256-128, no compression, and ferry's splitter
-// DYNAMIC-1M-BUZHASH (kopia is created with --object-splitter set to it).
-// kopia's caches and config live in the run's folder. Times are wall clock
-// from process start to exit; peak RSS from getrusage. The ratio is kopia's
-// time ÷ ferry's time: above 1.0 ferry is faster (target ≥ 1.0). ferry's
-// restore is compared with the data set byte for byte (modes, times).
+// Both sides do the same work. Same repository format: AES256-GCM-HMAC-SHA256,
+// BLAKE2B-256-128, no compression, and ferry's splitter DYNAMIC-1M-BUZHASH
+// (kopia is created with --object-splitter set to it). No local caches:
+// ferry connects with a zero content cache size, which turns every kopia
+// cache off, and kopia's repository is created with
+// --content-cache-size-mb=0 --metadata-cache-size-mb=0, which does the same
+// (checked in its config file). No maintenance, no logs: every kopia
+// command runs with --no-auto-maintenance (checked with "kopia maintenance
+// info" after each round), --disable-repository-log,
+// --disable-file-logging and --disable-content-log, as ferry's library use
+// runs no maintenance and writes no logs. Both repositories are created
+// before the timed backups ("kopia repository create filesystem"; ferry's
+// worker in an "init" mode). The order alternates by round (kopia first in
+// odd rounds), and dirty pages are flushed (sync) before each timed
+// operation.
+//
+// Times are wall clock from process start to exit; peak RSS from
+// getrusage. The ratio is kopia's time ÷ ferry's time: above 1.0 ferry is
+// faster (target ≥ 1.0). Both restores are compared with the data set in
+// the same way, byte for byte with modes and modification times of every
+// file and folder (volumetest.Compare), and any difference fails the run.
+// The kopia CLI restores a folder's time as the newest time below it
+// (kopia's snapshotfs reports DirSummary.MaxModTime); ferry restores each
+// folder's own recorded time. So that one strict check fits both, the data
+// set's folders carry the newest time below them, where the two agree.
 //
 // Run from the repository root:
 //
-//	go run ./bench/volumes -gib 2 -rounds 1
+//	go run ./bench/volumes -gib 2 -rounds 3
 //
 // The kopia CLI is built on first use into ~/.cache/ferry/bin/kopia
 // (go build of github.com/kopia/kopia v0.22.3 in a throw-away module; a
@@ -42,14 +60,18 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"sort"
+	"slices"
 	"strings"
+	"syscall"
 	"time"
+
+	kopiarepo "github.com/kopia/kopia/repo"
 
 	"github.com/kubeferry/ferry/bench/internal/benchutil"
 	"github.com/kubeferry/ferry/internal/testenv"
@@ -65,14 +87,14 @@ const (
 )
 
 func main() {
-	worker := flag.String("worker", "", "internal: run one ferry operation (backup|restore)")
+	worker := flag.String("worker", "", "internal: run one ferry operation (init|backup|restore)")
 	storeURL := flag.String("store", "", "internal: storage location")
 	src := flag.String("src", "", "internal: folder to back up")
 	dst := flag.String("dst", "", "internal: folder to restore into")
 	snap := flag.String("snapshot", "", "internal: snapshot to restore")
 	cpuProfile := flag.String("cpuprofile", "", "internal: write the worker's CPU profile here")
 	gib := flag.Float64("gib", 2, "size of the data set in GiB")
-	rounds := flag.Int("rounds", 1, "rounds (kopia and ferry alternate which goes first)")
+	rounds := flag.Int("rounds", 3, "rounds (kopia and ferry alternate which goes first: kopia in odd rounds)")
 	work := flag.String("dir", "", "work folder (default a new folder under $TMPDIR; needs about 5x the data set)")
 	kopiaBin := flag.String("kopia", "", "kopia CLI (default ~/.cache/ferry/bin/kopia, installed on first use)")
 	out := flag.String("out", "bench/results/volumes.json", "JSON result")
@@ -91,6 +113,10 @@ func main() {
 		}
 		return
 	}
+	if *rounds < 1 {
+		benchutil.Logf(prog, "error: -rounds must be at least 1")
+		os.Exit(2)
+	}
 	if err := run(*gib, *rounds, *work, *kopiaBin, *out); err != nil {
 		benchutil.Logf(prog, "error: %v", err)
 		os.Exit(1)
@@ -104,6 +130,8 @@ type workerResult struct {
 	Files      int64  `json:"files"`
 }
 
+// runWorker runs one ferry operation: init creates the repository (untimed
+// by the caller), backup and restore open the existing one.
 func runWorker(op, storeURL, src, dst, snap string) error {
 	ctx := context.Background()
 	loc, err := store.Open(ctx, storeURL)
@@ -111,13 +139,14 @@ func runWorker(op, storeURL, src, dst, snap string) error {
 		return err
 	}
 	defer loc.Close()
-	repo, err := volumes.Open(ctx, loc, password, volumes.OpenOptions{Create: op == "backup"})
+	repo, err := volumes.Open(ctx, loc, password, volumes.OpenOptions{Create: op == "init"})
 	if err != nil {
 		return err
 	}
 	defer repo.Close(ctx)
 	var res workerResult
 	switch op {
+	case "init":
 	case "backup":
 		r, err := repo.Snapshot(ctx, src, "pvc/bench/data", map[string]string{volumes.TagBackup: "bench"}, nil)
 		if err != nil {
@@ -146,6 +175,31 @@ type sample struct {
 	RSSMiB float64 `json:"peakRSSMiB"`
 }
 
+// bench is one run's setup: the data set, the programs, the samples.
+type bench struct {
+	data, self string
+	size       int64
+	samples    []sample
+}
+
+// timed flushes dirty pages (so that an operation does not pay for the
+// previous one's writes), runs one child process and records it as a
+// sample. A failure or a non-zero exit is an error naming what.
+func (b *bench) timed(ctx context.Context, tool, op string, round int, name string, args ...string) ([]byte, error) {
+	syscall.Sync()
+	o, e, wall, rss, code, err := benchutil.Child(ctx, name, args...)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit %d", code)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %v %s", tool, op, err, benchutil.Tail(string(e), 500))
+	}
+	s := sample{Tool: tool, Op: op, Round: round, Secs: wall.Seconds(), MiBps: float64(b.size) / (1 << 20) / wall.Seconds(), RSSMiB: rss}
+	b.samples = append(b.samples, s)
+	benchutil.Logf(prog, "round %d %s %s: %.1f s, %.0f MiB/s, peak RSS %.0f MiB", round, tool, op, s.Secs, s.MiBps, rss)
+	return o, nil
+}
+
 func run(gib float64, rounds int, work, kopiaBin, out string) error {
 	ctx := context.Background()
 	root, err := testenv.RepoRoot()
@@ -167,139 +221,232 @@ func run(gib float64, rounds int, work, kopiaBin, out string) error {
 	if err != nil {
 		return err
 	}
-	data := filepath.Join(work, "data")
-	benchutil.Logf(prog, "writing the %.1f GiB data set into %s", gib, data)
-	size, files, err := makeDataSet(data, int64(gib*(1<<30)))
+	b := &bench{data: filepath.Join(work, "data"), self: self}
+	benchutil.Logf(prog, "writing the %.1f GiB data set into %s", gib, b.data)
+	size, files, err := makeDataSet(b.data, int64(gib*(1<<30)))
 	if err != nil {
 		return err
 	}
+	b.size = size
 	benchutil.Logf(prog, "data set: %d files, %.0f MiB", files, float64(size)/(1<<20))
-	var samples []sample
-	add := func(tool, op string, round int, wall time.Duration, rss float64) {
-		s := sample{Tool: tool, Op: op, Round: round, Secs: wall.Seconds(), MiBps: float64(size) / (1 << 20) / wall.Seconds(), RSSMiB: rss}
-		samples = append(samples, s)
-		benchutil.Logf(prog, "round %d %s %s: %.1f s, %.0f MiB/s, peak RSS %.0f MiB", round, tool, op, s.Secs, s.MiBps, rss)
-	}
 	for round := 1; round <= rounds; round++ {
-		rd := filepath.Join(work, fmt.Sprintf("r%d", round))
 		order := []string{"kopia", "ferry"}
 		if round%2 == 0 {
 			order = []string{"ferry", "kopia"}
 		}
+		dirs := map[string]string{}
 		for _, tool := range order {
-			dir := filepath.Join(rd, tool)
-			restored := filepath.Join(dir, "restored")
+			dirs[tool] = filepath.Join(work, fmt.Sprintf("r%d", round), tool)
+		}
+		// Both repositories exist before either tool's timed backup.
+		k := kopiaCLI{bin: kopiaBin, config: filepath.Join(dirs["kopia"], "kopia.config")}
+		if err := k.create(ctx, filepath.Join(dirs["kopia"], "repo")); err != nil {
+			return err
+		}
+		ferryLoc := "file://" + filepath.Join(dirs["ferry"], "store")
+		if err := b.ferryInit(ctx, ferryLoc); err != nil {
+			return err
+		}
+		for _, tool := range order {
+			restored := filepath.Join(dirs[tool], "restored")
 			if err := os.MkdirAll(restored, 0o755); err != nil {
 				return err
 			}
-			switch tool {
-			case "ferry":
-				loc := "file://" + filepath.Join(dir, "store")
-				o, e, wall, rss, code, err := benchutil.Child(ctx, self, "-worker", "backup", "-store", loc, "-src", data)
-				if err != nil || code != 0 {
-					return fmt.Errorf("ferry backup: %v %s", err, benchutil.Tail(string(e), 500))
-				}
-				add(tool, "backup", round, wall, rss)
-				var res workerResult
-				if err := json.Unmarshal(o, &res); err != nil {
-					return err
-				}
-				_, e, wall, rss, code, err = benchutil.Child(ctx, self, "-worker", "restore", "-store", loc, "-snapshot", res.SnapshotID, "-dst", restored)
-				if err != nil || code != 0 {
-					return fmt.Errorf("ferry restore: %v %s", err, benchutil.Tail(string(e), 500))
-				}
-				add(tool, "restore", round, wall, rss)
-				diffs, err := volumetest.Compare(data, restored, volumes.MarkerDir)
-				if err != nil || len(diffs) > 0 {
-					return fmt.Errorf("ferry's restore differs from the data set: %v %v", err, diffs)
-				}
-			case "kopia":
-				cfg := []string{"--config-file", filepath.Join(dir, "kopia.config")}
-				k := func(args ...string) ([]byte, []byte, time.Duration, float64, error) {
-					o, e, wall, rss, code, err := benchutil.Child(ctx, "env", append([]string{"KOPIA_PASSWORD=" + password, "KOPIA_CHECK_FOR_UPDATES=false", kopiaBin}, append(args, cfg...)...)...)
-					if err == nil && code != 0 {
-						err = fmt.Errorf("exit %d", code)
-					}
-					if err != nil {
-						return nil, nil, 0, 0, fmt.Errorf("kopia %s: %v %s", strings.Join(args, " "), err, benchutil.Tail(string(e), 500))
-					}
-					return o, e, wall, rss, nil
-				}
-				if _, _, _, _, err := k("repository", "create", "filesystem", "--path", filepath.Join(dir, "repo"), "--cache-directory", filepath.Join(dir, "cache"), "--object-splitter", volumes.Splitter); err != nil {
-					return err
-				}
-				_, _, wall, rss, err := k("snapshot", "create", data, "--no-progress")
-				if err != nil {
-					return err
-				}
-				add(tool, "backup", round, wall, rss)
-				o, _, _, _, err := k("snapshot", "list", data, "--json")
-				if err != nil {
-					return err
-				}
-				var snaps []struct {
-					ID string `json:"id"`
-				}
-				if err := json.Unmarshal(o, &snaps); err != nil || len(snaps) == 0 {
-					return fmt.Errorf("kopia snapshot list: %v %s", err, benchutil.Tail(string(o), 300))
-				}
-				if _, _, wall, rss, err = k("restore", snaps[len(snaps)-1].ID, restored, "--no-progress"); err != nil {
-					return err
-				}
-				add(tool, "restore", round, wall, rss)
-				// kopia sets directories' times to their newest entry's; files must match.
-				diffs, err := volumetest.Compare(data, restored)
-				if err != nil {
-					return err
-				}
-				for _, d := range diffs {
-					if !strings.Contains(d, "mtime") && !strings.Contains(d, "more") {
-						return fmt.Errorf("kopia's restore differs from the data set: %v", diffs)
-					}
-				}
+			if tool == "ferry" {
+				err = b.ferryRound(ctx, round, ferryLoc, restored)
+			} else {
+				err = b.kopiaRound(ctx, round, k, restored)
 			}
-			if err := os.RemoveAll(dir); err != nil {
+			if err != nil {
+				return err
+			}
+			if err := checkRestore(tool, b.data, restored); err != nil {
+				return err
+			}
+			if err := os.RemoveAll(dirs[tool]); err != nil {
 				return err
 			}
 		}
 	}
-	report(samples, size, files, kopiaBin)
+	report(b.samples, size, files, kopiaBin)
 	return benchutil.WriteJSON(filepath.Join(root, out), map[string]any{
-		"commit": benchutil.GitCommit(root), "bytes": size, "files": files, "kopia": kopiaVersion, "splitter": volumes.Splitter, "samples": samples,
+		"commit": benchutil.GitCommit(root), "bytes": size, "files": files, "kopia": kopiaVersion, "splitter": volumes.Splitter, "samples": b.samples,
 	})
 }
 
+// ferryInit creates ferry's repository in loc, untimed.
+func (b *bench) ferryInit(ctx context.Context, loc string) error {
+	if err := os.MkdirAll(strings.TrimPrefix(loc, "file://"), 0o755); err != nil {
+		return err
+	}
+	_, e, _, _, code, err := benchutil.Child(ctx, b.self, "-worker", "init", "-store", loc)
+	if err != nil || code != 0 {
+		return fmt.Errorf("ferry init: %v (exit %d) %s", err, code, benchutil.Tail(string(e), 500))
+	}
+	return nil
+}
+
+// ferryRound times ferry's backup of the data set into loc and its restore
+// into restored.
+func (b *bench) ferryRound(ctx context.Context, round int, loc, restored string) error {
+	o, err := b.timed(ctx, "ferry", "backup", round, b.self, "-worker", "backup", "-store", loc, "-src", b.data)
+	if err != nil {
+		return err
+	}
+	var res workerResult
+	if err := json.Unmarshal(o, &res); err != nil {
+		return fmt.Errorf("ferry backup printed %q: %w", benchutil.Tail(string(o), 300), err)
+	}
+	_, err = b.timed(ctx, "ferry", "restore", round, b.self, "-worker", "restore", "-store", loc, "-snapshot", res.SnapshotID, "-dst", restored)
+	return err
+}
+
+// kopiaRound times the kopia CLI's backup of the data set into k's
+// repository and its restore into restored.
+func (b *bench) kopiaRound(ctx context.Context, round int, k kopiaCLI, restored string) error {
+	if _, err := b.timed(ctx, "kopia", "backup", round, "env", k.args("snapshot", "create", b.data, "--no-progress")...); err != nil {
+		return err
+	}
+	o, err := k.run(ctx, "snapshot", "list", b.data, "--json")
+	if err != nil {
+		return err
+	}
+	var snaps []struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(o, &snaps); err != nil || len(snaps) == 0 {
+		return fmt.Errorf("kopia snapshot list: %v %s", err, benchutil.Tail(string(o), 300))
+	}
+	if _, err = b.timed(ctx, "kopia", "restore", round, "env", k.args("restore", snaps[len(snaps)-1].ID, restored, "--no-progress")...); err != nil {
+		return err
+	}
+	return k.noMaintenance(ctx)
+}
+
+// checkRestore compares a restore with the data set: content, modes and
+// modification times of every file and folder, the same for both tools
+// (ferry's done-marker folder is not part of the data). Any difference
+// fails the run.
+func checkRestore(tool, data, restored string) error {
+	diffs, err := volumetest.Compare(data, restored, volumes.MarkerDir)
+	if err != nil {
+		return fmt.Errorf("comparing %s's restore with the data set: %w", tool, err)
+	}
+	if len(diffs) > 0 {
+		return fmt.Errorf("%s's restore differs from the data set:\n  %s", tool, strings.Join(diffs, "\n  "))
+	}
+	return nil
+}
+
+// kopiaCLI runs the kopia CLI on one repository's config file. Every
+// command gets the same global flags: no automatic maintenance and no
+// logs (ferry's library use runs no maintenance and writes no logs).
+type kopiaCLI struct {
+	bin, config string
+}
+
+// args are the arguments of "env" that run kopia with args. The boolean
+// flags are given bare or as --no-NAME: kopia's flag parser (kingpin
+// v2.4.0) reads "--auto-maintenance=false" as --auto-maintenance (true)
+// followed by an argument "false", which "snapshot create" takes for a
+// second folder to back up.
+func (k kopiaCLI) args(args ...string) []string {
+	return append([]string{"KOPIA_PASSWORD=" + password, "KOPIA_CHECK_FOR_UPDATES=false", k.bin}, append(args,
+		"--config-file", k.config, "--no-auto-maintenance", "--disable-repository-log", "--disable-file-logging", "--disable-content-log")...)
+}
+
+// noMaintenance checks that no maintenance has run in k's repository.
+func (k kopiaCLI) noMaintenance(ctx context.Context) error {
+	o, err := k.run(ctx, "maintenance", "info", "--json")
+	if err != nil {
+		return err
+	}
+	var info struct {
+		Schedule struct {
+			Runs map[string]json.RawMessage `json:"runs"`
+		} `json:"schedule"`
+	}
+	if err := json.Unmarshal(o, &info); err != nil {
+		return fmt.Errorf("kopia maintenance info: %w", err)
+	}
+	if len(info.Schedule.Runs) > 0 {
+		return fmt.Errorf("kopia ran maintenance during the benchmark: %s", benchutil.Tail(string(o), 300))
+	}
+	return nil
+}
+
+// run runs one untimed kopia command and returns its stdout.
+func (k kopiaCLI) run(ctx context.Context, args ...string) ([]byte, error) {
+	o, e, _, _, code, err := benchutil.Child(ctx, "env", k.args(args...)...)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit %d", code)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kopia %s: %v %s", strings.Join(args, " "), err, benchutil.Tail(string(e), 500))
+	}
+	return o, nil
+}
+
+// create creates a filesystem repository at path in ferry's format, with
+// kopia's content and metadata caches off, and checks from the config
+// file that they are.
+func (k kopiaCLI) create(ctx context.Context, path string) error {
+	if _, err := k.run(ctx, "repository", "create", "filesystem", "--path", path, "--object-splitter", volumes.Splitter,
+		"--content-cache-size-mb=0", "--metadata-cache-size-mb=0"); err != nil {
+		return err
+	}
+	lc, err := kopiarepo.LoadConfigFromFile(k.config)
+	if err != nil {
+		return fmt.Errorf("kopia config %s: %w", k.config, err)
+	}
+	if c := lc.Caching; c != nil && (c.CacheDirectory != "" || c.ContentCacheSizeBytes != 0 || c.MetadataCacheSizeBytes != 0) {
+		return fmt.Errorf("kopia config %s: caches are on (%s, content %d B, metadata %d B)", k.config, c.CacheDirectory, c.ContentCacheSizeBytes, c.MetadataCacheSizeBytes)
+	}
+	return nil
+}
+
+// median returns the median of xs (0 for none), leaving xs as it is.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
-	sort.Float64s(xs)
+	xs = slices.Sorted(slices.Values(xs))
 	if len(xs)%2 == 1 {
 		return xs[len(xs)/2]
 	}
 	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 }
 
+// report prints the medians and, per round, the ratio kopia ÷ ferry.
 func report(samples []sample, size int64, files int, kopiaBin string) {
-	fmt.Printf("Data set: %d files, %.2f GiB; kopia CLI %s (%s); medians of %d rounds\n\n", files, float64(size)/(1<<30), kopiaVersion, kopiaBin, len(samples)/4)
+	rounds := len(samples) / 4
+	fmt.Printf("Data set: %d files, %.2f GiB; kopia CLI %s (%s); medians of %d rounds\n\n", files, float64(size)/(1<<30), kopiaVersion, kopiaBin, rounds)
 	fmt.Println("| operation | kopia CLI | ferry | ferry / kopia (speed) | kopia peak RSS | ferry peak RSS |")
 	fmt.Println("|---|--:|--:|--:|--:|--:|")
+	perRound := map[string][]string{}
 	for _, op := range []string{"backup", "restore"} {
+		secs := map[string]map[int]float64{"kopia": {}, "ferry": {}}
 		var kt, ft, kr, fr []float64
 		for _, s := range samples {
 			if s.Op != op {
 				continue
 			}
+			secs[s.Tool][s.Round] = s.Secs
 			if s.Tool == "kopia" {
 				kt, kr = append(kt, s.Secs), append(kr, s.RSSMiB)
 			} else {
 				ft, fr = append(ft, s.Secs), append(fr, s.RSSMiB)
 			}
 		}
+		for r := 1; r <= rounds; r++ {
+			perRound[op] = append(perRound[op], fmt.Sprintf("%.2f", secs["kopia"][r]/secs["ferry"][r]))
+		}
 		k, f := median(kt), median(ft)
 		mib := float64(size) / (1 << 20)
 		fmt.Printf("| %s | %.1f s (%.0f MiB/s) | %.1f s (%.0f MiB/s) | **%.2f** | %.0f MiB | %.0f MiB |\n", op, k, mib/k, f, mib/f, k/f, median(kr), median(fr))
 	}
+	fmt.Printf("\nPer round, kopia's time ÷ ferry's (kopia first in odd rounds): backup %s; restore %s\n",
+		strings.Join(perRound["backup"], ", "), strings.Join(perRound["restore"], ", "))
 }
 
 // installKopia builds the kopia CLI of the pinned version into the tools
@@ -386,5 +533,46 @@ func makeDataSet(dir string, size int64) (int64, int, error) {
 			return 0, 0, err
 		}
 	}
-	return total, files, nil
+	return total, files, newestTimes(dir)
+}
+
+// newestTimes gives every folder under dir, and dir, the modification time
+// of the newest entry below it: the time the kopia CLI restores a folder
+// with, so that both tools' restores can be checked strictly.
+func newestTimes(dir string) error {
+	var dirs []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// WalkDir lists a folder before its subfolders: go backwards, so that
+	// each subfolder has its time before its parent's is computed.
+	for i := len(dirs) - 1; i >= 0; i-- {
+		entries, err := os.ReadDir(dirs[i])
+		if err != nil {
+			return err
+		}
+		var newest time.Time
+		for _, e := range entries {
+			info, err := e.Info()
+			if err != nil {
+				return err
+			}
+			if t := info.ModTime(); t.After(newest) {
+				newest = t
+			}
+		}
+		if newest.IsZero() {
+			continue
+		}
+		if err := os.Chtimes(dirs[i], newest, newest); err != nil {
+			return err
+		}
+	}
+	return nil
 }
