@@ -120,6 +120,30 @@ func fakeLease(ctx context.Context, s *site, node string) {
 	}
 }
 
+// liveData is what changeRestoredFiles writes.
+const liveData = "LIVE APP DATA"
+
+// changeRestoredFiles writes liveData over a restored file in each of the
+// two volumes of the restored pod app/db, whose node's pods directory is
+// hostDir, as its application would; it returns their paths.
+func changeRestoredFiles(t *testing.T, cs kubernetes.Interface, hostDir string) []string {
+	t.Helper()
+	pod, err := cs.CoreV1().Pods("app").Get(context.Background(), "db", metav1.GetOptions{})
+	must(t, err)
+	vols := filepath.Join(hostDir, string(pod.UID), "volumes")
+	files := []string{
+		filepath.Join(vols, "kubernetes.io~csi", "pv-app-db", "mount", "a", "b", "c", "d", "deep.txt"),
+		filepath.Join(vols, "kubernetes.io~empty-dir", "cache", "a", "b", "c", "d", "deep.txt"),
+	}
+	for _, f := range files {
+		if _, err := os.Stat(f); err != nil {
+			t.Fatalf("restored file: %v", err)
+		}
+		must(t, os.WriteFile(f, []byte(liveData), 0o644))
+	}
+	return files
+}
+
 type errPhase string
 
 func (e errPhase) Error() string { return "phase " + string(e) }
@@ -256,6 +280,7 @@ func TestServerPodVolumes(t *testing.T) {
 		kctx, stop := context.WithCancel(ctx)
 		defer stop()
 		go testenv.FakeKubelet(kctx, dstCS, "app", "node-b", hostDst)
+		live := changeRestoredFiles(t, dstCS, hostDst)
 		r := v1alpha1.NewRestore("vr-again")
 		r.Namespace = ns
 		r.Spec.BackupName = "vb"
@@ -266,9 +291,17 @@ func TestServerPodVolumes(t *testing.T) {
 		}
 		pvrs := &v1alpha1.PodVolumeRestoreList{}
 		must(t, dst.cl.List(ctx, pvrs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeRestore: "vr-again"}))
+		if len(pvrs.Items) != 2 {
+			t.Fatalf("%d PodVolumeRestores of vr-again, want 2", len(pvrs.Items))
+		}
 		for _, p := range pvrs.Items {
 			if p.Spec.RunUID == "" || p.Spec.RunUID == p.Spec.RestoreUID || !strings.Contains(p.Status.Message, volumes.ErrAlreadyRestored.Error()) {
 				t.Errorf("PodVolumeRestore %s: spec %+v status %+v", p.Name, p.Spec, p.Status)
+			}
+		}
+		for _, f := range live {
+			if b, err := os.ReadFile(f); err != nil || string(b) != liveData {
+				t.Errorf("%s after the second restore: %q %v, want the application's change", f, b, err)
 			}
 		}
 	})
@@ -402,7 +435,9 @@ func TestServerPodVolumes(t *testing.T) {
 			}
 			return nil
 		})
-		time.Sleep(3 * time.Second) // three sync periods
+		// Store sync has run (completely) since: it would have brought
+		// the Backup back by then.
+		storeSynced(t, src, loc, "vb-del-sync")
 		if err := src.cl.Get(ctx, client.ObjectKeyFromObject(b), &v1alpha1.Backup{}); !apierrors.IsNotFound(err) {
 			t.Errorf("deleted Backup came back: %v", err)
 		}
@@ -455,6 +490,9 @@ func TestServerPodVolumesNoPassword(t *testing.T) {
 	defer loc.Close()
 	rec := &volumes.BackupRecord{}
 	must(t, loc.GetJSON(ctx, store.BackupVolumesKey("nopw"), rec))
+	if len(rec.Volumes) != 2 {
+		t.Fatalf("record %+v, want the 2 volumes", rec.Volumes)
+	}
 	for _, v := range rec.Volumes {
 		if !strings.Contains(v.Error, "no volume repository password") {
 			t.Errorf("record error %q", v.Error)

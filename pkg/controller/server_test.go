@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -159,6 +160,38 @@ func waitRestore(t *testing.T, s *site, name string, phases ...v1alpha1.Phase) *
 		return fmt.Errorf("phase %q (%s), want %v", r.Status.Phase, r.Status.FailureReason, phases)
 	})
 	return r
+}
+
+// storeSynced returns once store sync has run on s, from start to end,
+// after the call began: it writes a committed backup <prefix>-1 into loc
+// and waits until sync creates it in the cluster, then does the same with
+// <prefix>-2, which only a later pass (they run one at a time) can find,
+// so the pass that found the first had ended. The store keeps both.
+func storeSynced(t *testing.T, s *site, loc *store.Location, prefix string) {
+	t.Helper()
+	for _, name := range []string{prefix + "-1", prefix + "-2"} {
+		b := v1alpha1.NewBackup(name)
+		b.Status.Phase = v1alpha1.PhaseCompleted
+		must(t, loc.PutJSON(context.Background(), store.BackupDir(name)+store.BackupMarker, b))
+		waitBackup(t, s, name, 10*time.Second, v1alpha1.PhaseCompleted)
+	}
+}
+
+// editSchedule patches sc's spec with the merge patch and waits until the
+// schedule reconciler has looked at the edited schedule (its Valid
+// condition names the new generation) and left it in phase.
+func editSchedule(t *testing.T, s *site, sc *v1alpha1.Schedule, patch string, phase v1alpha1.SchedulePhase) {
+	t.Helper()
+	ctx := context.Background()
+	must(t, s.cl.Patch(ctx, sc, client.RawPatch(types.MergePatchType, []byte(patch))))
+	eventually(t, 10*time.Second, "edited schedule "+sc.Name+" looked at", func() error {
+		must(t, s.cl.Get(ctx, client.ObjectKeyFromObject(sc), sc))
+		c := meta.FindStatusCondition(sc.Status.Conditions, "Valid")
+		if c == nil || c.ObservedGeneration != sc.Generation || sc.Status.Phase != phase {
+			return fmt.Errorf("generation %d, phase %q, Valid condition %+v", sc.Generation, sc.Status.Phase, c)
+		}
+		return nil
+	})
 }
 
 // waitEvents waits until the events.k8s.io Events on the kind/name object
@@ -529,6 +562,9 @@ func TestServer(t *testing.T) {
 		if _, err := loc.GetBackup(ctx, name); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("expired backup in the store: %v", err)
 		}
+		// Two hours of runs are due. Once the server has looked at the
+		// paused schedule at this time, it has created nothing.
+		editSchedule(t, src, sc, `{"spec":{"ttl":"2h"}}`, v1alpha1.SchedulePhasePaused)
 		list := &v1alpha1.BackupList{}
 		must(t, src.cl.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSchedule: "minutely"}))
 		if len(list.Items) != 0 {

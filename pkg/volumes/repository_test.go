@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/kopia/kopia/repo/maintenance"
 
@@ -126,24 +128,40 @@ func TestIncrementalAndDelete(t *testing.T) {
 	ctx := context.Background()
 	loc, storeDir := openTestStore(t)
 	src := t.TempDir()
-	// 20 files of 1 MiB; then 1 % of the bytes changes.
+	// 20 files of 1 MiB, already in the repository from another volume;
+	// the first snapshot adds a 15 MiB file of its own, which is gone from
+	// the second, where 1 % of the bytes changes as well. The first
+	// snapshot thus writes one pack blob holding only data that no other
+	// snapshot uses (and too big for kopia to merge with others): garbage
+	// collection must remove it once that snapshot is deleted.
 	for i := 0; i < 20; i++ {
-		data := bytes.Repeat([]byte{byte(i)}, 1<<20)
-		for j := range data {
-			data[j] ^= byte(j * 7919 >> 3)
-		}
-		if err := os.WriteFile(filepath.Join(src, "f"+string(rune('a'+i))), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeMiBFile(t, src, i)
 	}
 	r := openTestRepo(t, loc, true)
+	if _, err := r.Snapshot(ctx, src, "pvc/ns/other", map[string]string{TagBackup: "b0"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := dataPacks(t, storeDir)
+	old := filepath.Join(src, "old")
+	data := make([]byte, 15<<20)
+	_, _ = rand.NewChaCha8([32]byte{7}).Read(data)
+	if err := os.WriteFile(old, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	first, err := r.Snapshot(ctx, src, "pvc/ns/inc", map[string]string{TagBackup: "b1"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Rewrite one file's first 200 KiB (about 1 % of 20 MiB).
+	firstPacks := newPacks(before, dataPacks(t, storeDir))
+	if firstPacks.bytes() < 15<<20 {
+		t.Fatalf("the first snapshot wrote packs %v, want 15 MiB of its own", firstPacks)
+	}
+	// Remove the big file; rewrite fc's first 200 KiB (1 % of 20 MiB).
+	if err := os.Remove(old); err != nil {
+		t.Fatal(err)
+	}
 	p := filepath.Join(src, "fc")
-	data, _ := os.ReadFile(p)
+	data, _ = os.ReadFile(p)
 	for j := 0; j < 200<<10; j++ {
 		data[j] = ^data[j]
 	}
@@ -156,30 +174,22 @@ func TestIncrementalAndDelete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.Files != first.Files || second.Bytes != first.Bytes || second.CachedFiles != 19 {
-		t.Errorf("second snapshot counts %d files, %d bytes, %d cached; first %d files, %d bytes", second.Files, second.Bytes, second.CachedFiles, first.Files, first.Bytes)
+	if first.Files != 21 || second.Files != 20 || second.Bytes != 20<<20 || second.CachedFiles != 19 {
+		t.Errorf("second snapshot counts %d files, %d bytes, %d cached; first %d files", second.Files, second.Bytes, second.CachedFiles, first.Files)
 	}
 	if second.ParentSnapshotID != first.SnapshotID {
 		t.Errorf("parent %q, want the first snapshot %q", second.ParentSnapshotID, first.SnapshotID)
 	}
-	ratio := float64(second.UploadedBytes) / float64(first.UploadedBytes)
-	t.Logf("first upload %d bytes, second %d bytes: %.2f %% (%d of %d files unchanged)", first.UploadedBytes, second.UploadedBytes, 100*ratio, second.CachedFiles, second.Files)
+	ratio := float64(second.UploadedBytes) / float64(second.Bytes)
+	t.Logf("second upload %d bytes: %.2f %% of the volume's %d bytes (%d of %d files unchanged)", second.UploadedBytes, 100*ratio, second.Bytes, second.CachedFiles, second.Files)
 	if ratio > 0.10 {
-		t.Errorf("second backup uploaded %.1f %% of the first", 100*ratio)
+		t.Errorf("second backup uploaded %.1f %% of the volume", 100*ratio)
 	}
 
-	sizeBefore := dirSize(t, storeDir)
 	if err := r2.DeleteSnapshots(ctx, []string{first.SnapshotID}); err != nil {
 		t.Fatal(err)
 	}
-	// Garbage-collect with no safety margin (test only) so that what only
-	// the first snapshot used is really removed.
-	for range 2 {
-		if err := r2.maintain(ctx, maintenance.ModeFull, maintenance.SafetyNone); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("store %d bytes before deleting the first snapshot, %d after", sizeBefore, dirSize(t, storeDir))
+	collectGarbage(t, r2, storeDir, firstPacks)
 	r3 := openTestRepo(t, loc, false)
 	if _, err := r3.Restore(ctx, first.SnapshotID, t.TempDir(), "x", nil); !errors.Is(err, ErrSnapshotNotFound) {
 		t.Errorf("restoring the deleted snapshot: %v", err)
@@ -196,17 +206,97 @@ func TestIncrementalAndDelete(t *testing.T) {
 	}
 }
 
-func dirSize(t *testing.T, dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if st, err := d.Info(); err == nil {
-				n += st.Size()
+// collectGarbage runs full maintenance with no safety margin (test only)
+// until the packs gone, which only a deleted snapshot used, are removed
+// (at most 15 s): kopia forgets deleted contents only once its deletion
+// watermark, kept in whole seconds, has passed the second they were found
+// unused in, and deletes their pack in that cycle. It fails the test
+// unless they are gone and the data packs shrank by at least their size.
+func collectGarbage(t *testing.T, r *Repository, storeDir string, gone packSet) {
+	t.Helper()
+	before := dataPacks(t, storeDir)
+	after, left := before, gone
+	deadline := time.Now().Add(15 * time.Second)
+	cycles := 0
+	for ; len(left) > 0 && time.Now().Before(deadline); cycles++ {
+		if cycles > 0 {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if err := r.maintain(context.Background(), maintenance.ModeFull, maintenance.SafetyNone); err != nil {
+			t.Fatal(err)
+		}
+		after, left = dataPacks(t, storeDir), packSet{}
+		for name, size := range gone {
+			if _, ok := after[name]; ok {
+				left[name] = size
 			}
 		}
-		return nil
-	})
+	}
+	t.Logf("after %d maintenance cycles: data packs %d bytes, were %d; %d of the deleted snapshot's %d packs left", cycles, after.bytes(), before.bytes(), len(left), len(gone))
+	if len(left) > 0 {
+		t.Errorf("packs %v, written only for the deleted snapshot, are still in the store", left)
+	}
+	if freed := before.bytes() - after.bytes(); freed < gone.bytes() {
+		t.Errorf("garbage collection freed %d bytes of data packs; the deleted snapshot's own packs hold %d", freed, gone.bytes())
+	}
+}
+
+// writeMiBFile writes file "f<a+i>" of 1 MiB in dir, its bytes a function
+// of i, and returns its path.
+func writeMiBFile(t *testing.T, dir string, i int) string {
+	t.Helper()
+	data := bytes.Repeat([]byte{byte(i)}, 1<<20)
+	for j := range data {
+		data[j] ^= byte(j * 7919 >> 3)
+	}
+	p := filepath.Join(dir, "f"+string(rune('a'+i)))
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// packSet maps pack blob names to their sizes.
+type packSet map[string]int64
+
+func (s packSet) bytes() int64 {
+	var n int64
+	for _, size := range s {
+		n += size
+	}
 	return n
+}
+
+// dataPacks returns the data pack blobs (kopia names them "p...") of the
+// volume repository in the file store at storeDir.
+func dataPacks(t *testing.T, storeDir string) packSet {
+	t.Helper()
+	out := packSet{}
+	err := filepath.WalkDir(filepath.Join(storeDir, RepositoryPrefix), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), "p") {
+			return err
+		}
+		st, err := d.Info()
+		if err == nil {
+			out[d.Name()] = st.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// newPacks returns the packs of after that are not in before.
+func newPacks(before, after packSet) packSet {
+	out := packSet{}
+	for name, size := range after {
+		if _, ok := before[name]; !ok {
+			out[name] = size
+		}
+	}
+	return out
 }
 
 func TestBadInput(t *testing.T) {

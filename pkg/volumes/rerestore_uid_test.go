@@ -98,12 +98,27 @@ func TestLaterRestoreOfASharedClaim(t *testing.T) {
 			SnapshotID: snap.SnapshotID, MarkerOnly: markerOnly, RestoreUID: marker}
 	}
 	a, b := target("a", "ua", "r1", false), target("b", "ub", "r1", true)
-	for _, o := range r.RestorePodVolumes(ctx, pods, "r1", []RestoreTarget{a, b}, time.Second, nil) {
+	out := r.RestorePodVolumes(ctx, pods, "r1", []RestoreTarget{a, b}, time.Second, nil)
+	if len(out) != 2 {
+		t.Fatalf("r1: %d outcomes for 2 targets: %+v", len(out), out)
+	}
+	for _, o := range out {
 		if o.Error != "" {
 			t.Fatalf("r1: %+v", o)
 		}
 	}
-	out := r.RestorePodVolumes(ctx, pods, "r2", []RestoreTarget{a, b}, time.Second, nil)
+	// The application changes the claim's data through a.
+	live := filepath.Join(out[0].Path, "f")
+	if b, err := os.ReadFile(live); err != nil || string(b) != "backed up" {
+		t.Fatalf("restored through a: %q %v", b, err)
+	}
+	if err := os.WriteFile(live, []byte("LIVE"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = r.RestorePodVolumes(ctx, pods, "r2", []RestoreTarget{a, b}, time.Second, nil)
+	if len(out) != 2 {
+		t.Fatalf("r2: %d outcomes for 2 targets: %+v", len(out), out)
+	}
 	for _, o := range out {
 		if !strings.Contains(o.Error, ErrAlreadyRestored.Error()) {
 			t.Errorf("r2, pod %s: %q, want a skip (%v)", o.Pod, o.Error, ErrAlreadyRestored)
@@ -111,8 +126,11 @@ func TestLaterRestoreOfASharedClaim(t *testing.T) {
 	}
 	b2 := target("b", "ub2", "r2", true) // b, created again by r2
 	out = r.RestorePodVolumes(ctx, pods, "r2", []RestoreTarget{a, b2}, time.Second, nil)
-	if out[1].Error != "" {
-		t.Fatalf("the new b: %+v", out[1])
+	if len(out) != 2 || out[1].Error != "" {
+		t.Fatalf("the new b: %+v", out)
+	}
+	if b, err := os.ReadFile(live); err != nil || string(b) != "LIVE" {
+		t.Errorf("the claim's data after r2: %q %v, want the application's change", b, err)
 	}
 	if _, err := os.Stat(MarkerPath(out[1].Path, "r2")); err != nil {
 		t.Fatalf("the new b's marker: %v", err)

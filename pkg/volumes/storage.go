@@ -87,7 +87,8 @@ func (s *bucketStorage) translate(op string, id kblob.ID, err error) error {
 }
 
 // GetBlob reads length bytes at offset of blob id into output (the whole
-// blob when length < 0). A short blob gives ErrInvalidRange.
+// blob when length < 0). A short blob gives ErrInvalidRange, also when the
+// range starts past its end, which S3 refuses with 416 InvalidRange.
 func (s *bucketStorage) GetBlob(ctx context.Context, id kblob.ID, offset, length int64, output kblob.OutputBuffer) error {
 	output.Reset()
 	if offset < 0 {
@@ -95,6 +96,11 @@ func (s *bucketStorage) GetBlob(ctx context.Context, id kblob.ID, offset, length
 	}
 	r, err := s.bucket.NewRangeReader(ctx, s.key(id), offset, length, nil)
 	if err != nil {
+		if offset > 0 && gcerrors.Code(err) != gcerrors.NotFound {
+			if a, aerr := s.bucket.Attributes(ctx, s.key(id)); aerr == nil && offset+max(length, 0) > a.Size {
+				return fmt.Errorf("reading %s: %d bytes at %d of a %d-byte blob: %w", s.key(id), length, offset, a.Size, kblob.ErrInvalidRange)
+			}
+		}
 		return s.translate("reading", id, err)
 	}
 	defer r.Close()

@@ -9,17 +9,52 @@ import (
 	"testing"
 
 	kblob "github.com/kopia/kopia/repo/blob"
+	"gocloud.dev/blob"
 	"gocloud.dev/blob/memblob"
+
+	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
+// TestBucketStorage runs the same cases on an in-memory bucket and on a
+// real S3 server (versitygw), whose answers (a refused overwrite, a range
+// past the end, a missing key) the adapter must map to kopia's errors.
 func TestBucketStorage(t *testing.T) {
+	t.Run("mem", func(t *testing.T) {
+		b := memblob.OpenBucket(nil)
+		defer b.Close()
+		testBucketStorage(t, b, "mem://")
+	})
+	t.Run("versitygw", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("starts versitygw")
+		}
+		ctx := context.Background()
+		s3, err := testenv.StartS3(ctx, t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s3.CreateBucket(ctx, "storage"); err != nil {
+			t.Fatal(err)
+		}
+		loc, err := store.Open(ctx, s3.URL("storage"), store.WithCredentials(map[string]string{store.EnvAWSAccessKeyID: s3.AccessKey, store.EnvAWSSecretAccessKey: s3.SecretKey}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer loc.Close()
+		testBucketStorage(t, loc.Bucket(), loc.URL())
+	})
+}
+
+func testBucketStorage(t *testing.T, b *blob.Bucket, name string) {
 	ctx := context.Background()
-	b := memblob.OpenBucket(nil)
-	defer b.Close()
 	// An object outside the prefix and a fileblob staging file are not blobs.
-	_ = b.WriteAll(ctx, "backups/x", []byte("x"), nil)
-	_ = b.WriteAll(ctx, "volumes/p1.18a3f0c2b.tmp", []byte("partial"), nil)
-	st, release := newBucketStorage(b, "volumes/", "mem://", "h1")
+	for key, data := range map[string]string{"backups/x": "x", "volumes/p1.18a3f0c2b.tmp": "partial"} {
+		if err := b.WriteAll(ctx, key, []byte(data), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, release := newBucketStorage(b, "volumes/", name, "h-"+t.Name())
 	defer release()
 
 	put := func(id string, data string, opts kblob.PutOptions) error {
@@ -43,6 +78,9 @@ func TestBucketStorage(t *testing.T) {
 	}
 	if err := st.GetBlob(ctx, "p1", 6, 50, &buf); !errors.Is(err, kblob.ErrInvalidRange) {
 		t.Errorf("short range: %v", err)
+	}
+	if err := st.GetBlob(ctx, "p1", 20, 5, &buf); !errors.Is(err, kblob.ErrInvalidRange) {
+		t.Errorf("range past the end: %v", err)
 	}
 	if err := st.GetBlob(ctx, "nope", 0, -1, &buf); !errors.Is(err, kblob.ErrBlobNotFound) {
 		t.Errorf("missing: %v", err)
