@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,31 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
+
+var createOpts = metav1.CreateOptions{}
+
+func mustClient(t *testing.T, c *Cluster) kubernetes.Interface {
+	t.Helper()
+	k, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// daemonRSS reads the resident memory of each of the node's daemons.
+func daemonRSS(n *Node) map[string]string {
+	rss := map[string]string{}
+	for _, d := range n.daemons {
+		data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+		for _, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(line, "VmRSS:") {
+				rss[d.name] = strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:"))
+			}
+		}
+	}
+	return rss
+}
 
 // TestNodeClusters starts two clusters with a real node each and runs, in
 // each, a pod from the locally built busybox image (exec into it), and a
@@ -51,6 +77,7 @@ func TestNodeClusters(t *testing.T) {
 				t.Errorf("exec printed %q, want stdin and the pod's hostname", out)
 			}
 			statefulSetClaims(ctx, t, c, k, image)
+			t.Logf("RSS with two pods running: %v", daemonRSS(c.Node))
 		})
 	}
 }
