@@ -46,9 +46,10 @@ state = %[2]q
 `, d.containerdRoot, d.containerdState, d.containerdSock, d.containerdSock+".ttrpc", d.opt, sandboxImage, d.certsD, d.cniConf)
 }
 
-// cniConfig is the bridge network of a node's pods, masqueraded on the way
-// out (to the tests' namespace).
-const cniConfig = `{
+// cniConfig is the bridge network of a node's pods (range pods),
+// masqueraded on the way out (to the tests' namespace).
+func cniConfig(pods string) string {
+	return `{
   "cniVersion": "1.0.0",
   "name": "ferry-test",
   "plugins": [
@@ -60,7 +61,7 @@ const cniConfig = `{
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": "` + podCIDR + `"}]],
+        "ranges": [[{"subnet": "` + pods + `"}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     },
@@ -68,6 +69,7 @@ const cniConfig = `{
   ]
 }
 `
+}
 
 // kubeletConfig is the KubeletConfiguration of a node. cgroup v1 with
 // cgroupfs (the machine has v1), a cgroup root of its own, no DNS (pods get
@@ -112,7 +114,7 @@ maxPods: 60
 
 // kubeProxyConfig runs kube-proxy in iptables mode, without touching the
 // machine-wide conntrack sysctls.
-func kubeProxyConfig(kubeconfig, node string) string {
+func kubeProxyConfig(kubeconfig, node, pods string) string {
 	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 clientConnection:
@@ -128,7 +130,7 @@ conntrack:
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
-`, kubeconfig, node, podCIDR)
+`, kubeconfig, node, pods)
 }
 
 // registryHosts tells containerd to pull from a registry over plain HTTP.

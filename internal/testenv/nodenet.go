@@ -19,7 +19,7 @@ import (
 //	lo 127.0.0.1, HostIP/32                lo
 //	ferryk 172.30.k.1/24  <--- veth --->   eth0 172.30.k.2/24 (node IP)
 //	                                       default route via 172.30.k.1
-//	                                       cni0 10.244.0.1/24 (pods)
+//	                                       cni0 10.244.k.1/24 (pods)
 //
 // The control plane, containerd, kubelet, kube-scheduler and kube-proxy of
 // cluster k all run in its namespace (nsenter --net). The registry and the S3
@@ -30,9 +30,6 @@ import (
 
 // HostIP is the tests' namespace's address as nodes and pods see it.
 const HostIP = "172.30.255.1"
-
-// podCIDR is every node's pod range (each node is in a namespace of its own).
-const podCIDR = "10.244.0.0/24"
 
 var (
 	hostNetOnce sync.Once
@@ -76,6 +73,7 @@ type nodeNet struct {
 	veth   string // the tests' end, ferry<k>
 	hostIP string // 172.30.k.1
 	nodeIP string // 172.30.k.2
+	pods   string // the pods' range, 10.244.k.0/24
 }
 
 // newNodeNet makes the next cluster namespace of this process.
@@ -99,6 +97,7 @@ func newNodeNet() (*nodeNet, error) {
 		veth:   "ferry" + strconv.Itoa(k),
 		hostIP: fmt.Sprintf("172.30.%d.1", k),
 		nodeIP: fmt.Sprintf("172.30.%d.2", k),
+		pods:   fmt.Sprintf("10.244.%d.0/24", k),
 	}
 	steps := [][]string{
 		{"ip", "netns", "add", n.name},

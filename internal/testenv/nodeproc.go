@@ -77,10 +77,10 @@ func (n *Node) start(bins nodeBins, reg *Registry, kubeconfig string) error {
 	d := n.dirs
 	files := map[string]string{
 		filepath.Join(d.root, "containerd.toml"):       containerdConfig(d, reg.NodeHost+"/"+SandboxImage),
-		filepath.Join(d.cniConf, "10-bridge.conflist"): cniConfig,
+		filepath.Join(d.cniConf, "10-bridge.conflist"): cniConfig(n.net.pods),
 		d.resolvConf:                             "",
 		filepath.Join(d.root, "kubelet.yaml"):    kubeletConfig(d, n.IP, n.cgroupRoot),
-		filepath.Join(d.root, "kube-proxy.yaml"): kubeProxyConfig(kubeconfig, n.Name),
+		filepath.Join(d.root, "kube-proxy.yaml"): kubeProxyConfig(kubeconfig, n.Name, n.net.pods),
 	}
 	for p, data := range files {
 		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
