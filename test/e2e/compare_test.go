@@ -57,11 +57,14 @@ func (c *client) get(t *testing.T, u *unstructured.Unstructured, namespace, name
 
 // content is the part of an object that a migration must carry over
 // unchanged: everything but metadata (except labels and annotations) and
-// status, with the documented restore transforms (DESIGN.md §5) applied
-// to both sides: Services' allocated IPs and ports, Jobs' generated
-// selector and labels, controller-set annotations, ferry's own labels,
-// and namespace references under mapping.
-func content(u *unstructured.Unstructured, nsMap map[string]string) map[string]any {
+// status, with the documented restore transforms (DESIGN.md §5) that are
+// the same on both sides removed: Services' allocated IPs and ports, Jobs'
+// generated selector and labels, controller-set annotations and ferry's
+// own labels. inMapped drops a claim's volumeName (a claim in a mapped
+// namespace binds to a renamed PV, checked apart). The namespace mapping
+// is not applied here: sameContent applies it to the source side only
+// (mapSourceNamespaces), so a reference ferry forgot to map differs.
+func content(u *unstructured.Unstructured, inMapped bool) map[string]any {
 	o := u.DeepCopy().Object
 	md, _ := o["metadata"].(map[string]any)
 	labels, _ := md["labels"].(map[string]any)
@@ -82,12 +85,6 @@ func content(u *unstructured.Unstructured, nsMap map[string]string) map[string]a
 	// autoscaling/v1 renders an HPA's status as these annotations.
 	delete(ann, "autoscaling.alpha.kubernetes.io/conditions")
 	delete(ann, "autoscaling.alpha.kubernetes.io/current-metrics")
-	mapNS := func(ns string) string {
-		if t, ok := nsMap[ns]; ok {
-			return t
-		}
-		return ns
-	}
 	switch u.GetKind() {
 	case "Service":
 		unstructured.RemoveNestedField(o, "spec", "clusterIP")
@@ -117,28 +114,10 @@ func content(u *unstructured.Unstructured, nsMap map[string]string) map[string]a
 		// The target's PV controller binds by name; the source's claim UID is meaningless there.
 		unstructured.RemoveNestedField(o, "spec", "claimRef", "uid")
 		unstructured.RemoveNestedField(o, "spec", "claimRef", "resourceVersion")
-		if ns, ok, _ := unstructured.NestedString(o, "spec", "claimRef", "namespace"); ok {
-			_ = unstructured.SetNestedField(o, mapNS(ns), "spec", "claimRef", "namespace")
-		}
 	case "PersistentVolumeClaim":
-		if isMapped(nsMap, u.GetNamespace()) {
-			// A claim in a mapped namespace binds to a renamed PV (checked apart).
+		if inMapped {
 			unstructured.RemoveNestedField(o, "spec", "volumeName")
 		}
-	case "Namespace":
-		if v, ok := labels["kubernetes.io/metadata.name"].(string); ok {
-			labels["kubernetes.io/metadata.name"] = mapNS(v)
-		}
-	case "RoleBinding", "ClusterRoleBinding":
-		subjects, _, _ := unstructured.NestedSlice(o, "subjects")
-		for _, s := range subjects {
-			if m, ok := s.(map[string]any); ok {
-				if ns, ok := m["namespace"].(string); ok {
-					m["namespace"] = mapNS(ns)
-				}
-			}
-		}
-		_ = unstructured.SetNestedSlice(o, subjects, "subjects")
 	}
 	if len(labels) > 0 {
 		o["labels"] = labels
@@ -153,9 +132,45 @@ func content(u *unstructured.Unstructured, nsMap map[string]string) map[string]a
 	return out
 }
 
-// sameContent compares source and target content, returning a short diff.
+// mapSourceNamespaces applies the namespace mapping to the namespace
+// references in a source object's content c (of kind): what ferry must
+// have written to the target. The target's content is compared raw.
+func mapSourceNamespaces(c map[string]any, kind string, nsMap map[string]string) {
+	mapNS := func(ns string) string {
+		if t, ok := nsMap[ns]; ok {
+			return t
+		}
+		return ns
+	}
+	switch kind {
+	case "PersistentVolume":
+		if ns, ok, _ := unstructured.NestedString(c, "spec", "claimRef", "namespace"); ok {
+			_ = unstructured.SetNestedField(c, mapNS(ns), "spec", "claimRef", "namespace")
+		}
+	case "Namespace":
+		if labels, ok := c["labels"].(map[string]any); ok {
+			if v, ok := labels["kubernetes.io/metadata.name"].(string); ok {
+				labels["kubernetes.io/metadata.name"] = mapNS(v)
+			}
+		}
+	case "RoleBinding", "ClusterRoleBinding":
+		subjects, _ := c["subjects"].([]any)
+		for _, s := range subjects {
+			if m, ok := s.(map[string]any); ok {
+				if ns, ok := m["namespace"].(string); ok {
+					m["namespace"] = mapNS(ns)
+				}
+			}
+		}
+	}
+}
+
+// sameContent compares source and target content, returning a short
+// diff. The namespace mapping is applied to the source side only.
 func sameContent(src, dst *unstructured.Unstructured, nsMap map[string]string) (bool, string) {
-	a, b := content(src, nsMap), content(dst, nsMap)
+	inMapped := isMapped(nsMap, src.GetNamespace())
+	a, b := content(src, inMapped), content(dst, inMapped)
+	mapSourceNamespaces(a, src.GetKind(), nsMap)
 	if reflect.DeepEqual(a, b) {
 		return true, ""
 	}

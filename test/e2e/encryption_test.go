@@ -2,10 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,28 +51,17 @@ func TestEncryption(t *testing.T) {
 	if b.code != 0 {
 		t.Fatalf("backup: exit %d: %s %s", b.code, b.stdout, b.stderr)
 	}
-	// No plaintext in the store, in any encoding the archive could use.
+	// Every file of the backup but its commit markers is age-encrypted:
+	// it starts with the age header and is not a gzip stream (the archive
+	// is gzipped before it is encrypted, so the absence of the value alone
+	// proves nothing). The markers, plaintext, do not hold the value.
 	dir := strings.TrimPrefix(e.storage, "file://")
 	needles := [][]byte{[]byte(marker), []byte(base64.StdEncoding.EncodeToString([]byte(marker)))}
-	files := 0
-	err = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
-		if err != nil || info.IsDir() {
-			return err
+	sealed := checkSealed(t, filepath.Join(dir, "backups", "sealed"), needles, "ferry-backup.json", "ferry-backup-started.json")
+	for _, want := range []string{"sealed.tar.gz", "sealed-results.json.gz"} {
+		if !sealed[want] {
+			t.Errorf("backup sealed has no encrypted %s; encrypted files: %v", want, sealed)
 		}
-		files++
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		for _, n := range needles {
-			if bytes.Contains(data, n) {
-				t.Errorf("%s holds the secret in plaintext (%q)", p, n)
-			}
-		}
-		return nil
-	})
-	if err != nil || files < 3 {
-		t.Fatalf("walked %d store files: %v", files, err)
 	}
 
 	// Without the identity: a clear failure, nothing written.
@@ -100,6 +92,10 @@ func TestEncryption(t *testing.T) {
 	if err != nil || string(s.Data["password"]) != marker {
 		t.Fatalf("restored secret: %v %q", err, s.Data["password"])
 	}
+	// The restore's results name the backup's objects: encrypted too.
+	if got := checkSealed(t, filepath.Join(dir, "restores", "sealed-2"), needles, "ferry-restore.json"); !got["sealed-2-results.json.gz"] {
+		t.Errorf("restore sealed-2 has no encrypted results file; encrypted files: %v", got)
+	}
 	keep(e.run(t, "restore", "describe", "sealed-2", "--details", "--encryption-identity", idFile))
 	keep(e.run(t, "backup", "describe", "sealed", "--details", "-o", "json", "--encryption-identity", idFile))
 	for _, o := range outputs {
@@ -116,4 +112,47 @@ func TestEncryption(t *testing.T) {
 	if r := e.run(t, "backup", "get", "bad-key"); r.code != 1 {
 		t.Errorf("a backup with a bad recipient left something behind: %s", r.stdout)
 	}
+}
+
+// checkSealed asserts that every file under dir except those named plain
+// is age-encrypted: it starts with the age header and does not gunzip.
+// No file, plain or not, may hold any of needles. It returns the names
+// of the encrypted files.
+func checkSealed(t *testing.T, dir string, needles [][]byte, plain ...string) map[string]bool {
+	t.Helper()
+	sealed := map[string]bool{}
+	files := 0
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		files++
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, n := range needles {
+			if bytes.Contains(data, n) {
+				t.Errorf("%s holds the secret in plaintext (%q)", p, n)
+			}
+		}
+		if slices.Contains(plain, info.Name()) {
+			return nil
+		}
+		if !bytes.HasPrefix(data, []byte("age-encryption.org/v1\n")) {
+			t.Errorf("%s is not age-encrypted: it starts with %q", p, data[:min(len(data), 24)])
+			return nil
+		}
+		if zr, err := gzip.NewReader(bytes.NewReader(data)); err == nil {
+			_, err = io.Copy(io.Discard, zr)
+			t.Errorf("%s gunzips (read error: %v): it is not encrypted", p, err)
+			return nil
+		}
+		sealed[info.Name()] = true
+		return nil
+	})
+	if err != nil || files <= len(plain) {
+		t.Fatalf("walked %d files under %s: %v", files, dir, err)
+	}
+	return sealed
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -277,55 +278,7 @@ func TestImageBundle(t *testing.T) {
 	if v := e.run(t, "backup", "verify", "b2"); v.code != 0 || !strings.Contains(v.stdout, "bundled blobs") {
 		t.Fatalf("backup verify: exit %d\n%s%s", v.code, v.stdout, v.stderr)
 	}
-	// Tamper: one byte of a layer (head, middle, tail), of the image
-	// manifest and of the config blob. backup verify and restore
-	// --push-images refuse each, naming the image, before anything is
-	// pushed to the registry or written to the target.
-	blobDir := filepath.Join(strings.TrimPrefix(e.storage, "file://"), "images", "blobs", "sha256")
-	rsImg, err := remote.Image(mustParse(t, src.Host+"/shop/rs:1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rsManifest, _ := rsImg.Digest()
-	rsConfig, _ := rsImg.ConfigName()
-	layer := mustLayer(t, src, "shop/rs:1")
-	type flip struct {
-		blob string
-		pos  func(n int) int
-	}
-	flips := []flip{
-		{layer, func(int) int { return 0 }}, {layer, func(n int) int { return n / 2 }}, {layer, func(n int) int { return n - 1 }},
-		{rsManifest.Hex, func(n int) int { return n / 2 }}, {rsConfig.Hex, func(n int) int { return n / 3 }},
-	}
-	cs := kubernetes.NewForConfigOrDie(e.dst.Config)
-	for i, f := range flips {
-		path := filepath.Join(blobDir, f.blob)
-		orig, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		damaged := append([]byte(nil), orig...)
-		damaged[f.pos(len(damaged))] ^= 0x20
-		if err := os.WriteFile(path, damaged, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if v := e.run(t, "backup", "verify", "b2"); v.code != 1 || !strings.Contains(v.stderr, "image "+src.Host+"/shop/rs:1") || !strings.Contains(v.stderr, f.blob) {
-			t.Errorf("flip %d (blob %s): backup verify exit %d\n%s", i, f.blob, v.code, v.stderr)
-		}
-		_, rr := e.restore(t, fmt.Sprintf("tampered%d", i), "b2", "--push-images", "--image-registry-mappings", src.Host+"/shop="+dst.Host+"/mirror")
-		if rr.code != 1 || !strings.Contains(rr.stderr, "image "+src.Host+"/shop/rs:1") || !strings.Contains(rr.stderr, "image bundle") {
-			t.Errorf("flip %d (blob %s): restore --push-images exit %d\n%s\n%s", i, f.blob, rr.code, rr.stdout, rr.stderr)
-		}
-		if _, err := cs.CoreV1().Namespaces().Get(context.Background(), "shop", metav1.GetOptions{}); err == nil {
-			t.Fatalf("flip %d: a restore of a tampered bundle wrote namespace shop", i)
-		}
-		if _, ok := dst.Digest("mirror/rs:1"); ok {
-			t.Fatalf("flip %d: a restore of a tampered bundle pushed an image", i)
-		}
-		if err := os.WriteFile(path, orig, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	refuseTamperedBundle(t, e, src, dst, "b2")
 
 	// Take the source registry away: the restore needs only the store.
 	if err := src.Stop(); err != nil {
@@ -344,41 +297,7 @@ func TestImageBundle(t *testing.T) {
 	if r.code != 0 || rs.Status.ImagesPushed != 8 || rs.Status.Counts.Failed != 0 {
 		t.Fatalf("restore: exit %d, pushed %d, failed %d, %+v\n%s\n%s", r.code, rs.Status.ImagesPushed, rs.Status.ImagesFailed, rs.Status.Counts, r.stdout, r.stderr)
 	}
-	got := imagesIn(t, e.dst.Config, "shop")
-	for kind, name := range workloadNames {
-		ref := dst.Host + "/mirror/" + name + ":1@" + digests[name].String()
-		if got[kind+"/containers"] != ref {
-			t.Errorf("%s: image %q, want %q", kind, got[kind+"/containers"], ref)
-		}
-		// Pullable by digest: every blob is there.
-		pr, err := images.ParseReference(dst.Host+"/mirror/"+name+"@"+digests[name].String(), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		desc, err := remote.Get(pr)
-		if err != nil {
-			t.Errorf("%s not in the target registry: %v", ref, err)
-			continue
-		}
-		if desc.MediaType.IsIndex() {
-			idx, _ := desc.ImageIndex()
-			im, _ := idx.IndexManifest()
-			for _, m := range im.Manifests {
-				img, err := idx.Image(m.Digest)
-				if err == nil {
-					err = pullAll(img)
-				}
-				if err != nil {
-					t.Errorf("%s %s: %v", ref, m.Platform, err)
-				}
-			}
-		} else if img, err := desc.Image(); err != nil || pullAll(img) != nil {
-			t.Errorf("%s: not pullable: %v", ref, err)
-		}
-		if g := got[kind+"/initContainers"]; !strings.HasPrefix(g, "127.0.0.1:1/gone/") {
-			t.Errorf("%s init: %q changed", kind, g)
-		}
-	}
+	checkPushedImages(t, e, dst, digests)
 	if desc := e.run(t, "restore", "describe", "r1"); !strings.Contains(desc.stdout, "Warning: image 127.0.0.1:1/gone/cron-init:1 is not in the backup's bundle") {
 		t.Errorf("restore describe does not warn about the images missing from the bundle:\n%s", desc.stdout)
 	}
@@ -528,4 +447,132 @@ func mustLayer(t *testing.T, r *testenv.Registry, repoTag string) string {
 		t.Fatal(err)
 	}
 	return m.Layers[0].Digest.Hex
+}
+
+// registryContents lists every repository of r's catalog (/v2/_catalog)
+// with its tags (/v2/<repo>/tags/list), as "repo:tag".
+func registryContents(t *testing.T, r *testenv.Registry) []string {
+	t.Helper()
+	ctx := context.Background()
+	reg, err := name.NewRegistry(r.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repos, err := remote.Catalog(ctx, reg)
+	if err != nil {
+		t.Fatalf("catalog of %s: %v", r.Host, err)
+	}
+	out := []string{}
+	for _, repo := range repos {
+		tags, err := remote.List(reg.Repo(repo), remote.WithContext(ctx))
+		if err != nil {
+			t.Fatalf("tags of %s/%s: %v", r.Host, repo, err)
+		}
+		if len(tags) == 0 {
+			out = append(out, repo+" (no tags)")
+		}
+		for _, tag := range tags {
+			out = append(out, repo+":"+tag)
+		}
+	}
+	return out
+}
+
+// refuseTamperedBundle damages one byte of a layer of backup's bundled
+// image shop/rs:1 (head, middle, tail), of its manifest and of its config
+// blob, one at a time: backup verify and restore --push-images refuse
+// each, naming the image, before anything is pushed to registry dst (its
+// catalog stays empty) or written to the target.
+func refuseTamperedBundle(t *testing.T, e *env, src, dst *testenv.Registry, backup string) {
+	blobDir := filepath.Join(strings.TrimPrefix(e.storage, "file://"), "images", "blobs", "sha256")
+	rsImg, err := remote.Image(mustParse(t, src.Host+"/shop/rs:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsManifest, _ := rsImg.Digest()
+	rsConfig, _ := rsImg.ConfigName()
+	layer := mustLayer(t, src, "shop/rs:1")
+	type flip struct {
+		blob string
+		pos  func(n int) int
+	}
+	flips := []flip{
+		{layer, func(int) int { return 0 }}, {layer, func(n int) int { return n / 2 }}, {layer, func(n int) int { return n - 1 }},
+		{rsManifest.Hex, func(n int) int { return n / 2 }}, {rsConfig.Hex, func(n int) int { return n / 3 }},
+	}
+	cs := kubernetes.NewForConfigOrDie(e.dst.Config)
+	if got := registryContents(t, dst); len(got) != 0 {
+		t.Fatalf("the target registry is not empty before the restores: %v", got)
+	}
+	for i, f := range flips {
+		path := filepath.Join(blobDir, f.blob)
+		orig, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		damaged := append([]byte(nil), orig...)
+		damaged[f.pos(len(damaged))] ^= 0x20
+		if err := os.WriteFile(path, damaged, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if v := e.run(t, "backup", "verify", backup); v.code != 1 || !strings.Contains(v.stderr, "image "+src.Host+"/shop/rs:1") || !strings.Contains(v.stderr, f.blob) {
+			t.Errorf("flip %d (blob %s): backup verify exit %d\n%s", i, f.blob, v.code, v.stderr)
+		}
+		_, rr := e.restore(t, fmt.Sprintf("tampered%d", i), backup, "--push-images", "--image-registry-mappings", src.Host+"/shop="+dst.Host+"/mirror")
+		if rr.code != 1 || !strings.Contains(rr.stderr, "image "+src.Host+"/shop/rs:1") || !strings.Contains(rr.stderr, "image bundle") {
+			t.Errorf("flip %d (blob %s): restore --push-images exit %d\n%s\n%s", i, f.blob, rr.code, rr.stdout, rr.stderr)
+		}
+		if _, err := cs.CoreV1().Namespaces().Get(context.Background(), "shop", metav1.GetOptions{}); err == nil {
+			t.Fatalf("flip %d: a restore of a tampered bundle wrote namespace shop", i)
+		}
+		// Nothing at all was pushed, not only the tampered image.
+		if got := registryContents(t, dst); len(got) != 0 {
+			t.Fatalf("flip %d: a restore of a tampered bundle pushed to the target registry: %v", i, got)
+		}
+		if err := os.WriteFile(path, orig, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkPushedImages asserts that every workload's main container in the
+// target's namespace shop points at its image in registry dst under
+// mirror/, pinned to digests[name], and pullable there by digest (every
+// blob, every platform of an index); init containers are left as they were.
+func checkPushedImages(t *testing.T, e *env, dst *testenv.Registry, digests map[string]v1.Hash) {
+	got := imagesIn(t, e.dst.Config, "shop")
+	for kind, name := range workloadNames {
+		ref := dst.Host + "/mirror/" + name + ":1@" + digests[name].String()
+		if got[kind+"/containers"] != ref {
+			t.Errorf("%s: image %q, want %q", kind, got[kind+"/containers"], ref)
+		}
+		// Pullable by digest: every blob is there.
+		pr, err := images.ParseReference(dst.Host+"/mirror/"+name+"@"+digests[name].String(), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc, err := remote.Get(pr)
+		if err != nil {
+			t.Errorf("%s not in the target registry: %v", ref, err)
+			continue
+		}
+		if desc.MediaType.IsIndex() {
+			idx, _ := desc.ImageIndex()
+			im, _ := idx.IndexManifest()
+			for _, m := range im.Manifests {
+				img, err := idx.Image(m.Digest)
+				if err == nil {
+					err = pullAll(img)
+				}
+				if err != nil {
+					t.Errorf("%s %s: %v", ref, m.Platform, err)
+				}
+			}
+		} else if img, err := desc.Image(); err != nil || pullAll(img) != nil {
+			t.Errorf("%s: not pullable: %v", ref, err)
+		}
+		if g := got[kind+"/initContainers"]; !strings.HasPrefix(g, "127.0.0.1:1/gone/") {
+			t.Errorf("%s init: %q changed", kind, g)
+		}
+	}
 }

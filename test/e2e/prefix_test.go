@@ -39,8 +39,14 @@ func TestStoragePrefix(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(s3.Dir, "shared", "team-a", "backups", "b1", "ferry-backup.json")); err != nil {
 		t.Errorf("the backup is not under team-a/ in the bucket: %v", err)
 	}
-	if g := ferry(t, s3.Env(), "backup", "get", "b1", "--storage", s3.URL("shared")); g.code != 1 {
-		t.Errorf("the backup is visible without the prefix: %s", g.stdout)
+	// Without the prefix the backup is not there: not found (not some
+	// other failure), and not in the listing.
+	if g := ferry(t, s3.Env(), "backup", "get", "b1", "--storage", s3.URL("shared")); g.code != 1 ||
+		!strings.Contains(g.stderr, `backup "b1" in s3://shared`) || !strings.Contains(g.stderr, ": not found") {
+		t.Errorf("backup get b1 without the prefix: exit %d, want 1 and not found\nstdout: %s\nstderr: %s", g.code, g.stdout, g.stderr)
+	}
+	if l := ferry(t, s3.Env(), "backup", "get", "--storage", s3.URL("shared")); l.code != 0 || strings.Contains(l.stdout, "b1") {
+		t.Errorf("backup get without the prefix: exit %d, want 0 without b1\nstdout: %s\nstderr: %s", l.code, l.stdout, l.stderr)
 	}
 	bad := strings.Replace(s3.URL("shared"), "s3://shared?", "s3://shared/team-a?", 1)
 	if g := ferry(t, s3.Env(), "backup", "get", "--storage", bad); g.code != 1 || !strings.Contains(g.stderr, "prefix=team-a/") {

@@ -3,16 +3,41 @@ package e2e
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 )
+
+// The tamper test's flip positions come from a random seed, logged; to
+// replay a failure, pass the logged seed with -tamper-seed or in the
+// environment.
+var tamperSeedFlag = flag.Int64("tamper-seed", 0, "seed of TestTamper's flip positions (0: "+tamperSeedEnv+", else the time)")
+
+const tamperSeedEnv = "FERRY_TAMPER_SEED"
+
+// tamperSeed is -tamper-seed, else $FERRY_TAMPER_SEED, else the time.
+func tamperSeed(t *testing.T) int64 {
+	t.Helper()
+	if *tamperSeedFlag != 0 {
+		return *tamperSeedFlag
+	}
+	if v := os.Getenv(tamperSeedEnv); v != "" {
+		seed, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: not an integer: %v", tamperSeedEnv, v, err)
+		}
+		return seed
+	}
+	return time.Now().UnixNano()
+}
 
 // TestTamper flips one byte of a stored archive at 20 positions (the
 // stream's head, its middle, and its tail where the manifest is), and one
@@ -34,18 +59,24 @@ func TestTamper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	seed := tamperSeed(t)
+	t.Logf("flip positions from seed %d (reproduce with -tamper-seed=%d or %s=%d)", seed, seed, tamperSeedEnv, seed)
+	rng := rand.New(rand.NewSource(seed))
 	var positions []int
 	for i := 0; i < 20; i++ {
+		// A fraction of the length, not rng.Intn(len): a seed gives the same
+		// positions again when the archive's size differs by a few bytes.
+		f := rng.Float64()
 		switch i % 4 {
 		case 0:
-			positions = append(positions, rng.Intn(64)) // gzip header and first block
+			positions = append(positions, int(f*64)) // gzip header and first block
 		case 3:
-			positions = append(positions, len(good)-1-rng.Intn(len(good)/10)) // the tail: manifest, trailer
+			positions = append(positions, len(good)-1-int(f*float64(len(good)/10))) // the tail: manifest, trailer
 		default:
-			positions = append(positions, rng.Intn(len(good)))
+			positions = append(positions, int(f*float64(len(good))))
 		}
 	}
+	t.Logf("archive of %d bytes, flip positions %v", len(good), positions)
 	refused := func(name, object string) {
 		t.Helper()
 		r := e.run(t, "restore", "create", "r-"+name, "--from-backup", name, "--context", "dst")
@@ -61,7 +92,9 @@ func TestTamper(t *testing.T) {
 		name := fmt.Sprintf("flip%d", i)
 		dir := copyBackup(t, storeDir, "good", name)
 		bad := append([]byte(nil), good...)
-		bad[pos] ^= byte(1 << rng.Intn(8))
+		bit := rng.Intn(8)
+		bad[pos] ^= byte(1 << bit)
+		t.Logf("%s: byte %d, bit %d", name, pos, bit)
 		if err := os.WriteFile(filepath.Join(dir, name+".tar.gz"), bad, 0o644); err != nil {
 			t.Fatal(err)
 		}
