@@ -8,8 +8,8 @@
 #
 # `make test` passes it to `go test -exec`, so each test binary runs in a
 # namespace of its own; `make demo` and the benchmarks to `go run -exec`.
-# The namespace is called ferry-test-<pid of this script> and is deleted when
-# the command ends. Namespaces left by an earlier run that was killed (its
+# The namespace is called ferry-test-<pid of this script>; it, the processes
+# still in it and the run's TMPDIR are removed when the command ends. Namespaces left by an earlier run that was killed (its
 # script's PID is gone) are deleted first, after ending the processes still
 # inside them: only ferry's tests start processes in a ferry-test-* namespace.
 # Only the network namespace changes (nsenter --net): /sys, and with it
@@ -26,7 +26,7 @@ cleanup_stale() {
   local ns pid pids
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^ferry-test-[0-9]+(-n[0-9]+)?$' || true); do
     pid=${ns#ferry-test-}; pid=${pid%%-*}
-    if tr '\0' ' ' < /proc/"$pid"/cmdline 2>/dev/null | grep -q 'netns-exec\.sh'; then
+    if { tr '\0' ' ' < /proc/"$pid"/cmdline; } 2>/dev/null | grep -q 'netns-exec\.sh'; then
       continue # a run that is still going (its script is bash running netns-exec.sh)
     fi
     pids=$(ip netns pids "$ns" 2>/dev/null || true)
@@ -37,13 +37,39 @@ cleanup_stale() {
     fi
     ip netns del "$ns" 2>/dev/null || true
   done
+  local d
+  for d in "$base_tmp"/ferry-test-*.tmp; do
+    [ -d "$d" ] || continue
+    pid=${d##*/ferry-test-}; pid=${pid%.tmp}
+    if ! { tr '\0' ' ' < /proc/"$pid"/cmdline; } 2>/dev/null | grep -q 'netns-exec\.sh'; then
+      rm -rf "$d"
+    fi
+  done
 }
 
+# end_run ends what the command left in its namespace (processes a killed or
+# timed-out test binary started), then deletes the namespace.
+end_run() {
+  local pids
+  pids=$(ip netns pids "$ns" 2>/dev/null || true)
+  [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+  ip netns del "$ns" 2>/dev/null || true
+  rm -rf "$run_tmp"
+}
+
+base_tmp=${TMPDIR:-/tmp}
 cleanup_stale
 ns=ferry-test-$$
 export FERRY_NETNS=$ns
+# The command's temporary files (clusters' and servers' folders, t.TempDir)
+# go to a folder of this run's own, removed with it, and by the next run's
+# cleanup if this one is killed. (Nodes keep theirs in /tmp/<ns>-n<k>,
+# which holds mounts: internal/testenv removes those.)
+run_tmp=$base_tmp/$ns.tmp
+mkdir -p "$run_tmp"
+export TMPDIR=$run_tmp
 ip netns add "$ns"
-trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
+trap end_run EXIT
 ip -n "$ns" link set lo up
 set +e
 nsenter --net=/run/netns/"$ns" -- "$@"

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -39,8 +40,30 @@ func run() error {
 	flag.BoolVar(&insecure, "insecure", false, "push over plain HTTP (a registry without TLS)")
 	flag.StringVar(&ociLayout, "oci-layout", "", "write the image as an OCI image layout in this directory")
 	flag.Parse()
-	if (push == "") == (ociLayout == "") {
-		return errors.New("give one of -push REFERENCE or -oci-layout DIR")
+	if push != "" && ociLayout != "" {
+		return errors.New("-push and -oci-layout: give one of them, not both")
+	}
+	if push == "" && ociLayout == "" {
+		return errors.New("give -push REFERENCE (make image IMAGE=...) or -oci-layout DIR")
+	}
+	if o.Ferry == "" {
+		return errors.New("-ferry: no ferry binary given")
+	}
+	var ref name.Reference
+	if push != "" {
+		var opts []name.Option
+		if insecure {
+			opts = append(opts, name.Insecure)
+		}
+		var err error
+		if ref, err = name.ParseReference(push, opts...); err != nil {
+			return fmt.Errorf("-push %q: %w (a registry without TLS: -insecure, IMAGE_INSECURE=1)", push, err)
+		}
+	}
+	if ociLayout != "" {
+		if err := replaceableLayout(ociLayout); err != nil {
+			return err
+		}
 	}
 	img, err := imagebuild.Ferry(o)
 	if err != nil {
@@ -64,17 +87,28 @@ func run() error {
 		fmt.Printf("%s@%s\n", ociLayout, digest)
 		return nil
 	}
-	var opts []name.Option
-	if insecure {
-		opts = append(opts, name.Insecure)
-	}
-	ref, err := name.ParseReference(push, opts...)
-	if err != nil {
-		return err
-	}
 	if err := remote.Write(ref, img, remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
 		return fmt.Errorf("push %s: %w", ref, err)
 	}
 	fmt.Printf("%s@%s\n", ref.Context(), digest)
+	return nil
+}
+
+// replaceableLayout refuses to replace a directory that is not empty and
+// not an OCI image layout (it would be removed whole).
+func replaceableLayout(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("-oci-layout %s: %w", dir, err)
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); err != nil {
+		return fmt.Errorf("-oci-layout %s: not empty and not an OCI image layout (no oci-layout file): refusing to replace it", dir)
+	}
 	return nil
 }

@@ -20,6 +20,7 @@ package imagebuild
 import (
 	"archive/tar"
 	"bytes"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -82,6 +83,9 @@ func Ferry(o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := requireStatic(o.Ferry); err != nil {
+		return nil, err
+	}
 	ferry, err := regularFile(o.Ferry, FerryPath)
 	if err != nil {
 		return nil, err
@@ -119,6 +123,23 @@ func Pause(binary, arch string) (v1.Image, error) {
 		arch = runtime.GOARCH
 	}
 	return image(arch, []file{f}, v1.Config{Entrypoint: []string{"/pause"}, WorkingDir: "/"})
+}
+
+// requireStatic refuses a file that is not an ELF executable, or one that
+// names a dynamic loader (the image has no libc): build ferry with
+// CGO_ENABLED=0.
+func requireStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("imagebuild: %s is not an ELF executable: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("imagebuild: %s is dynamically linked (the image has no libc): build it with CGO_ENABLED=0", path)
+		}
+	}
+	return nil
 }
 
 // file is one tar entry of an image's only layer.

@@ -38,11 +38,26 @@ func entries(t *testing.T, o Options) (map[string]*tar.Header, map[string][]byte
 	return hdrs, data
 }
 
+// fakeFerry builds a small static program that stands in for ferry: it
+// prints "ferry-in-image" and its arguments.
 func fakeFerry(t *testing.T) (string, []byte) {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "ferry")
-	content := []byte("#!/bin/sh\necho ferry-in-image \"$@\"\n")
-	if err := os.WriteFile(p, content, 0o755); err != nil {
+	dir := t.TempDir()
+	src := "package main\n\nimport (\n\t\"fmt\"\n\t\"os\"\n\t\"strings\"\n)\n\nfunc main() { fmt.Println(strings.Join(append([]string{\"ferry-in-image\"}, os.Args[1:]...), \" \")) }\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module fakeferry\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "ferry")
+	build := exec.Command("go", "build", "-o", p, ".")
+	build.Dir, build.Env = dir, append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the stand-in ferry: %v: %s", err, out)
+	}
+	content, err := os.ReadFile(p)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p, content
@@ -97,7 +112,11 @@ func TestFerryImageConfigAndDigest(t *testing.T) {
 	if da != db {
 		t.Errorf("the same binaries gave two digests: %s, %s", da, db)
 	}
-	if err := os.WriteFile(ferry, []byte("other"), 0o755); err != nil {
+	other, err := os.ReadFile(ferry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ferry, append(other, 0), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	c, err := Ferry(Options{Ferry: ferry})
@@ -146,5 +165,15 @@ func TestMissingBinaries(t *testing.T) {
 	}
 	if _, err := Busybox(Options{Busybox: "/nonexistent/busybox"}); err == nil || !strings.Contains(err.Error(), "busybox-static") {
 		t.Errorf("missing busybox: got %v", err)
+	}
+	script := filepath.Join(t.TempDir(), "ferry")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Ferry(Options{Ferry: script}); err == nil || !strings.Contains(err.Error(), "not an ELF executable") {
+		t.Errorf("a script as ferry: got %v", err)
+	}
+	if _, err := Ferry(Options{Ferry: "/bin/ls"}); err == nil || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Errorf("a dynamically linked ferry: got %v", err)
 	}
 }

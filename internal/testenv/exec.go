@@ -7,6 +7,7 @@ import (
 	"io"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -35,7 +36,11 @@ func Exec(ctx context.Context, cfg *rest.Config, namespace, pod, container strin
 	if err != nil {
 		return "", "", err
 	}
-	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool { return true })
+	// As kubectl: fall back to SPDY only when the WebSocket upgrade itself
+	// failed (a command that ran and failed must not run twice).
+	exec, err := remotecommand.NewFallbackExecutor(ws, spdy, func(err error) bool {
+		return httpstream.IsUpgradeFailure(err) || httpstream.IsHTTPSProxyError(err)
+	})
 	if err != nil {
 		return "", "", err
 	}

@@ -51,10 +51,17 @@ type Node struct {
 	daemons    []*daemon // in start order
 }
 
+// nodeBase holds each node's directory, /tmp/<netns>: not os.TempDir(),
+// which hack/netns-exec.sh points at a directory of each run's own that it
+// removes whole, while a node's directory holds mounts that must be
+// unmounted first (reapNode).
+const nodeBase = "/tmp"
+
 // nodeDirs are a node's paths, all under one directory named after its
-// network namespace (/tmp/<netns>), so a killed run's leftovers are found.
+// network namespace (nodeBase/<netns>), so a killed run's leftovers are found.
 type nodeDirs struct {
 	root, containerdRoot, containerdState, containerdSock, opt, certsD, cniConf, resolvConf, kubelet string
+	kubeletCerts, podLogs, ipam, runc                                                                string
 }
 
 func newNodeDirs(root string) nodeDirs {
@@ -68,6 +75,10 @@ func newNodeDirs(root string) nodeDirs {
 		cniConf:         filepath.Join(root, "cni"),
 		resolvConf:      filepath.Join(root, "resolv.conf"),
 		kubelet:         filepath.Join(root, "kubelet"),
+		kubeletCerts:    filepath.Join(root, "kubelet-pki"),
+		podLogs:         filepath.Join(root, "pod-logs"),
+		ipam:            filepath.Join(root, "cni-ipam"),
+		runc:            filepath.Join(root, "runc"),
 	}
 }
 
@@ -170,7 +181,7 @@ func startNodeCluster(ctx context.Context, bins nodeBins, reg *Registry, name st
 	if err != nil {
 		return nil, fmt.Errorf("testenv: cluster %s: %w", name, err)
 	}
-	root := filepath.Join(os.TempDir(), nn.name)
+	root := filepath.Join(nodeBase, nn.name)
 	n := &Node{Name: name + "-node", IP: nn.nodeIP, Netns: nn.name, net: nn, dirs: newNodeDirs(root), cgroupRoot: "/" + nn.name}
 	n.RootDir, n.LogDir = n.dirs.kubelet, filepath.Join(root, "logs")
 	c := &Cluster{
@@ -234,14 +245,8 @@ func (c *Cluster) startNodeControlPlane(bins nodeBins) error {
 	if err != nil {
 		return err
 	}
-	apiPort, err := freePort()
-	if err != nil {
-		return err
-	}
-	etcdPort, err := freePort()
-	if err != nil {
-		return err
-	}
+	// The node's namespace is the cluster's own: fixed ports cannot clash.
+	apiPort, etcdPort := 6443, 2379
 	api := &envtest.APIServer{Path: apiPath, Out: c.apiLog, Err: c.apiLog, CertDir: certDir}
 	api.SecureServing.Address, api.SecureServing.Port, api.SecureServing.CA = n.IP, strconv.Itoa(apiPort), ca
 	api.Configure().
@@ -260,7 +265,7 @@ func (c *Cluster) startNodeControlPlane(bins nodeBins) error {
 	}
 	cfg, err := c.env.Start()
 	if err != nil {
-		return fmt.Errorf("start envtest (kube-apiserver log %s): %w", c.APIServerLogPath, err)
+		return fmt.Errorf("start envtest: %w; kube-apiserver log ends:\n%s", err, tailFile(c.APIServerLogPath, 15))
 	}
 	c.CertDir = certDir
 	cfg = rest.CopyConfig(cfg)

@@ -39,19 +39,21 @@ state = %[2]q
     runtime_type = "io.containerd.runc.v2"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
       BinaryName = "/usr/sbin/runc"
+      Root = %[9]q
       SystemdCgroup = false
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
-`, d.containerdRoot, d.containerdState, d.containerdSock, d.containerdSock+".ttrpc", d.opt, sandboxImage, d.certsD, d.cniConf)
+`, d.containerdRoot, d.containerdState, d.containerdSock, d.containerdSock+".ttrpc", d.opt, sandboxImage, d.certsD, d.cniConf, d.runc)
 }
 
-// cniConfig is the bridge network of a node's pods (range pods),
-// masqueraded on the way out (to the tests' namespace).
-func cniConfig(pods string) string {
-	return `{
+// cniConfig is the bridge network of a node's pods (range pods, network
+// name, IP allocations kept in the node's directory), masqueraded on the
+// way out (to the tests' namespace).
+func cniConfig(d nodeDirs, name, pods string) string {
+	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
-  "name": "ferry-test",
+  "name": %q,
   "plugins": [
     {
       "type": "bridge",
@@ -61,21 +63,24 @@ func cniConfig(pods string) string {
       "hairpinMode": true,
       "ipam": {
         "type": "host-local",
-        "ranges": [[{"subnet": "` + pods + `"}]],
+        "dataDir": %q,
+        "ranges": [[{"subnet": %q}]],
         "routes": [{"dst": "0.0.0.0/0"}]
       }
     },
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`
+`, name, d.ipam, pods)
 }
 
 // kubeletConfig is the KubeletConfiguration of a node. cgroup v1 with
-// cgroupfs (the machine has v1), a cgroup root of its own, no DNS (pods get
-// an empty resolv.conf: nothing to ask outside), anonymous AlwaysAllow on the
-// kubelet API (reachable only inside the node's namespace), and eviction
-// thresholds low enough for a shared test machine.
+// cgroupfs (the machine has v1), a cgroup root and pod logs of its own
+// (the kubelet's container GC removes every pod log directory it does not
+// know), no DNS (pods get an empty resolv.conf: nothing to ask outside),
+// anonymous AlwaysAllow on the kubelet API (reachable only inside the
+// node's namespace), and eviction thresholds low enough for a shared test
+// machine.
 func kubeletConfig(d nodeDirs, nodeIP, cgroupRoot string) string {
 	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -91,6 +96,7 @@ cgroupsPerQOS: true
 failSwapOn: false
 containerRuntimeEndpoint: unix://%[3]s
 resolvConf: %[4]s
+podLogsDir: %[5]s
 authentication:
   anonymous:
     enabled: true
@@ -109,7 +115,7 @@ syncFrequency: 10s
 fileCheckFrequency: 5s
 nodeStatusUpdateFrequency: 4s
 maxPods: 60
-`, nodeIP, cgroupRoot, d.containerdSock, d.resolvConf)
+`, nodeIP, cgroupRoot, d.containerdSock, d.resolvConf, d.podLogs)
 }
 
 // kubeProxyConfig runs kube-proxy in iptables mode, without touching the

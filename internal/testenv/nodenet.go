@@ -5,9 +5,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 )
 
 // The network of clusters with a node. The test process runs in a network
@@ -34,6 +36,7 @@ const HostIP = "172.30.255.1"
 var (
 	hostNetOnce sync.Once
 	hostNetErr  error
+	nodesLock   *os.File
 	netnsMu     sync.Mutex
 	netnsNext   int
 )
@@ -49,11 +52,29 @@ func netnsPrefix() (string, error) {
 	return p, nil
 }
 
-// setupHostNet puts HostIP on the tests' namespace's lo, once.
+// setupHostNet puts HostIP on the tests' namespace's lo, once, and turns
+// forwarding off there (a new namespace may copy the machine's setting), so
+// the clusters have no path to each other. Only one process of a tests'
+// namespace may have nodes (their addresses and veths would clash): it
+// holds a lock on /tmp/<FERRY_NETNS>.nodes for its lifetime.
 func setupHostNet() error {
 	hostNetOnce.Do(func() {
 		if err := RequireConfinedNetwork(); err != nil {
 			hostNetErr = err
+			return
+		}
+		prefix, _ := netnsPrefix()
+		lock, err := os.OpenFile(filepath.Join(os.TempDir(), prefix+".nodes"), os.O_CREATE|os.O_RDWR, 0o600)
+		if err == nil {
+			err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		}
+		if err != nil {
+			hostNetErr = fmt.Errorf("testenv: another process of network namespace %s has clusters with a node (%v): run one test binary per namespace (go test -exec hack/netns-exec.sh)", prefix, err)
+			return
+		}
+		nodesLock = lock // held until the process exits
+		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0"), 0o644); err != nil {
+			hostNetErr = fmt.Errorf("testenv: turning forwarding off in the tests' namespace: %w", err)
 			return
 		}
 		addrs, _ := net.InterfaceAddrs()
@@ -99,8 +120,10 @@ func newNodeNet() (*nodeNet, error) {
 		nodeIP: fmt.Sprintf("172.30.%d.2", k),
 		pods:   fmt.Sprintf("10.244.%d.0/24", k),
 	}
+	if err := run("ip", "netns", "add", n.name); err != nil {
+		return nil, err // not ours: leave it alone
+	}
 	steps := [][]string{
-		{"ip", "netns", "add", n.name},
 		{"ip", "link", "add", n.veth, "type", "veth", "peer", "name", "eth0", "netns", n.name},
 		{"ip", "addr", "add", n.hostIP + "/24", "dev", n.veth},
 		{"ip", "link", "set", n.veth, "up"},

@@ -16,31 +16,35 @@ import (
 // nodeBins are the directories of the node's binaries (hack/build-node.sh).
 type nodeBins struct{ k8s, containerd string }
 
-// nodeBinaries builds what is missing (hack/build-node.sh, minutes when
-// cold) and returns the directories.
+// nodeBinaries returns the directories of the node's binaries, which
+// hack/build-node.sh (make control-plane) builds and installs outside the
+// tests' network namespace, where there is no network to build with.
 func nodeBinaries() (nodeBins, error) {
 	k8s, err := BinDir()
 	if err != nil {
 		return nodeBins{}, err
 	}
-	root, err := RepoRoot()
-	if err != nil {
-		return nodeBins{}, err
+	ctrd := os.Getenv("FERRY_CONTAINERD_BIN")
+	if ctrd == "" {
+		cache := os.Getenv("XDG_CACHE_HOME")
+		if cache == "" {
+			home, _ := os.UserHomeDir()
+			cache = filepath.Join(home, ".cache")
+		}
+		ctrd = filepath.Join(cache, "ferry", "containerd", "v2.4.2")
 	}
-	cmd := exec.Command(filepath.Join(root, "hack", "build-node.sh"))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nodeBins{}, fmt.Errorf("testenv: hack/build-node.sh: %w", err)
+	need := map[string]string{
+		k8s: "kubelet kube-scheduler kube-proxy", ctrd: "containerd containerd-shim-runc-v2",
+		"/usr/sbin": "runc", "/usr/lib/cni": "bridge host-local loopback portmap",
 	}
-	lines := strings.Fields(string(out))
-	if len(lines) != 2 {
-		return nodeBins{}, fmt.Errorf("testenv: hack/build-node.sh printed %q, want two directories", out)
+	for dir, names := range need {
+		for _, n := range strings.Fields(names) {
+			if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+				return nodeBins{}, fmt.Errorf("testenv: %s not found in %s: run hack/build-node.sh (make control-plane does)", n, dir)
+			}
+		}
 	}
-	if lines[0] != k8s {
-		return nodeBins{}, fmt.Errorf("testenv: node binaries in %s but the control plane in %s", lines[0], k8s)
-	}
-	return nodeBins{k8s: lines[0], containerd: lines[1]}, nil
+	return nodeBins{k8s: k8s, containerd: ctrd}, nil
 }
 
 var pauseBin struct {
@@ -48,7 +52,8 @@ var pauseBin struct {
 	err  error
 }
 
-// pauseBinary builds internal/imagebuild/pause statically, once a process.
+// pauseBinary builds internal/imagebuild/pause statically, once a process,
+// to one path per user that each build replaces (rename: atomic).
 func pauseBinary() (string, error) {
 	if pauseBin.path != "" || pauseBin.err != nil {
 		return pauseBin.path, pauseBin.err
@@ -57,16 +62,17 @@ func pauseBinary() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "ferry-testenv-pause-")
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(dir, "pause")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", p, "./internal/imagebuild/pause")
+	p := filepath.Join(nodeBase, fmt.Sprintf("ferry-testenv-pause-%d", os.Getuid()))
+	tmp := fmt.Sprintf("%s.%d", p, os.Getpid())
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", tmp, "./internal/imagebuild/pause")
 	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		pauseBin.err = fmt.Errorf("testenv: building the pause binary: %w: %s", err, out)
 		return "", pauseBin.err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		pauseBin.err = err
+		return "", err
 	}
 	pauseBin.path = p
 	return p, nil
@@ -77,7 +83,7 @@ func (n *Node) start(bins nodeBins, reg *Registry, kubeconfig string) error {
 	d := n.dirs
 	files := map[string]string{
 		filepath.Join(d.root, "containerd.toml"):       containerdConfig(d, reg.NodeHost+"/"+SandboxImage),
-		filepath.Join(d.cniConf, "10-bridge.conflist"): cniConfig(n.net.pods),
+		filepath.Join(d.cniConf, "10-bridge.conflist"): cniConfig(d, n.Netns, n.net.pods),
 		d.resolvConf:                             "",
 		filepath.Join(d.root, "kubelet.yaml"):    kubeletConfig(d, n.IP, n.cgroupRoot),
 		filepath.Join(d.root, "kube-proxy.yaml"): kubeProxyConfig(kubeconfig, n.Name, n.net.pods),
@@ -103,7 +109,7 @@ func (n *Node) start(bins nodeBins, reg *Registry, kubeconfig string) error {
 	k := bins.k8s
 	start := [][]string{
 		{"kubelet", filepath.Join(k, "kubelet"), "--config", filepath.Join(d.root, "kubelet.yaml"), "--kubeconfig", kubeconfig,
-			"--root-dir", d.kubelet, "--hostname-override", n.Name, "--node-ip", n.IP, "--v=1"},
+			"--root-dir", d.kubelet, "--cert-dir", d.kubeletCerts, "--hostname-override", n.Name, "--node-ip", n.IP, "--v=1"},
 		{"kube-scheduler", filepath.Join(k, "kube-scheduler"), "--kubeconfig", kubeconfig, "--authentication-kubeconfig", kubeconfig,
 			"--authorization-kubeconfig", kubeconfig, "--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=10259"},
 		{"kube-proxy", filepath.Join(k, "kube-proxy"), "--config", filepath.Join(d.root, "kube-proxy.yaml")},
@@ -216,18 +222,39 @@ func reapNode(netns, dir string) error {
 		}
 	}
 	removeCgroups("/" + netns)
+	removeHostFiles(netns, dir)
 	if _, err := os.Stat("/run/netns/" + netns); err == nil {
 		if err := run("ip", "netns", "del", netns); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
-	if err := os.RemoveAll(dir); err != nil {
+	if m := mountsUnder(dir); len(m) > 0 {
+		// Never remove through a mount (a hostPath volume's bind mount
+		// would take the machine's files with it).
+		errs = append(errs, fmt.Sprintf("still mounted, %s left: %v", dir, m))
+	} else if err := os.RemoveAll(dir); err != nil {
 		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("testenv: cleaning up %s: %s", netns, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// removeHostFiles removes what a node leaves in the machine's fixed paths:
+// CNI result caches of its network (named after netns) and the kubelet's
+// /var/log/containers links into its pod logs.
+func removeHostFiles(netns, dir string) {
+	results, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", netns+"-*"))
+	for _, r := range results {
+		_ = os.Remove(r)
+	}
+	links, _ := filepath.Glob("/var/log/containers/*.log")
+	for _, l := range links {
+		if t, err := os.Readlink(l); err == nil && strings.HasPrefix(t, dir+"/") {
+			_ = os.Remove(l)
+		}
+	}
 }
 
 // cgroupPIDs lists the processes in root and below, in every hierarchy.
@@ -315,7 +342,7 @@ func removeCgroups(root string) {
 // namespace) whose hack/netns-exec.sh (pid) is gone.
 func reapStale() {
 	var found []string
-	for _, dir := range append([]string{os.TempDir(), "/run/netns"}, cgroupHierarchies()...) {
+	for _, dir := range append([]string{nodeBase, "/run/netns"}, cgroupHierarchies()...) {
 		m, _ := filepath.Glob(filepath.Join(dir, "ferry-test-*-n*"))
 		found = append(found, m...)
 	}
@@ -327,7 +354,7 @@ func reapStale() {
 			continue
 		}
 		seen[name] = true
-		if err := reapNode(name, filepath.Join(os.TempDir(), name)); err != nil {
+		if err := reapNode(name, filepath.Join(nodeBase, name)); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		}
 	}

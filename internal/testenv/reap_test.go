@@ -59,7 +59,7 @@ func TestReapAfterKill(t *testing.T) {
 	if !strings.HasPrefix(name, fmt.Sprintf("ferry-test-%d-n", script)) {
 		t.Fatalf("child's cluster namespace %q is not named after its script (pid %d)", name, script)
 	}
-	dir := filepath.Join(os.TempDir(), name)
+	dir := filepath.Join(nodeBase, name)
 	if _, err := os.Stat(dir); err != nil {
 		t.Fatalf("the killed run left no %s to clean (was it killed too late?): %v", dir, err)
 	}
@@ -67,6 +67,28 @@ func TestReapAfterKill(t *testing.T) {
 		t.Fatalf("the killed run left no pod processes in its cgroups: nothing to test")
 	}
 	reapStale()
+	// The next run's hack/netns-exec.sh does the rest: the processes left
+	// in the killed run's own namespace (its registry) and its TMPDIR.
+	childTmp := filepath.Join(os.TempDir(), fmt.Sprintf("ferry-test-%d.tmp", script))
+	if _, err := os.Stat(childTmp); err != nil {
+		t.Fatalf("the killed run left no TMPDIR %s: %v", childTmp, err)
+	}
+	testNS := fmt.Sprintf("ferry-test-%d", script)
+	if len(netnsPIDs(testNS)) == 0 {
+		t.Fatalf("the killed run left no processes in %s (its registry): nothing to test", testNS)
+	}
+	next := exec.Command(filepath.Join(root, "hack", "netns-exec.sh"), "true")
+	if out, err := next.CombinedOutput(); err != nil {
+		t.Fatalf("the next run: %v: %s", err, out)
+	}
+	if pids := netnsPIDs(testNS); len(pids) > 0 {
+		t.Errorf("processes left in %s: %v", testNS, pids)
+	}
+	for _, p := range []string{childTmp, "/run/netns/" + testNS} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s left after the next run", p)
+		}
+	}
 	if pids := append(cgroupPIDs("/"+name), netnsPIDs(name)...); len(pids) > 0 {
 		t.Errorf("processes left after cleanup: %v", pids)
 	}

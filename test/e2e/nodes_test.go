@@ -108,7 +108,8 @@ func makeImage(t *testing.T, reg *testenv.Registry) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("make", "image", "IMAGE="+reg.Host+"/ferry:e2e", "IMAGE_INSECURE=1")
+	// BIN: the build goes to a folder of this test's, not the work tree's.
+	cmd := exec.Command("make", "image", "IMAGE="+reg.Host+"/ferry:e2e", "IMAGE_INSECURE=1", "BIN="+t.TempDir())
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make image: %v\n%s", err, out)
