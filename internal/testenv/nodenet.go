@@ -36,9 +36,10 @@ const HostIP = "172.30.255.1"
 var (
 	hostNetOnce sync.Once
 	hostNetErr  error
-	nodesLock   *os.File
-	netnsMu     sync.Mutex
-	netnsNext   int
+	//lint:ignore U1000 written only: it keeps the lock's file open for the process's lifetime
+	nodesLock *os.File
+	netnsMu   sync.Mutex
+	netnsNext int
 )
 
 // netnsPrefix names this process's namespaces: hack/netns-exec.sh exports
