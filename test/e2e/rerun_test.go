@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -10,11 +12,20 @@ import (
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
-// TestRerun covers re-running restores: after SIGINT (the record says
-// interrupted) the same name finishes the job; a second restore is all
+// rerunInterruptAt is how many of the 1500 ConfigMaps the first restore
+// in TestRerun has created when it gets SIGINT.
+const rerunInterruptAt = 100
+
+// TestRerun covers re-running restores: a restore sent SIGINT once its
+// objects are appearing in the target exits 130 and its record says
+// interrupted; the same name then finishes the job, creating the rest and
+// finding the first run's objects unchanged; a second restore is all
 // unchanged even when a webhook that cannot be reached refuses CREATEs;
 // and the target's own default ServiceAccount gets the backup's settings.
 func TestRerun(t *testing.T) {
@@ -39,25 +50,38 @@ func TestRerun(t *testing.T) {
 	}
 	e.backup(t, "rr", "--include-namespaces", "rr")
 
-	// SIGINT half way, then the same command again.
-	cmd := exec.Command(ferryBin, "restore", "create", "rr", "--from-backup", "rr", "--kubeconfig", e.kubeconfig, "--context", "dst", "--storage", e.storage)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	// SIGINT once objects are appearing in the target, then the same
+	// command again: it creates the rest and finds the first run's
+	// objects unchanged.
+	code, stderr := interruptRestore(t, e, dst, rerunInterruptAt)
+	if code != 130 || !contains(stderr, "interrupted") {
+		t.Errorf("interrupted restore: exit %d, want 130 and a message saying it was interrupted\nstderr: %s", code, stderr)
 	}
-	time.Sleep(700 * time.Millisecond)
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	err = cmd.Wait()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
+	g := e.run(t, "restore", "get", "rr", "-o", "json")
+	rec := &v1alpha1.Restore{}
+	if g.code != 0 {
+		t.Fatalf("restore get rr: exit %d\n%s", g.code, g.stderr)
 	}
-	t.Logf("interrupted restore exited %d", code)
+	mustJSON(t, g.stdout, rec)
+	if rec.Status.Phase != v1alpha1.PhaseFailed || !contains(rec.Status.FailureReason, "interrupted") {
+		t.Errorf("the interrupted restore's record: phase %s, failure %q; want Failed and interrupted", rec.Status.Phase, rec.Status.FailureReason)
+	}
+	before := len(sourceData(t, dst, "rr"))
+	t.Logf("interrupted restore exited %d, leaving %d ConfigMaps in the target: %s", code, before, rec.Status.FailureReason)
+	if before < rerunInterruptAt || before >= 1500 {
+		t.Fatalf("the interrupted restore left %d of 1500 ConfigMaps, want at least %d and not all", before, rerunInterruptAt)
+	}
 	rs, r := e.restore(t, "rr", "rr")
 	if r.code != 0 || rs.Status.Phase != "Completed" {
 		t.Fatalf("re-run after SIGINT: exit %d phase %s\n%s\n%s", r.code, rs.Status.Phase, r.stdout, r.stderr)
 	}
 	if got := len(sourceData(t, dst, "rr")); got != 1500 {
 		t.Errorf("target has %d ConfigMaps after the re-run, want 1500", got)
+	}
+	created, unchanged := configMapOutcomes(e.results(t, "rr"))
+	t.Logf("re-run: counts %+v; ConfigMaps created %d, unchanged %d", rs.Status.Counts, created, unchanged)
+	if c := rs.Status.Counts; c.Created == 0 || c.Unchanged == 0 || created+unchanged != 1500 || unchanged < before {
+		t.Errorf("re-run after SIGINT: counts %+v; of the ConfigMaps %d created and %d unchanged, want 1500 in all and at least the %d the first run left unchanged", c, created, unchanged, before)
 	}
 	dsa, err := dst.CoreV1().ServiceAccounts("rr").Get(ctx, "default", metav1.GetOptions{})
 	if err != nil || len(dsa.ImagePullSecrets) != 1 || dsa.AutomountServiceAccountToken == nil || *dsa.AutomountServiceAccountToken {
@@ -86,4 +110,63 @@ func TestRerun(t *testing.T) {
 	if r.code != 0 || again.Status.Counts.Created != 0 || again.Status.Counts.Failed != 0 {
 		t.Errorf("second restore behind a down webhook: exit %d counts %+v\n%s", r.code, again.Status.Counts, r.stdout)
 	}
+}
+
+// interruptRestore runs `ferry restore create rr --from-backup rr` into
+// the target and sends it SIGINT as soon as a watch has seen n of its
+// ConfigMaps appear there. It returns ferry's exit code and stderr.
+func interruptRestore(t *testing.T, e *env, dst kubernetes.Interface, n int) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	w, err := dst.CoreV1().ConfigMaps("rr").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	cmd := exec.Command(ferryBin, "restore", "create", "rr", "--from-backup", "rr", "--kubeconfig", e.kubeconfig, "--context", "dst", "--storage", e.storage)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	for seen := 0; seen < n; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				_ = cmd.Process.Kill()
+				<-done
+				t.Fatalf("the watch of the target's ConfigMaps ended after %d", seen)
+			}
+			if cm, ok := ev.Object.(*corev1.ConfigMap); ok && ev.Type == watch.Added && strings.HasPrefix(cm.Name, "cm-") {
+				seen++
+			}
+		case <-done:
+			t.Fatalf("the restore ended (exit %d) before %d of its ConfigMaps were in the target (%d were)\n%s", cmd.ProcessState.ExitCode(), n, seen, stderr.String())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// configMapOutcomes counts the cm-* ConfigMaps a restore created and found unchanged.
+func configMapOutcomes(items []map[string]any) (created, unchanged int) {
+	for _, it := range items {
+		name, _ := it["name"].(string)
+		if it["resource"] != "configmaps" || !strings.HasPrefix(name, "cm-") {
+			continue
+		}
+		switch it["outcome"] {
+		case "created":
+			created++
+		case "unchanged":
+			unchanged++
+		}
+	}
+	return created, unchanged
 }

@@ -135,16 +135,7 @@ func volumeRoundTrip(t *testing.T, e *env, env []string, s3Dir string, extra boo
 	if !strings.HasPrefix(e.storage, "file://") {
 		storeDir = s3Dir
 	}
-	_ = filepath.WalkDir(storeDir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err == nil && (strings.Contains(string(data), "E2E-MARKER") || strings.Contains(string(data), "deep file")) {
-			t.Errorf("%s holds plaintext of the volume data", p)
-		}
-		return nil
-	})
+	noPlaintext(t, storeDir, "E2E-MARKER", "deep file")
 	if r := run("backup", "verify", "b1"); r.code != 0 || !strings.Contains(r.stdout, "verified") {
 		t.Errorf("backup verify: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -272,6 +263,36 @@ func volumeRoundTrip(t *testing.T, e *env, env []string, s3Dir string, extra boo
 	if _, err := os.Stat(volumes.MarkerPath(dirs[0], string(rs3.UID))); err == nil {
 		t.Errorf("a failed volume restore wrote its done-marker")
 	}
+}
+
+// noPlaintext reads every file under dir (there must be some) and fails
+// the test for each that holds one of the plaintexts.
+func noPlaintext(t *testing.T, dir string, plaintexts ...string) {
+	t.Helper()
+	read := 0
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		read++
+		for _, s := range plaintexts {
+			if strings.Contains(string(data), s) {
+				t.Errorf("%s holds plaintext of the volume data (%q)", p, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("walking the store %s: %v", dir, err)
+	}
+	if read == 0 {
+		t.Fatalf("the store %s holds no file to look for plaintext in", dir)
+	}
+	t.Logf("no plaintext in the %d files of the store %s", read, dir)
 }
 
 // createVolumePod creates a statically bound PV/PVC pair and a pod
