@@ -98,15 +98,8 @@ func StartNamedClusters(ctx context.Context, t testing.TB, names ...string) ([]*
 	if t != nil {
 		t.Helper()
 	}
-	if len(names) == 0 {
-		return nil, errors.New("testenv: StartClusters: no clusters requested")
-	}
-	seen := map[string]bool{}
-	for _, n := range names {
-		if n == "" || seen[n] {
-			return nil, fmt.Errorf("testenv: StartClusters: empty or duplicate cluster name %q", n)
-		}
-		seen[n] = true
+	if err := checkNames(names); err != nil {
+		return nil, err
 	}
 	if err := RequireConfinedNetwork(); err != nil {
 		return nil, err
@@ -115,6 +108,28 @@ func StartNamedClusters(ctx context.Context, t testing.TB, names ...string) ([]*
 	if err != nil {
 		return nil, err
 	}
+	return startAll(t, names, func(name string) (*Cluster, error) { return startCluster(ctx, bin, name) })
+}
+
+// checkNames refuses no names, an empty name or a duplicate.
+func checkNames(names []string) error {
+	if len(names) == 0 {
+		return errors.New("testenv: StartClusters: no clusters requested")
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if n == "" || seen[n] {
+			return fmt.Errorf("testenv: StartClusters: empty or duplicate cluster name %q", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+// startAll starts one cluster per name with start, in parallel, and
+// returns them in the order of names. On any error it stops those that
+// started; with t, it registers each cluster's Stop as a cleanup.
+func startAll(t testing.TB, names []string, start func(name string) (*Cluster, error)) ([]*Cluster, error) {
 	clusters := make([]*Cluster, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -122,7 +137,7 @@ func StartNamedClusters(ctx context.Context, t testing.TB, names ...string) ([]*
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			clusters[i], errs[i] = startCluster(ctx, bin, name)
+			clusters[i], errs[i] = start(name)
 		}()
 	}
 	wg.Wait()

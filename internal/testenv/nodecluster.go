@@ -107,6 +107,9 @@ func StartNodeClusters(ctx context.Context, t testing.TB, reg *Registry, names .
 	if t != nil {
 		t.Helper()
 	}
+	if err := checkNames(names); err != nil {
+		return nil, err
+	}
 	if reg == nil || reg.NodeHost == "" {
 		return nil, errors.New("testenv: StartNodeClusters: need a registry that listens for nodes (StartRegistry under hack/netns-exec.sh)")
 	}
@@ -124,35 +127,7 @@ func StartNodeClusters(ctx context.Context, t testing.TB, reg *Registry, names .
 	if err := pushNodeImages(reg); err != nil {
 		return nil, err
 	}
-	clusters := make([]*Cluster, len(names))
-	errs := make([]error, len(names))
-	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			clusters[i], errs[i] = startNodeCluster(ctx, bins, reg, name)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		for _, c := range clusters {
-			if c != nil {
-				_ = c.Stop()
-			}
-		}
-		return nil, err
-	}
-	if t != nil {
-		for _, c := range clusters {
-			t.Cleanup(func() {
-				if err := c.Stop(); err != nil {
-					t.Logf("testenv: stopping cluster %s: %v", c.Name, err)
-				}
-			})
-		}
-	}
-	return clusters, nil
+	return startAll(t, names, func(name string) (*Cluster, error) { return startNodeCluster(ctx, bins, reg, name) })
 }
 
 // pushNodeImages builds the pause and busybox images and pushes them.
