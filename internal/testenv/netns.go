@@ -8,7 +8,7 @@ import (
 
 // ConfinedNetworkHint says how to run a program so that RequireConfinedNetwork
 // holds.
-const ConfinedNetworkHint = "run it through hack/netns-exec.sh (make test does: go test -exec hack/netns-exec.sh)"
+const ConfinedNetworkHint = "run it through hack/netns-exec.sh, as make test does (go test -exec \"$PWD/hack/netns-exec.sh\" ./...)"
 
 // RequireConfinedNetwork returns an error unless this process runs in a
 // network namespace whose only interface is loopback (names starting with
