@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,7 @@ func TestNodeClusters(t *testing.T) {
 			}
 			statefulSetClaims(ctx, t, c, k, image)
 			t.Logf("RSS with two pods running: %v", daemonRSS(c.Node))
+			nodeKeepsItsOwn(ctx, t, c)
 		})
 	}
 }
@@ -151,4 +153,30 @@ func waitPodRunning(ctx context.Context, t *testing.T, k kubernetes.Interface, n
 		time.Sleep(250 * time.Millisecond)
 	}
 	t.Fatalf("pod %s/%s not Running after 2m: %s", ns, name, last)
+}
+
+// nodeKeepsItsOwn checks review findings on a running node: a failing exec
+// runs once (it once fell back to SPDY and ran again), and the pods' logs
+// and IP allocations are in the node's folder, not the machine's
+// /var/log/pods (whose GC by another kubelet removed them) and
+// /var/lib/cni/networks.
+func nodeKeepsItsOwn(ctx context.Context, t *testing.T, c *Cluster) {
+	t.Helper()
+	_, _, err := Exec(ctx, c.Config, "default", "shell", "main", nil, "sh", "-c", "echo ran >> /tmp/count; exit 3")
+	if err == nil {
+		t.Error("exec of a command exiting 3 gave no error")
+	}
+	out, _, err := Exec(ctx, c.Config, "default", "shell", "main", nil, "cat", "/tmp/count")
+	if err != nil || out != "ran\n" {
+		t.Errorf("a failing command ran %q times (%v), want once", out, err)
+	}
+	if logs, _ := filepath.Glob(filepath.Join(c.Node.dirs.podLogs, "default_shell_*")); len(logs) != 1 {
+		t.Errorf("pod logs of default/shell in %s: %v, want one folder", c.Node.dirs.podLogs, logs)
+	}
+	if ips, _ := filepath.Glob(filepath.Join(c.Node.dirs.ipam, c.Node.Netns, "10.244.*")); len(ips) == 0 {
+		t.Errorf("no IP allocations in %s", filepath.Join(c.Node.dirs.ipam, c.Node.Netns))
+	}
+	if shared, _ := filepath.Glob(filepath.Join("/var/lib/cni/networks", c.Node.Netns)); len(shared) > 0 {
+		t.Errorf("IP allocations in the machine's %v", shared)
+	}
 }
