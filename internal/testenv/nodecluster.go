@@ -127,7 +127,17 @@ func StartNodeClusters(ctx context.Context, t testing.TB, reg *Registry, names .
 	if err := pushNodeImages(reg); err != nil {
 		return nil, err
 	}
-	return startAll(t, names, func(name string) (*Cluster, error) { return startNodeCluster(ctx, bins, reg, name) })
+	return startAll(t, names, func(name string) (*Cluster, error) {
+		c, err := startNodeCluster(ctx, bins, reg, name)
+		if err != nil && ctx.Err() == nil {
+			// About one start in ten of the second of two clusters started
+			// at once has seen a daemon exit at once with nothing in its
+			// log; the cause is not found yet. One more try, said aloud.
+			fmt.Fprintf(os.Stderr, "testenv: cluster %s did not start, trying once more: %v\n", name, err)
+			c, err = startNodeCluster(ctx, bins, reg, name)
+		}
+		return c, err
+	})
 }
 
 // pushNodeImages builds the pause and busybox images and pushes them.
