@@ -1,0 +1,4 @@
+package hooks
+
+// RestoreWaitContainer exports restoreWaitContainer to hooks_test.
+const RestoreWaitContainer = restoreWaitContainer
