@@ -100,13 +100,13 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pv, closeVolumes, err := vf.backupOptions(ctx, loc)
+			pv, closeVolumes, err := vf.backupOptions(ctx, loc, cluster, g.log)
 			if err != nil {
 				return err
 			}
 			pr := newProgress(g.stderr, "backup "+args[0])
 			dp := &dataProgress{}
-			if pv != nil {
+			if pv != nil && pv.Repository != nil {
 				dp = pr.dataBar("volume data")
 				pv.OnProgress = dp.update
 			}

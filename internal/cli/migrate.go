@@ -26,6 +26,7 @@ func newMigrateCmd(g *globals) *cobra.Command {
 	var rf restoreFlags
 	var cf cryptFlags
 	var imf imageModeFlags
+	var vf volumeFlags
 	var fromKubeconfig, fromContext, toKubeconfig, toContext, name, reportDir string
 	verify := true
 	cmd := &cobra.Command{
@@ -71,6 +72,9 @@ The two clusters never talk to each other.`,
 			if err := cf.validate(); err != nil {
 				return err
 			}
+			if err := vf.validate(); err != nil {
+				return err
+			}
 			if verify && !rspec.DryRun {
 				if reportDir == "" {
 					reportDir = "ferry-report-" + name
@@ -109,12 +113,24 @@ The two clusters never talk to each other.`,
 			if src.Config.Host == dst.Config.Host || (err1 == nil && err2 == nil && srcID == dstID) {
 				return fmt.Errorf("source %s (%s) and target %s (%s) are the same cluster; migrate moves between two clusters", src.Name, src.Config.Host, dst.Name, dst.Config.Host)
 			}
+			bpv, closeSrc, err := vf.backupOptions(ctx, loc, src, g.log)
+			if err != nil {
+				return fmt.Errorf("source: %w", err)
+			}
 			pr := newProgress(g.stderr, "backup "+name)
+			dp := &dataProgress{}
+			if bpv.Repository != nil {
+				dp = pr.dataBar("volume data")
+				bpv.OnProgress = dp.update
+			}
 			bspec := bf.spec()
 			bspec.EncryptionRecipients = cf.recipients
+			bspec.DefaultVolumesToFsBackup = vf.defaultToFS
 			imf.applyBackup(&bspec)
-			b, bres, err := backup.Run(ctx, src, loc, backup.Options{Name: name, Spec: bspec, Log: g.log, OnProgress: pr.update, Images: iopts})
+			b, bres, err := backup.Run(ctx, src, loc, backup.Options{Name: name, Spec: bspec, Log: g.log, OnProgress: pr.update, Images: iopts, PodVolumes: bpv})
+			dp.stop()
 			pr.stop()
+			closeSrc()
 			if err != nil {
 				return err
 			}
@@ -126,9 +142,24 @@ The two clusters never talk to each other.`,
 			if err := phaseExit(b.Status.Phase, "backup "+name); err != nil && b.Status.Phase != "PartiallyFailed" {
 				return err
 			}
+			if vf.toNodePodsDir != "" {
+				vf.nodePodsDir = vf.toNodePodsDir
+			}
+			rpv, closeDst, err := vf.restoreOptions(ctx, loc, dst, g.log)
+			if err != nil {
+				return fmt.Errorf("target: %w", err)
+			}
+			defer closeDst()
+			ropts.PodVolumes = rpv
 			pr = newProgress(g.stderr, "restore "+name)
 			ropts.OnProgress = pr.update
+			dp = &dataProgress{}
+			if rpv != nil {
+				dp = pr.dataBar("volume data")
+				rpv.OnProgress = dp.update
+			}
 			r, rres, err := restore.Run(ctx, dst, loc, ropts)
+			dp.stop()
 			pr.stop()
 			if err != nil {
 				return err
@@ -142,6 +173,7 @@ The two clusters never talk to each other.`,
 				}
 				fmt.Fprintf(g.stdout, "Migrated %s -> %s through %s: %d items backed up; %d created, %d unchanged, %d skipped, %d failed\n",
 					src.Name, dst.Name, loc.URL(), b.Status.Progress.ItemsBackedUp, r.Status.Counts.Created, r.Status.Counts.Unchanged, r.Status.Counts.Skipped, r.Status.Counts.Failed)
+				printMigratedVolumes(ctx, g.stdout, loc, name)
 			}
 			var v *report.Verification
 			var paths reportPaths
@@ -212,5 +244,6 @@ The two clusters never talk to each other.`,
 	imf.registerMappings(cmd, true)
 	imf.registerRestore(cmd, false)
 	imf.register(cmd, "image-concurrency")
+	vf.registerMigrate(cmd)
 	return cmd
 }

@@ -157,7 +157,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			pv, closeVolumes, err := vf.restoreOptions(ctx, loc)
+			pv, closeVolumes, err := vf.restoreOptions(ctx, loc, cluster, g.log)
 			if err != nil {
 				return err
 			}
@@ -289,8 +289,12 @@ func newRestoreDescribeCmd(g *globals) *cobra.Command {
 			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 				res.Warnf("the results cannot be read: %v", err)
 			}
+			vols, err := restoreVolumeRecords(ctx, loc, r.Name)
+			if err != nil {
+				res.Warnf("the volume records cannot be read: %v", err)
+			}
 			if g.output != "table" {
-				return printObject(g.stdout, g.output, map[string]any{"restore": r, "results": res})
+				return printObject(g.stdout, g.output, map[string]any{"restore": r, "results": res, "volumes": vols})
 			}
 			w := g.stdout
 			fmt.Fprintf(w, "Name:       %s\n", r.Name)
@@ -310,6 +314,10 @@ func newRestoreDescribeCmd(g *globals) *cobra.Command {
 			fmt.Fprintf(w, "Completed:  %s\n", tsString(r.Status.CompletionTimestamp))
 			c := r.Status.Counts
 			fmt.Fprintf(w, "Items:      created %d, updated %d, unchanged %d, skipped %d, failed %d\n", c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed)
+			printPodVolumes(w, r.Status.PodVolumes, "restored")
+			if len(vols) > 0 {
+				printRestoreVolumes(w, vols)
+			}
 			for _, x := range res.Warnings {
 				fmt.Fprintf(w, "Warning: %s\n", x)
 			}

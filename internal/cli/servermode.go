@@ -71,24 +71,27 @@ func (s *serverMode) enabled(g *globals, cmd *cobra.Command) (bool, error) {
 // repository password, the node agents), so they are refused rather than
 // silently ignored.
 var directOnly = []string{"storage", "encryption-identity", "dry-run", "host-pods-dir", "repository-password-file",
-	"volumes-by-node-agent", "restore-helper-image", "volume-timeout", "write-sparse-files",
+	"volumes-by-node-agent", "restore-helper-image", "helper-image", "node-pods-dir", "helper-unschedulable-timeout", "volume-timeout", "write-sparse-files",
 	"platform", "image-concurrency", "image-jobs", "image-retries", "insecure"}
 
 var directOnlyWhy = map[string]string{
-	"storage":                  "the server uses its BackupStorageLocation (--storage-location)",
-	"encryption-identity":      "the server cannot read a local key file",
-	"dry-run":                  "run the dry run in direct mode",
-	"host-pods-dir":            "the node agents (ferry node-agent --server) read and write pod volume data",
-	"repository-password-file": "the server and node agents take it from their Secret (ferry install --repository-password-file)",
-	"volumes-by-node-agent":    "server mode always hands pod volume data to the node agents",
-	"restore-helper-image":     "set it on the server (ferry server --restore-helper-image)",
-	"volume-timeout":           "set it on the server (ferry server --pod-volume-timeout)",
-	"write-sparse-files":       "set it on the node agents",
-	"platform":                 "a Backup or Restore object does not carry a platform filter",
-	"image-concurrency":        "the server's image settings apply",
-	"image-jobs":               "the server's image settings apply",
-	"image-retries":            "the server's image settings apply",
-	"insecure":                 "the server's image settings apply",
+	"storage":                      "the server uses its BackupStorageLocation (--storage-location)",
+	"encryption-identity":          "the server cannot read a local key file",
+	"dry-run":                      "run the dry run in direct mode",
+	"host-pods-dir":                "the node agents (ferry node-agent --server) read and write pod volume data",
+	"repository-password-file":     "the server and node agents take it from their Secret (ferry install --repository-password-file)",
+	"volumes-by-node-agent":        "server mode always hands pod volume data to the node agents",
+	"restore-helper-image":         "set it on the server (ferry server --restore-helper-image)",
+	"helper-image":                 "set it on the server (ferry server --restore-helper-image)",
+	"node-pods-dir":                "the node agents mount the kubelet's pods directory (ferry install --host-pods-dir)",
+	"helper-unschedulable-timeout": "set it on the server",
+	"volume-timeout":               "set it on the server (ferry server --pod-volume-timeout)",
+	"write-sparse-files":           "set it on the node agents",
+	"platform":                     "a Backup or Restore object does not carry a platform filter",
+	"image-concurrency":            "the server's image settings apply",
+	"image-jobs":                   "the server's image settings apply",
+	"image-retries":                "the server's image settings apply",
+	"insecure":                     "the server's image settings apply",
 }
 
 // serverClient returns a controller-runtime client for the cluster of

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -12,6 +14,8 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/helperpod"
+	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -19,13 +23,47 @@ import (
 
 // volumeFlags are the flags of pod volume data (file-system backup with kopia).
 type volumeFlags struct {
-	hostPodsDir  string
-	passwordFile string
-	defaultToFS  bool
-	helperImage  string
-	wait         time.Duration
-	byNodeAgent  bool
-	sparse       bool
+	hostPodsDir   string
+	passwordFile  string
+	defaultToFS   bool
+	helperImage   string
+	wait          time.Duration
+	byNodeAgent   bool
+	sparse        bool
+	nodePodsDir   string
+	toNodePodsDir string
+	unschedulable time.Duration
+}
+
+// registerHelpers adds the flags of the helper pods that move volume data
+// when nothing of ferry is installed in the cluster.
+func (f *volumeFlags) registerHelpers(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move volume data and by the ferry-restore-wait init container; the only image a target needs to pull")
+	fl.StringVar(&f.helperImage, "restore-helper-image", defaultImage(), "")
+	_ = fl.MarkDeprecated("restore-helper-image", "use --helper-image")
+	fl.StringVar(&f.nodePodsDir, "node-pods-dir", volumes.DefaultNodePodsDir, "the kubelet's pods directory on the nodes, which helper pods mount to reach volumes that are not claims (an opted-in emptyDir)")
+	fl.DurationVar(&f.wait, "volume-timeout", 10*time.Minute, "how long each helper pod may take to start (scheduling, claim binding and mount, image pull), and how long to wait for each restored pod, before that volume fails")
+	fl.DurationVar(&f.unschedulable, "helper-unschedulable-timeout", 30*time.Second, "how long the scheduler may find no node for a helper pod before its volume fails, naming the scheduler's reason")
+}
+
+// defaultImage is ferry's image at this build's version.
+func defaultImage() string { return "ghcr.io/kubeferry/ferry:" + imageTag() }
+
+// helpers returns the helper pods of a volume backup or restore in
+// cluster, with the location's URL, its credentials (from this process's
+// environment) and password in their Secret.
+func (f *volumeFlags) helpers(loc *store.Location, cluster *kube.Cluster, password string, log *slog.Logger) (*volumes.Helpers, error) {
+	creds := map[string]string{}
+	for _, k := range []string{store.EnvAWSAccessKeyID, store.EnvAWSSecretAccessKey, store.EnvAWSSessionToken, store.EnvAWSRegion} {
+		creds[k] = os.Getenv(k)
+	}
+	env, err := volumes.HelperEnv(loc.SecretURL(), password, creds)
+	if err != nil {
+		return nil, err
+	}
+	return &volumes.Helpers{Client: cluster.Typed, Run: helperpod.NewRun(cluster.Typed, log), Image: f.helperImage, Env: env,
+		NodePodsDir: f.nodePodsDir, StartTimeout: f.wait, Unschedulable: f.unschedulable, Sparse: f.sparse}, nil
 }
 
 func (f *volumeFlags) registerPassword(cmd *cobra.Command) {
@@ -38,7 +76,20 @@ func (f *volumeFlags) registerHostPodsDir(cmd *cobra.Command, verb string) {
 
 func (f *volumeFlags) registerBackup(cmd *cobra.Command) {
 	f.registerHostPodsDir(cmd, "back up")
+	f.registerVolumes(cmd)
+}
+
+// registerMigrate adds the volume flags of ferry migrate: helper pods in
+// both clusters.
+func (f *volumeFlags) registerMigrate(cmd *cobra.Command) {
+	f.registerVolumes(cmd)
+	f.registerSparse(cmd)
+	cmd.Flags().StringVar(&f.toNodePodsDir, "to-node-pods-dir", "", "the kubelet's pods directory on the target's nodes (default --node-pods-dir)")
+}
+
+func (f *volumeFlags) registerVolumes(cmd *cobra.Command) {
 	f.registerPassword(cmd)
+	f.registerHelpers(cmd)
 	cmd.Flags().BoolVar(&f.defaultToFS, "default-volumes-to-fs-backup", false, "back up the data of every pod volume (except those in a pod's "+volumes.AnnotationExcludeVolumes+" annotation, and hostPath, secret, configMap, projected, downwardAPI, image and unnamed emptyDir volumes); without it, only the volumes named in a pod's "+volumes.AnnotationBackupVolumes+" annotation")
 }
 
@@ -50,14 +101,15 @@ func (f *volumeFlags) registerRestore(cmd *cobra.Command) {
 	f.registerHostPodsDir(cmd, "restore")
 	f.registerPassword(cmd)
 	f.registerSparse(cmd)
-	cmd.Flags().StringVar(&f.helperImage, "restore-helper-image", restore.DefaultRestoreHelperImage, "image of the ferry-restore-wait init container added to restored pods whose volume data is restored (needs /bin/sh)")
-	cmd.Flags().DurationVar(&f.wait, "volume-timeout", 10*time.Minute, "how long to wait for each restored pod, claim binding and volume directory before that volume fails")
+	f.registerHelpers(cmd)
 	cmd.Flags().BoolVar(&f.byNodeAgent, "volumes-by-node-agent", false, "leave the volume data to `ferry node-agent` on each node: the restored pods wait for it in their ferry-restore-wait init container (no --host-pods-dir or password needed here)")
 }
 
 func (f *volumeFlags) validate() error {
 	if f.defaultToFS && f.hostPodsDir == "" {
-		return errors.New("--default-volumes-to-fs-backup needs --host-pods-dir: the volume data is read from the kubelet's pods directory")
+		if _, err := volumes.ReadPassword(f.passwordFile); err != nil {
+			return fmt.Errorf("--default-volumes-to-fs-backup: %w", err)
+		}
 	}
 	return nil
 }
@@ -77,37 +129,85 @@ func (f *volumeFlags) openRepository(ctx context.Context, loc *store.Location, c
 	return r, nil
 }
 
-// backupOptions returns the pod volume options of a backup, or nil when
-// --host-pods-dir is not given. close releases the repository.
-func (f *volumeFlags) backupOptions(ctx context.Context, loc *store.Location) (*backup.PodVolumeOptions, func(), error) {
-	if f.hostPodsDir == "" {
-		return nil, func() {}, nil
+// backupOptions returns the pod volume options of a backup: on this node
+// with --host-pods-dir, or else through helper pods in cluster. close
+// releases the repository and removes the helper pods.
+func (f *volumeFlags) backupOptions(ctx context.Context, loc *store.Location, cluster *kube.Cluster, log *slog.Logger) (*backup.PodVolumeOptions, func(), error) {
+	pw, pwErr := volumes.ReadPassword(f.passwordFile)
+	if f.hostPodsDir == "" && errors.Is(pwErr, volumes.ErrNoPassword) {
+		// No volume data was asked for by flag; a pod that asks for it by
+		// annotation gets that volume failed, with the reason.
+		return &backup.PodVolumeOptions{Backup: failVolumes(pwErr)}, func() {}, nil
 	}
-	repo, err := f.openRepository(ctx, loc, true)
+	if pwErr != nil {
+		return nil, nil, pwErr
+	}
+	repo, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{Create: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	return &backup.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir},
-		func() { repo.Close(context.WithoutCancel(ctx)) }, nil
+	closeRepo := func() { repo.Close(context.WithoutCancel(ctx)) }
+	if f.hostPodsDir != "" {
+		return &backup.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir}, closeRepo, nil
+	}
+	h, err := f.helpers(loc, cluster, pw, log)
+	if err != nil {
+		closeRepo()
+		return &backup.PodVolumeOptions{Backup: failVolumes(err)}, func() {}, nil
+	}
+	return &backup.PodVolumeOptions{Repository: repo, Backup: h.Backup, UnmountedClaims: true},
+		func() { h.Run.Close(ctx); closeRepo() }, nil
 }
 
-// restoreOptions is backupOptions for a restore.
-func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location) (*restore.PodVolumeOptions, func(), error) {
+// failVolumes backs up nothing: each volume fails with err.
+func failVolumes(err error) func(context.Context, string, []volumes.PodVolume, func(volumes.Totals)) []volumes.PodVolumeBackup {
+	return func(_ context.Context, _ string, vols []volumes.PodVolume, _ func(volumes.Totals)) []volumes.PodVolumeBackup {
+		out := make([]volumes.PodVolumeBackup, len(vols))
+		for i, v := range vols {
+			out[i] = volumes.PodVolumeBackup{PodVolume: v, Error: fmt.Sprintf("volume %s: %v", v.Key(), err)}
+		}
+		return out
+	}
+}
+
+// restoreOptions is backupOptions for a restore: the node agents, this
+// node (--host-pods-dir), or else helper pods, which fill each claim
+// before its workloads are created.
+func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, cluster *kube.Cluster, log *slog.Logger) (*restore.PodVolumeOptions, func(), error) {
 	if f.byNodeAgent {
 		if f.hostPodsDir != "" {
 			return nil, nil, errors.New("--volumes-by-node-agent and --host-pods-dir: give one (the node agents, or this process, restore the data)")
 		}
 		return &restore.PodVolumeOptions{ByNodeAgent: true, HelperImage: f.helperImage}, func() {}, nil
 	}
-	if f.hostPodsDir == "" {
-		return nil, func() {}, nil
+	pw, err := volumes.ReadPassword(f.passwordFile)
+	if errors.Is(err, volumes.ErrNoPassword) && f.hostPodsDir == "" {
+		return nil, func() {}, nil // the restore says the data is not restored
 	}
-	repo, err := f.openRepository(ctx, loc, false)
 	if err != nil {
 		return nil, nil, err
 	}
-	return &restore.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir, HelperImage: f.helperImage, Wait: f.wait},
-		func() { repo.Close(context.WithoutCancel(ctx)) }, nil
+	if f.hostPodsDir != "" {
+		repo, err := f.openRepository(ctx, loc, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		return &restore.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir, HelperImage: f.helperImage, Wait: f.wait},
+			func() { repo.Close(context.WithoutCancel(ctx)) }, nil
+	}
+	h, err := f.helpers(loc, cluster, pw, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	check := func(ctx context.Context) error {
+		repo, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{})
+		if err != nil {
+			return err
+		}
+		return repo.Close(context.WithoutCancel(ctx))
+	}
+	return &restore.PodVolumeOptions{HelperImage: f.helperImage, Wait: f.wait, Claims: h.RestoreClaims, Restore: h.RestorePodVolumes, Check: check},
+		func() { h.Run.Close(ctx) }, nil
 }
 
 // backupVolumeRecord reads a backup's volume record; nil when it has none.
@@ -132,6 +232,9 @@ func (f *volumeFlags) deleteBackup(ctx context.Context, loc *store.Location, nam
 	hasVolumes, err := loc.Exists(ctx, store.BackupVolumesKey(name))
 	if err != nil {
 		return 0, err
+	}
+	if rec, err := backupVolumeRecord(ctx, loc, name); err == nil && rec != nil && rec.Snapshots() == 0 {
+		hasVolumes = false // a record of skipped or failed volumes only
 	}
 	var repo *volumes.Repository
 	if hasVolumes {
@@ -163,7 +266,7 @@ type volumeVerify struct {
 // verify, every file). A backup without volume data gives nil.
 func (f *volumeFlags) verifyVolumes(ctx context.Context, loc *store.Location, name string) ([]volumeVerify, error) {
 	rec, err := backupVolumeRecord(ctx, loc, name)
-	if err != nil || rec == nil {
+	if err != nil || rec == nil || rec.Snapshots() == 0 {
 		return nil, err
 	}
 	repo, err := f.openRepository(ctx, loc, false)
@@ -201,19 +304,81 @@ func printPodVolumes(w io.Writer, s *v1alpha1.PodVolumeSummary, verb string) {
 	fmt.Fprintln(w)
 }
 
-// printVolumeRecord lists a backup's pod volumes.
+// printVolumeRecord lists a backup's claims and pod volumes: the helper
+// pod and node that read each, its snapshot, size and duration, any error.
 func printVolumeRecord(w io.Writer, rec *volumes.BackupRecord) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "POD VOLUME\tIDENTITY\tSNAPSHOT\tFILES\tSIZE\tUPLOADED\tTOOK\tERROR")
+	fmt.Fprintln(tw, "VOLUME\tPOD\tHELPER POD\tNODE\tSNAPSHOT\tFILES\tSIZE\tUPLOADED\tTOOK\tERROR")
 	for _, v := range rec.Volumes {
+		node := v.HelperNode
+		if node == "" {
+			node = v.Node
+		}
+		lead := fmt.Sprintf("%s\t%s/%s\t%s\t%s", volumeName(v.PodVolume), v.Namespace, v.Pod, dash(v.HelperPod), dash(node))
 		if v.SnapshotResult == nil {
-			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t%s\n", v.Key(), v.Identity, v.Error)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t-\t%s\n", lead, v.Error)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t-\n", v.Key(), v.Identity, v.SnapshotID, v.Files, humanBytes(v.Bytes), humanBytes(v.UploadedBytes), time.Duration(v.Duration).Round(time.Millisecond))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t-\n", lead, v.SnapshotID, v.Files, humanBytes(v.Bytes), humanBytes(v.UploadedBytes), time.Duration(v.Duration).Round(time.Millisecond))
 	}
 	for _, s := range rec.Skipped {
-		fmt.Fprintf(tw, "%s/%s/%s\t-\tskipped\t-\t-\t-\t-\t%s\n", s.Namespace, s.Pod, s.Volume, s.Reason)
+		fmt.Fprintf(tw, "pod volume %s/%s/%s\t%s/%s\t-\t-\tskipped\t-\t-\t-\t-\t%s\n", s.Namespace, s.Pod, s.Volume, s.Namespace, s.Pod, s.Reason)
 	}
 	_ = tw.Flush()
+}
+
+// printRestoreVolumes lists a restore's claims and pod volumes: the helper
+// pod and node that wrote each, its size, how long it took, any error.
+func printRestoreVolumes(w io.Writer, recs []volumes.PodVolumeRestore) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VOLUME\tHELPER POD\tNODE\tFILES\tSIZE\tTOOK\tERROR")
+	for _, r := range recs {
+		name := volumeName(r.PodVolume)
+		pod, node := dash(r.HelperPod), dash(r.HelperNode)
+		if r.RestoreResult == nil {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t%s\n", name, pod, node, dash(r.Error))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", name, pod, node, r.Files, humanBytes(r.Bytes), time.Duration(r.Duration).Round(time.Millisecond), dash(r.Error))
+	}
+	_ = tw.Flush()
+}
+
+// volumeName names a volume for people: by its claim when it has one.
+func volumeName(v volumes.PodVolume) string {
+	if v.ClaimName != "" {
+		return "claim " + v.Namespace + "/" + v.ClaimName
+	}
+	return "pod volume " + v.Key()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// restoreVolumeRecords reads a restore's volume records; nil when it has none.
+func restoreVolumeRecords(ctx context.Context, loc *store.Location, name string) ([]volumes.PodVolumeRestore, error) {
+	var recs []volumes.PodVolumeRestore
+	err := loc.GetJSON(ctx, store.RestoreVolumesKey(name), &recs)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return recs, err
+}
+
+// printMigratedVolumes prints the bytes and files of each claim a migrate
+// moved (nothing when it moved no volume data).
+func printMigratedVolumes(ctx context.Context, w io.Writer, loc *store.Location, name string) {
+	recs, err := restoreVolumeRecords(ctx, loc, name)
+	if err != nil {
+		fmt.Fprintf(w, "Volume records of restore %s not read: %v\n", name, err)
+		return
+	}
+	if len(recs) > 0 {
+		fmt.Fprintln(w, "Volumes:")
+		printRestoreVolumes(w, recs)
+	}
 }

@@ -30,6 +30,9 @@ type PodVolumeOptions struct {
 	// (pkg/controller). It returns one record per volume, in order.
 	// Repository, if also set, gets kopia's maintenance afterwards.
 	Backup func(ctx context.Context, backup string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup
+	// UnmountedClaims also backs up the claims of pods that have finished
+	// (a Job's): Backup mounts each claim itself (volumes.Helpers).
+	UnmountedClaims bool
 }
 
 // podCollector keeps the pods written into the archive, to choose their
@@ -64,19 +67,31 @@ func (r *run) backupVolumes(loc *store.Location, b *v1alpha1.Backup) error {
 	for _, err := range r.pods.errs {
 		r.results.Errorf("%v", err)
 	}
-	vols, skipped := volumes.Select(r.pods.pods, r.opts.Spec.DefaultVolumesToFsBackup)
+	vols, skipped := volumes.Select(r.pods.pods, r.opts.Spec.DefaultVolumesToFsBackup, o.UnmountedClaims)
 	for _, sk := range skipped {
 		if sk.Requested {
 			r.results.Warnf("pod volume %s/%s/%s not backed up: %s", sk.Namespace, sk.Pod, sk.Volume, sk.Reason)
 		}
 	}
 	volumes.ResolveClaims(r.ctx, r.cluster.Typed, vols)
+	// Pre-backup hooks (a database flushed or locked) run before any data
+	// is read, post-backup hooks after all of it, also when it failed.
+	hs := r.backupHooks()
+	if err := r.runHooks(hs, true); err != nil {
+		if perr := r.runHooks(hs, false); perr != nil {
+			r.results.Errorf("%v", perr)
+		}
+		return fmt.Errorf("pre-backup hook failed (on-error: Fail), so no volume data was backed up: %w", err)
+	}
 	r.opts.Log.Info("backing up pod volumes", "volumes", len(vols), "skipped", len(skipped))
 	rec := &volumes.BackupRecord{Repository: volumes.RepositoryPrefix, Skipped: skipped}
 	if o.Backup != nil {
 		rec.Volumes = o.Backup(r.ctx, r.opts.Name, vols, o.OnProgress)
 	} else {
 		rec.Volumes = o.Repository.BackupPodVolumes(r.ctx, o.HostPodsDir, r.opts.Name, vols, o.OnProgress)
+	}
+	if err := r.runHooks(hs, false); err != nil {
+		return fmt.Errorf("post-backup hook failed (on-error: Fail): %w", err)
 	}
 	if len(vols) > 0 && o.Repository != nil {
 		// kopia's scheduled maintenance (index compaction hourly, garbage

@@ -45,6 +45,9 @@ type applier struct {
 	// verifying compares each item with the target instead of applying it.
 	verifying bool
 	modifiers *modifiers.Rules
+	// beforeWorkloads, if set, runs once the tiers before the workloads
+	// are applied (claim data goes in before anything mounts a claim).
+	beforeWorkloads func(ctx context.Context)
 }
 
 func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report.Results) *applier {
@@ -119,6 +122,9 @@ func (a *applier) run(ctx context.Context) error {
 		byTier[it.Tier] = append(byTier[it.Tier], it)
 	}
 	for t := 0; t < numTiers; t++ {
+		if t == tierWorkload && a.beforeWorkloads != nil && !a.opts.Spec.DryRun && !a.verifying && ctx.Err() == nil {
+			a.beforeWorkloads(ctx)
+		}
 		pending = append(pending, byTier[t]...)
 		if len(byTier[t]) > 0 {
 			a.opts.Log.Info("restoring tier", "tier", tierNames[t], "items", len(byTier[t]))

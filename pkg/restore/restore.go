@@ -192,8 +192,13 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	case volRec == nil || len(volRec.Volumes) == 0:
 		volRec = nil // nothing to restore (a record of skipped volumes only)
 	case opts.PodVolumes == nil:
-		results.Warnf("backup %s holds the data of %d pod volumes; it is not restored: give --host-pods-dir to restore it", b.Name, len(volRec.Volumes))
+		results.Errorf("backup %s holds the data of %d pod volumes (%s); it is not restored: give the repository password (--repository-password-file, or $%s)", b.Name, len(volRec.Volumes), volumeList(volRec), volumes.EnvPassword)
 		volRec = nil
+	case opts.PodVolumes.Check != nil:
+		if err := opts.PodVolumes.Check(ctx); err != nil {
+			return fail(ctx, loc, r, results, fmt.Errorf("the data of %s cannot be restored, so nothing was restored: %w", volumeList(volRec), err))
+		}
+		fallthrough
 	default:
 		r.UID = uuid.NewUUID()
 		if prev != nil && prev.UID != "" {
@@ -202,12 +207,23 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		}
 		ap.tctx.PodVolumeRestore = planPodVolumes(volRec, plan, &opts, string(r.UID), results)
 	}
+	if volRec != nil && opts.PodVolumes.Claims != nil {
+		skipDataPVs(plan, volRec, opts.PodVolumes)
+	}
+	var claimSum *v1alpha1.PodVolumeSummary
+	var volOut []volumes.PodVolumeRestore
+	if volRec != nil && opts.PodVolumes.Claims != nil {
+		ap.beforeWorkloads = func(ctx context.Context) {
+			claimSum, volOut = restoreClaims(ctx, cluster.Typed, volRec, plan, &opts, string(r.UID), results)
+		}
+	}
 	if err := ap.run(ctx); err != nil {
 		results.Errorf("%v", err)
 		r.Status.FailureReason = err.Error()
 	}
 	switch {
 	case volRec == nil || r.Status.FailureReason != "" || ctx.Err() != nil:
+		r.Status.PodVolumes = claimSum
 	case opts.PodVolumes.ByNodeAgent:
 		n := 0
 		for _, v := range ap.tctx.PodVolumeRestore.Volumes {
@@ -215,7 +231,9 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		}
 		r.Status.PodVolumes = &v1alpha1.PodVolumeSummary{Total: n, Deferred: n}
 	default:
-		r.Status.PodVolumes = restorePodVolumes(ctx, cluster, volRec, ap.tctx.PodVolumeRestore, &opts, results)
+		var out []volumes.PodVolumeRestore
+		r.Status.PodVolumes, out = restorePodVolumes(ctx, cluster, volRec, ap.tctx.PodVolumeRestore, &opts, results, claimSum)
+		volOut = append(volOut, out...)
 	}
 	end := metav1.Now()
 	r.Status.CompletionTimestamp = &end
@@ -243,6 +261,11 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if !opts.Spec.DryRun {
+		if len(volOut) > 0 {
+			if err := loc.PutJSON(sctx, store.RestoreVolumesKey(r.Name), volOut); err != nil {
+				results.Warnf("restore volume records not saved: %v", err)
+			}
+		}
 		if err := save(sctx, loc, r, results); err != nil {
 			return r, results, err
 		}
@@ -302,4 +325,24 @@ func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archi
 		return nil, nil, fmt.Errorf("backup %q: %w", name, err)
 	}
 	return a, b, nil
+}
+
+// volumeList names the claims and pod volumes of rec, for errors.
+func volumeList(rec *volumes.BackupRecord) string {
+	var names []string
+	seen := map[string]bool{}
+	for _, v := range rec.Volumes {
+		n := "pod volume " + v.Key()
+		if v.ClaimName != "" {
+			n = "claim " + v.Namespace + "/" + v.ClaimName
+		}
+		if !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	if len(names) > 10 {
+		names = append(names[:10], fmt.Sprintf("and %d more", len(names)-10))
+	}
+	return strings.Join(names, ", ")
 }

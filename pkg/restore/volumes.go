@@ -44,6 +44,24 @@ type PodVolumeOptions struct {
 	// (pkg/controller). It gets the targets, resolved in the target
 	// cluster (pod UIDs, bound volumes), and returns one outcome per target.
 	Restore func(ctx context.Context, restoreUID string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore
+	// Claims, if set, writes the data of claims before any workload that
+	// mounts them is created (volumes.Helpers.RestoreClaims): the claims
+	// of the backup are restored right after the claim objects, and the
+	// restored pods do not wait for them. Only volumes that are not
+	// claims (an opted-in emptyDir) then go through Restore or
+	// HostPodsDir, with the pods waiting in their init container.
+	Claims func(ctx context.Context, restoreUID string, claims []volumes.ClaimRestore, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore
+	// Check, if set, runs before anything is written when the backup
+	// holds volume data: it opens the repository, so that a wrong
+	// password fails the restore at once.
+	Check func(ctx context.Context) error
+}
+
+// byClaim says whether volume v's data goes into its claim before the
+// workloads (PodVolumeOptions.Claims). A generic ephemeral volume's claim
+// is made with its pod, so its data waits in the pod's init container.
+func (o *PodVolumeOptions) byClaim(v volumes.PodVolume) bool {
+	return o.Claims != nil && v.ClaimName != "" && v.Type != "ephemeral"
 }
 
 // by is the transform.AnnotationRestoreVolumesBy value of these options.
@@ -84,6 +102,9 @@ func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, 
 	}
 	pvr := &transform.PodVolumeRestore{RestoreUID: uid, Image: o.PodVolumes.HelperImage, Volumes: map[string][]string{}, Backup: o.Spec.BackupName, SourceNamespaces: map[string]string{}, By: o.PodVolumes.by()}
 	for _, v := range rec.Volumes {
+		if o.PodVolumes.byClaim(v.PodVolume) {
+			continue // restoreClaims
+		}
 		if v.Error != "" {
 			results.Warnf("pod volume %s: not in the backup (%s)", v.Key(), v.Error)
 			continue
@@ -136,12 +157,12 @@ func cut(s string) (string, string, bool) {
 
 // restorePodVolumes fills the volumes of the restored pods that wait for
 // them, and records each failure as an error of the restore.
-func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.BackupRecord, pvr *transform.PodVolumeRestore, o *Options, results *report.Results) *v1alpha1.PodVolumeSummary {
+func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.BackupRecord, pvr *transform.PodVolumeRestore, o *Options, results *report.Results, pre *v1alpha1.PodVolumeSummary) (*v1alpha1.PodVolumeSummary, []volumes.PodVolumeRestore) {
 	po := o.PodVolumes
 	// Only the pods this restore made wait.
 	keep := &volumes.BackupRecord{}
 	for _, v := range rec.Volumes {
-		if v.Error != "" {
+		if v.Error != "" || po.byClaim(v.PodVolume) {
 			continue
 		}
 		var also []string
@@ -167,13 +188,19 @@ func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.
 	}
 	targets, failed := volumes.Targets(ctx, cluster.Typed, o.Spec.BackupName, keep, o.mapNamespace, po.Wait)
 	var out []volumes.PodVolumeRestore
-	if po.Restore != nil {
+	switch {
+	case len(targets) == 0:
+	case po.Restore != nil:
 		out = po.Restore(ctx, pvr.RestoreUID, targets, po.Wait, po.OnProgress)
-	} else {
+	default:
 		out = po.Repository.RestorePodVolumes(ctx, po.HostPodsDir, pvr.RestoreUID, targets, po.Wait, po.OnProgress)
 	}
 	out = append(out, failed...)
-	sum := &v1alpha1.PodVolumeSummary{Total: len(out)}
+	sum := &v1alpha1.PodVolumeSummary{}
+	if pre != nil {
+		*sum = *pre
+	}
+	sum.Total += len(out)
 	for _, r := range out {
 		if strings.Contains(r.Error, volumes.ErrAlreadyRestored.Error()) || strings.Contains(r.Error, volumes.ErrNotWaiting.Error()) {
 			// Restored by an earlier restore, or in use: its live data is kept.
@@ -193,5 +220,5 @@ func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.
 		}
 	}
 	o.Log.Info("pod volumes restored", "completed", sum.Completed, "failed", sum.Failed, "bytes", sum.Bytes)
-	return sum
+	return sum, out
 }

@@ -49,7 +49,7 @@ func TestSharedClaimFirstPodNotRestored(t *testing.T) {
 		}}}
 	o.Spec.BackupName = "b1"
 	results := &report.Results{}
-	sum := restorePodVolumes(context.Background(), cluster, rec, pvr, o, results)
+	sum, _ := restorePodVolumes(context.Background(), cluster, rec, pvr, o, results, nil)
 	if len(got) != 1 || got[0].Pod != "b" || got[0].Volume != "files" || got[0].MarkerOnly || got[0].SnapshotID != "snap-1" || got[0].PVName != "pv-1" {
 		t.Fatalf("targets %+v", got)
 	}

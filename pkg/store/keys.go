@@ -49,3 +49,7 @@ func ImageBlobKey(algorithm, hex string) string { return "images/blobs/" + algor
 // BackupVolumesKey is the key of a backup's pod volume records (kopia
 // snapshot IDs; see pkg/volumes.BackupRecord).
 func BackupVolumesKey(name string) string { return BackupDir(name) + name + "-volumes.json" }
+
+// RestoreVolumesKey is the key of a restore's volume records: one
+// outcome per claim or pod volume it restored (pkg/volumes.PodVolumeRestore).
+func RestoreVolumesKey(name string) string { return RestoreDir(name) + name + "-volumes.json" }

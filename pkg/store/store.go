@@ -161,6 +161,11 @@ func (l *Location) describe(op string, err error) error {
 // URL returns the location's URL with any credentials removed.
 func (l *Location) URL() string { return Redact(l.url) }
 
+// SecretURL returns the location's URL as it was opened, credentials
+// included: for a Secret that lets a helper pod open the same location.
+// Never print it.
+func (l *Location) SecretURL() string { return l.url }
+
 // Bucket exposes the underlying bucket for packages that stream to it.
 func (l *Location) Bucket() *blob.Bucket { return l.bucket }
 

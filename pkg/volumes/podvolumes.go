@@ -16,6 +16,10 @@ type PodVolumeBackup struct {
 	PodVolume
 	// Path is the folder the data was read from on the node.
 	Path string `json:"path,omitempty"`
+	// HelperPod and HelperNode are the helper pod that did the work, and
+	// its node (Helpers).
+	HelperPod  string `json:"helperPod,omitempty"`
+	HelperNode string `json:"helperNode,omitempty"`
 	*SnapshotResult
 	Error string `json:"error,omitempty"`
 }
@@ -33,6 +37,17 @@ func (r *BackupRecord) Failed() int {
 	n := 0
 	for _, v := range r.Volumes {
 		if v.Error != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// Snapshots counts the volumes the backup holds the data of.
+func (r *BackupRecord) Snapshots() int {
+	n := 0
+	for _, v := range r.Volumes {
+		if v.SnapshotResult != nil {
 			n++
 		}
 	}
@@ -118,7 +133,9 @@ func (t RestoreTarget) MarkerUID(restoreUID string) string {
 // PodVolumeRestore is the outcome of one RestoreTarget.
 type PodVolumeRestore struct {
 	RestoreTarget
-	Path string `json:"path,omitempty"`
+	Path       string `json:"path,omitempty"`
+	HelperPod  string `json:"helperPod,omitempty"`
+	HelperNode string `json:"helperNode,omitempty"`
 	*RestoreResult
 	Error string `json:"error,omitempty"`
 }

@@ -112,14 +112,16 @@ func splitList(s string) map[string]bool {
 //     are always skipped, and emptyDir volumes unless the annotation names
 //     them, each with its reason;
 //   - pods that have finished (Succeeded, Failed) are skipped: their
-//     volumes are no longer mounted;
+//     volumes are no longer mounted; with unmountedClaims (helper pods,
+//     which mount a claim themselves) their claims are kept, without a
+//     Node, unless a running pod mounts the same claim;
 //   - a claim mounted by several pods is backed up once, through the first
 //     pod in namespace/name order (the others are in AlsoMountedBy);
 //   - a name in the annotation that is no volume of the pod is a skip
 //     with that reason; skips of named volumes are Requested.
 //
 // Results are sorted by namespace, pod and volume.
-func Select(pods []corev1.Pod, defaultToFS bool) ([]PodVolume, []SkippedVolume) {
+func Select(pods []corev1.Pod, defaultToFS, unmountedClaims bool) ([]PodVolume, []SkippedVolume) {
 	sorted := append([]corev1.Pod(nil), pods...)
 	sort.Slice(sorted, func(i, j int) bool {
 		if sorted[i].Namespace != sorted[j].Namespace {
@@ -165,11 +167,14 @@ func Select(pods []corev1.Pod, defaultToFS bool) ([]PodVolume, []SkippedVolume) 
 			case v.EmptyDir != nil && !in[v.Name]:
 				skip("emptyDir: not named in " + AnnotationBackupVolumes)
 				continue
-			case finished:
+			case finished && !(unmountedClaims && v.PersistentVolumeClaim != nil):
 				skip(fmt.Sprintf("pod is %s: its volumes are not mounted", pod.Status.Phase))
 				continue
 			}
 			pv := PodVolume{Namespace: pod.Namespace, Pod: pod.Name, PodUID: string(pod.UID), Node: pod.Spec.NodeName, Volume: v.Name, Type: volumeType(v)}
+			if finished {
+				pv.Node, pv.PodUID = "", "" // not mounted: a helper pod mounts it anywhere
+			}
 			switch {
 			case v.PersistentVolumeClaim != nil:
 				pv.ClaimName = v.PersistentVolumeClaim.ClaimName
@@ -180,6 +185,12 @@ func Select(pods []corev1.Pod, defaultToFS bool) ([]PodVolume, []SkippedVolume) 
 			if pv.ClaimName != "" {
 				pv.Identity = "pvc/" + pod.Namespace + "/" + pv.ClaimName
 				if i, dup := byClaim[pv.Identity]; dup {
+					if vols[i].Node == "" && pv.Node != "" {
+						// A running pod mounts it: read it there.
+						pv.AlsoMountedBy = append(vols[i].AlsoMountedBy, vols[i].Namespace+"/"+vols[i].Pod)
+						vols[i] = pv
+						continue
+					}
 					vols[i].AlsoMountedBy = append(vols[i].AlsoMountedBy, pod.Namespace+"/"+pod.Name)
 					continue
 				}

@@ -24,7 +24,7 @@ func vol(name string, src corev1.VolumeSource) corev1.Volume {
 // requested skip with the reason, not silently nothing.
 func TestSelectUnknownName(t *testing.T) {
 	p := pod("a", "db", map[string]string{AnnotationBackupVolumes: "data,dta"}, vol("data", corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}))
-	vols, skipped := Select([]corev1.Pod{p}, false)
+	vols, skipped := Select([]corev1.Pod{p}, false, false)
 	if len(vols) != 1 || vols[0].Volume != "data" {
 		t.Errorf("volumes %+v", vols)
 	}
@@ -56,7 +56,7 @@ func TestSelect(t *testing.T) {
 	pods[2].Status.Phase = corev1.PodRunning
 
 	// Opt-in: only the annotated volumes; host is never copied.
-	vols, skipped := Select(pods, false)
+	vols, skipped := Select(pods, false, false)
 	var got []string
 	for _, v := range vols {
 		got = append(got, v.Key()+" "+v.Identity+" "+strings.Join(v.AlsoMountedBy, ","))
@@ -75,7 +75,7 @@ func TestSelect(t *testing.T) {
 
 	// Opt-out: everything but the excluded, never-copied and emptyDir volumes
 	// that are not named.
-	vols, skipped = Select(pods, true)
+	vols, skipped = Select(pods, true, false)
 	got = nil
 	for _, v := range vols {
 		got = append(got, v.Key())
@@ -98,7 +98,7 @@ func TestSelect(t *testing.T) {
 	}
 
 	pods[2].Status.Phase = corev1.PodSucceeded
-	_, skipped = Select(pods[2:], true)
+	_, skipped = Select(pods[2:], true, false)
 	if len(skipped) != 1 || !strings.Contains(skipped[0].Reason, "Succeeded") {
 		t.Errorf("finished pod: %+v", skipped)
 	}

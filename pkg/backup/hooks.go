@@ -1,0 +1,75 @@
+package backup
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubeferry/ferry/pkg/hooks"
+)
+
+// podHook is one archived pod's backup hooks.
+type podHook struct {
+	pod       *corev1.Pod
+	pre, post *hooks.ExecHook
+}
+
+// backupHooks reads the backup hooks of the archived pods that run (pkg/hooks:
+// ferry's and Velero's pod annotations). A hook annotation that cannot be
+// read is an error of the backup, naming the pod.
+func (r *run) backupHooks() []podHook {
+	var out []podHook
+	for i := range r.pods.pods {
+		p := &r.pods.pods[i]
+		pre, post, err := hooks.BackupHooks(p)
+		if err != nil {
+			r.results.Errorf("%v", err)
+			continue
+		}
+		if pre == nil && post == nil {
+			continue
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			r.results.Warnf("pod %s/%s is %s: its backup hooks are not run", p.Namespace, p.Name, p.Status.Phase)
+			continue
+		}
+		out = append(out, podHook{pod: p, pre: pre, post: post})
+	}
+	return out
+}
+
+// runHooks runs the hooks of phase (pre or post) of each pod, in order.
+// A failed hook whose on-error is Continue is a warning; one that is Fail
+// is returned (all of them, joined), and then the backup fails. Each
+// failure names the pod, container and command.
+func (r *run) runHooks(hs []podHook, pre bool) error {
+	var failed []string
+	for _, h := range hs {
+		hook := h.post
+		if pre {
+			hook = h.pre
+		}
+		if hook == nil {
+			continue
+		}
+		res := hooks.Run(r.ctx, r.cluster.Config, h.pod, hook)
+		if res.Err == nil {
+			r.opts.Log.Info("backup hook ran", "phase", hook.Phase, "pod", res.Pod, "container", res.Container, "took", res.Duration)
+			continue
+		}
+		msg := res.Err.Error()
+		if res.Stderr != "" && !strings.Contains(msg, strings.TrimSpace(res.Stderr)) {
+			msg += " (stderr: " + strings.TrimSpace(res.Stderr) + ")"
+		}
+		if hook.OnError == hooks.OnErrorContinue {
+			r.results.Warnf("%s (on-error: Continue)", msg)
+			continue
+		}
+		failed = append(failed, msg)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s", strings.Join(failed, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+package volumes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// EnvHelperJob is the environment variable that holds a volume helper
+// pod's job (HelperJob, JSON). The location's URL is in store.EnvStorage,
+// the repository password in EnvPassword and the credentials in the
+// provider's variables (AWS_ACCESS_KEY_ID, ...), all from the pod's Secret.
+const EnvHelperJob = "FERRY_VOLUME_JOB"
+
+// Where a helper pod mounts what it works on.
+const (
+	// HelperClaimDir is where the claim is mounted.
+	HelperClaimDir = "/ferry/volume"
+	// HelperPodsDir is where the node's kubelet pods directory is mounted.
+	HelperPodsDir = "/ferry/pods"
+)
+
+// Operations of a HelperJob.
+const (
+	HelperBackup  = "backup"
+	HelperRestore = "restore"
+)
+
+// HelperJob is the work of one volume helper pod: back up one volume, or
+// restore one snapshot. A claim is mounted at HelperClaimDir; with PodsDir
+// set, the volume is found in the node's kubelet pods directory mounted
+// there instead (a volume that is not a claim, or a claim that another pod
+// may not mount).
+type HelperJob struct {
+	Op     string `json:"op"`
+	Backup string `json:"backup,omitempty"`
+	// Volume is the volume to back up, or (restore) the target's.
+	Volume  PodVolume `json:"volume"`
+	PodsDir string    `json:"podsDir,omitempty"`
+	// SnapshotID and RestoreUID are the restore's snapshot and done-marker.
+	SnapshotID string `json:"snapshotID,omitempty"`
+	RestoreUID string `json:"restoreUID,omitempty"`
+	Sparse     bool   `json:"sparse,omitempty"`
+}
+
+// HelperOutcome is what a helper pod reports in its termination message.
+type HelperOutcome struct {
+	Backup  *PodVolumeBackup  `json:"backup,omitempty"`
+	Restore *PodVolumeRestore `json:"restore,omitempty"`
+}
+
+// HelperProgress is one line a helper prints on stdout while it works.
+type HelperProgress struct {
+	Bytes int64 `json:"bytes"`
+	Files int64 `json:"files"`
+}
+
+// maxMessage keeps a termination message under the kubelet's 4096 bytes.
+const maxMessage = 1500
+
+// RunHelperJob does job inside a helper pod: it opens the location and its
+// repository from the environment, prints a HelperProgress line to
+// progress every second, and returns the outcome (errors in it, per
+// volume, as the other paths report them).
+func RunHelperJob(ctx context.Context, job HelperJob, progress io.Writer) HelperOutcome {
+	var out HelperOutcome
+	fail := func(err error) HelperOutcome {
+		msg := err.Error()
+		if len(msg) > maxMessage {
+			msg = msg[:maxMessage] + "..."
+		}
+		if job.Op == HelperBackup {
+			out.Backup = &PodVolumeBackup{PodVolume: job.Volume, Error: msg}
+		} else {
+			out.Restore = &PodVolumeRestore{RestoreTarget: RestoreTarget{PodVolume: job.Volume, SnapshotID: job.SnapshotID}, Error: msg}
+		}
+		return out
+	}
+	if job.Op != HelperBackup && job.Op != HelperRestore {
+		return fail(fmt.Errorf("volume helper: unknown op %q", job.Op))
+	}
+	loc, err := store.Open(ctx, os.Getenv(store.EnvStorage))
+	if err != nil {
+		return fail(err)
+	}
+	defer loc.Close()
+	pw, err := ReadPassword("")
+	if err != nil {
+		return fail(err)
+	}
+	repo, err := Open(ctx, loc, pw, OpenOptions{Create: job.Op == HelperBackup})
+	if err != nil {
+		return fail(fmt.Errorf("volume %s: %w", job.Volume.Key(), err))
+	}
+	defer repo.Close(context.WithoutCancel(ctx))
+	repo.SparseFiles = job.Sparse
+	rep := newProgressPrinter(progress)
+	defer rep.stop()
+	dir := HelperClaimDir
+	if job.PodsDir != "" {
+		if job.Op == HelperRestore {
+			dir, err = waitHostPath(ctx, job.PodsDir, job.Volume, time.Minute)
+		} else {
+			dir, err = HostPath(job.PodsDir, job.Volume.PodUID, job.Volume)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	if job.Op == HelperBackup {
+		tags := map[string]string{TagBackup: job.Backup, "ferry-pod": job.Volume.Namespace + "/" + job.Volume.Pod, "ferry-pod-volume": job.Volume.Volume}
+		res, err := repo.Snapshot(ctx, dir, job.Volume.Identity, tags, rep.update)
+		if err != nil {
+			return fail(fmt.Errorf("volume %s: %w", job.Volume.Key(), err))
+		}
+		out.Backup = &PodVolumeBackup{PodVolume: job.Volume, Path: dir, SnapshotResult: res}
+		return out
+	}
+	res, err := repo.Restore(ctx, job.SnapshotID, dir, job.RestoreUID, rep.update)
+	if err != nil {
+		return fail(fmt.Errorf("volume %s: %w", job.Volume.Key(), err))
+	}
+	out.Restore = &PodVolumeRestore{RestoreTarget: RestoreTarget{PodVolume: job.Volume, SnapshotID: job.SnapshotID}, Path: dir, RestoreResult: res}
+	return out
+}
+
+// progressPrinter prints the latest totals once a second (also when they
+// did not change: the line says the helper is alive).
+type progressPrinter struct {
+	mu    sync.Mutex
+	cur   HelperProgress
+	w     io.Writer
+	quit  chan struct{}
+	ended chan struct{}
+}
+
+func newProgressPrinter(w io.Writer) *progressPrinter {
+	p := &progressPrinter{w: w, quit: make(chan struct{}), ended: make(chan struct{})}
+	go func() {
+		defer close(p.ended)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			p.print()
+			select {
+			case <-p.quit:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return p
+}
+
+func (p *progressPrinter) update(bytes, files int64) {
+	p.mu.Lock()
+	p.cur = HelperProgress{Bytes: bytes, Files: files}
+	p.mu.Unlock()
+}
+
+func (p *progressPrinter) print() {
+	p.mu.Lock()
+	b, _ := json.Marshal(p.cur)
+	p.mu.Unlock()
+	if p.w != nil {
+		_, _ = p.w.Write(append(b, '\n'))
+	}
+}
+
+func (p *progressPrinter) stop() {
+	close(p.quit)
+	<-p.ended
+	p.print()
+}

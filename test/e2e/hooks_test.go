@@ -1,0 +1,294 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeferry/ferry/internal/testenv"
+)
+
+// volumeEnv is two clusters with a node each, ferry's image in the tests'
+// registry and an S3 location, for CLI runs that move volume data through
+// helper pods.
+type volumeEnv struct {
+	src, dst           *testenv.Cluster
+	reg                *testenv.Registry
+	image, kubeconfig  string
+	location, password string
+	env                []string
+}
+
+func newVolumeEnv(ctx context.Context, t *testing.T) *volumeEnv {
+	t.Helper()
+	reg, err := testenv.StartRegistry(ctx, t, testenv.RegistryOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := makeImage(t, reg)
+	s3, err := testenv.StartS3(ctx, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s3.CreateBucket(ctx, "ferry"); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := testenv.StartNodeClusters(ctx, t, reg, "src", "dst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	e := &volumeEnv{src: cs[0], dst: cs[1], reg: reg, image: image, kubeconfig: filepath.Join(dir, "kubeconfig"), password: filepath.Join(dir, "password"),
+		env:      []string{"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey},
+		location: fmt.Sprintf("s3://ferry?endpoint=%s&use_path_style=true&region=%s", s3.NodeEndpoint, testenv.S3Region)}
+	if err := testenv.WriteKubeconfig(e.kubeconfig, cs...); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, e.password, "volume-env-password\n")
+	return e
+}
+
+// run runs ferry against cluster c (its context) with the location, the
+// password and the helper image.
+func (e *volumeEnv) run(t *testing.T, c *testenv.Cluster, args ...string) result {
+	t.Helper()
+	args = append(args, "--kubeconfig", e.kubeconfig, "--context", c.Name, "--storage", e.location, "--helper-image", e.image,
+		"--node-pods-dir", filepath.Join(c.Node.RootDir, "pods"))
+	if !hasFlag(args, "--repository-password-file") {
+		args = append(args, "--repository-password-file", e.password)
+	}
+	return ferry(t, e.env, args...)
+}
+
+// describe runs `ferry <kind> describe name -o json`.
+func (e *volumeEnv) describe(t *testing.T, kind, name string) result {
+	t.Helper()
+	return ferry(t, e.env, kind, "describe", name, "-o", "json", "--storage", e.location)
+}
+
+func hasFlag(args []string, f string) bool {
+	for _, a := range args {
+		if a == f || strings.HasPrefix(a, f+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// claimPod creates namespace ns (if new) with claim data (class, "" for
+// the default) and pod p mounting it at /data, with annotations; it waits
+// until the pod is ready.
+func (e *volumeEnv) claimPod(ctx context.Context, t *testing.T, c *testenv.Cluster, ns, p, class string, ann map[string]string) {
+	t.Helper()
+	k := kubernetes.NewForConfigOrDie(c.Config)
+	if _, err := k.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := claimSpec()
+	if class != "" {
+		spec.StorageClassName = &class
+	}
+	if _, err := k.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: spec}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f := workloadFixture{ns: ns, image: e.reg.NodeHost + "/" + testenv.BusyboxImage}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: p, Labels: map[string]string{"app": p}, Annotations: ann},
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64), Containers: []corev1.Container{f.container(true)}, Volumes: []corev1.Volume{claimVolume("data")}}}
+	if _, err := k.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAppReady(ctx, t, c, ns, p)
+}
+
+// phaseOf reads the phase and the errors of a backup or restore from
+// `ferry ... describe -o json`.
+func phaseOf(t *testing.T, r result) (string, string) {
+	t.Helper()
+	var out struct {
+		Backup, Restore struct {
+			Status struct {
+				Phase, FailureReason string
+			}
+		}
+		Results struct{ Errors []string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("describe -o json: %v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	st := out.Backup.Status
+	if st.Phase == "" {
+		st = out.Restore.Status
+	}
+	return st.Phase, st.FailureReason + " " + strings.Join(out.Results.Errors, "; ")
+}
+
+// TestBackupHooks: a pre-backup hook (Velero's annotations) writes a file
+// that is then in the snapshot, and its post hook removes it; a failing
+// hook with on-error Fail fails the backup, naming pod, container and
+// command; a hook that sleeps past its timeout is stopped and reported.
+// Then bad input for a restore of claims, each named in its error: a
+// storage class the target lacks, a helper pod that cannot be scheduled
+// (a tainted node), a wrong repository password, and a backup that lacks
+// a claim's data.
+func TestBackupHooks(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	e := newVolumeEnv(ctx, t)
+	src, dst := e.src, e.dst
+	ks, kd := kubernetes.NewForConfigOrDie(src.Config), kubernetes.NewForConfigOrDie(dst.Config)
+	e.claimPod(ctx, t, src, "hk", "pg", "", map[string]string{
+		"backup.ferry.dev/backup-volumes":      "data",
+		"pre.hook.backup.velero.io/container":  "main",
+		"pre.hook.backup.velero.io/command":    `["/bin/sh", "-c", "echo flushed > /data/flushed"]`,
+		"post.hook.backup.velero.io/command":   `["/bin/sh", "-c", "rm /data/flushed"]`,
+		"post.hook.backup.velero.io/on-error":  "Fail",
+		"pre.hook.backup.velero.io/timeout":    "20s",
+		"post.hook.backup.velero.io/container": "main",
+	})
+	if r := e.run(t, src, "backup", "create", "hooks", "--include-namespaces", "hk", "--exclude-resources", "persistentvolumes"); r.code != 0 {
+		t.Fatalf("backup: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, _, err := testenv.Exec(ctx, src.Config, "hk", "pg", "main", nil, "test", "!", "-e", "/data/flushed"); err != nil {
+		t.Errorf("the post-backup hook did not run: /data/flushed is still in the source: %v", err)
+	}
+	if r := e.run(t, dst, "restore", "create", "hooks", "--from-backup", "hooks"); r.code != 0 {
+		t.Fatalf("restore: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	waitAppReady(ctx, t, dst, "hk", "pg")
+	if out, _, err := testenv.Exec(ctx, dst.Config, "hk", "pg", "main", nil, "cat", "/data/flushed"); err != nil || strings.TrimSpace(out) != "flushed" {
+		t.Errorf("the pre-backup hook's file is not in the snapshot: %q, %v", out, err)
+	}
+
+	t.Run("failing hook", func(t *testing.T) {
+		e.claimPod(ctx, t, src, "hk-fail", "bad", "", map[string]string{
+			"backup.ferry.dev/backup-volumes":   "data",
+			"pre.hook.backup.velero.io/command": `["/bin/sh", "-c", "echo no lock >&2; exit 3"]`,
+		})
+		r := e.run(t, src, "backup", "create", "fail", "--include-namespaces", "hk-fail")
+		if r.code == 0 {
+			t.Fatalf("backup with a failing hook: exit 0\n%s", r.stdout)
+		}
+		phase, errs := phaseOf(t, e.describe(t, "backup", "fail"))
+		t.Logf("backup fail: %s: %s", phase, errs)
+		for _, want := range []string{"hk-fail/bad", "container main", `["/bin/sh","-c","echo no lock >&2; exit 3"]`, "exit code 3", "no lock"} {
+			if !strings.Contains(errs, want) {
+				t.Errorf("backup's errors do not name %q: %s", want, errs)
+			}
+		}
+		if phase != "Failed" {
+			t.Errorf("backup with a failing on-error=Fail hook is %s, want Failed", phase)
+		}
+	})
+
+	t.Run("hook past its timeout", func(t *testing.T) {
+		e.claimPod(ctx, t, src, "hk-slow", "slow", "", map[string]string{
+			"pre.hook.backup.velero.io/command": `["/bin/sh", "-c", "sleep 60"]`,
+			"pre.hook.backup.velero.io/timeout": "2s",
+		})
+		start := time.Now()
+		r := e.run(t, src, "backup", "create", "slow", "--include-namespaces", "hk-slow")
+		if took := time.Since(start); took > 45*time.Second {
+			t.Errorf("the backup took %s: the 2s hook was not stopped", took)
+		}
+		phase, errs := phaseOf(t, e.describe(t, "backup", "slow"))
+		t.Logf("backup slow: %s: %s", phase, errs)
+		if r.code == 0 || phase != "Failed" || !strings.Contains(errs, "timed out after 2s") || !strings.Contains(errs, "hk-slow/slow") {
+			t.Errorf("backup with a hook past its timeout: exit %d, phase %s, errors %s", r.code, phase, errs)
+		}
+	})
+
+	t.Run("storage class missing in the target", func(t *testing.T) {
+		mode := storagev1.VolumeBindingImmediate
+		if _, err := ks.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "fast"},
+			Provisioner: "kubernetes.io/host-path", VolumeBindingMode: &mode}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		e.claimPod(ctx, t, src, "sc", "app", "fast", map[string]string{"backup.ferry.dev/backup-volumes": "data"})
+		if r := e.run(t, src, "backup", "create", "sc", "--include-namespaces", "sc", "--exclude-resources", "persistentvolumes,storageclasses.storage.k8s.io"); r.code != 0 {
+			t.Fatalf("backup: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		r := e.run(t, dst, "restore", "create", "sc", "--from-backup", "sc")
+		phase, errs := phaseOf(t, e.describe(t, "restore", "sc"))
+		t.Logf("restore sc: %s: %s", phase, errs)
+		if r.code == 0 || phase != "PartiallyFailed" || !strings.Contains(errs, "claim sc/data") || !strings.Contains(errs, `spec.storageClassName "fast"`) {
+			t.Errorf("restore into a target without class fast: exit %d, phase %s, errors: %s", r.code, phase, errs)
+		}
+	})
+
+	t.Run("helper pod cannot be scheduled", func(t *testing.T) {
+		node, err := kd.CoreV1().Nodes().Get(ctx, dst.Node.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "ferry.dev/test", Value: "busy", Effect: corev1.TaintEffectNoSchedule})
+		if _, err := kd.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer untaint(ctx, t, kd, dst.Node.Name)
+		r := e.run(t, dst, "restore", "create", "tainted", "--from-backup", "hooks", "--namespace-mappings", "hk:hk-tainted", "--helper-unschedulable-timeout", "5s")
+		phase, errs := phaseOf(t, e.describe(t, "restore", "tainted"))
+		t.Logf("restore tainted: %s: %s", phase, errs)
+		if r.code == 0 || phase != "PartiallyFailed" || !strings.Contains(errs, "claim hk-tainted/data") || !strings.Contains(errs, "cannot be scheduled") || !strings.Contains(errs, "taint") {
+			t.Errorf("restore with an unschedulable helper: exit %d, phase %s, errors: %s", r.code, phase, errs)
+		}
+	})
+
+	t.Run("wrong repository password", func(t *testing.T) {
+		wrong := filepath.Join(t.TempDir(), "wrong")
+		writeFile(t, wrong, "not-the-password\n")
+		r := e.run(t, dst, "restore", "create", "wrongpw", "--from-backup", "hooks", "--namespace-mappings", "hk:hk-wrongpw", "--repository-password-file", wrong)
+		t.Logf("restore wrongpw: exit %d: %s", r.code, r.stderr)
+		if r.code == 0 || !strings.Contains(r.stderr+r.stdout, "claim hk/data") || !strings.Contains(strings.ToLower(r.stderr+r.stdout), "password") {
+			t.Errorf("restore with a wrong password: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		if _, err := kd.CoreV1().Namespaces().Get(ctx, "hk-wrongpw", metav1.GetOptions{}); err == nil {
+			t.Error("the restore with a wrong password wrote namespace hk-wrongpw")
+		}
+	})
+
+	t.Run("backup lacks the claim's data", func(t *testing.T) {
+		// Without a password the claim's data cannot be backed up: the
+		// backup is PartiallyFailed, and so is a restore of it.
+		r := ferry(t, e.env, "backup", "create", "nodata", "--include-namespaces", "hk", "--exclude-resources", "persistentvolumes",
+			"--kubeconfig", e.kubeconfig, "--context", src.Name, "--storage", e.location)
+		if r.code == 0 {
+			t.Errorf("backup without a password of an opted-in claim: exit 0\n%s", r.stdout)
+		}
+		r = e.run(t, dst, "restore", "create", "nodata", "--from-backup", "nodata", "--namespace-mappings", "hk:hk-nodata")
+		phase, errs := phaseOf(t, e.describe(t, "restore", "nodata"))
+		t.Logf("restore nodata: %s: %s", phase, errs)
+		if r.code == 0 || phase != "PartiallyFailed" || !strings.Contains(errs, "claim hk-nodata/data") || !strings.Contains(errs, "not in the backup") {
+			t.Errorf("restore of a backup without the claim's data: exit %d, phase %s, errors: %s", r.code, phase, errs)
+		}
+	})
+	noHelperLeft(ctx, t, src)
+	noHelperLeft(ctx, t, dst)
+}
+
+func untaint(ctx context.Context, t *testing.T, k kubernetes.Interface, name string) {
+	t.Helper()
+	node, err := k.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	var keep []corev1.Taint
+	for _, tt := range node.Spec.Taints {
+		if tt.Key != "ferry.dev/test" {
+			keep = append(keep, tt)
+		}
+	}
+	node.Spec.Taints = keep
+	if _, err := k.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		t.Error(err)
+	}
+}
