@@ -43,7 +43,7 @@ func (f *volumeFlags) registerHelpers(cmd *cobra.Command) {
 	fl.StringVar(&f.helperImage, "restore-helper-image", defaultImage(), "")
 	_ = fl.MarkDeprecated("restore-helper-image", "use --helper-image")
 	fl.StringVar(&f.nodePodsDir, "node-pods-dir", volumes.DefaultNodePodsDir, "the kubelet's pods directory on the nodes, which helper pods mount to reach volumes that are not claims (an opted-in emptyDir)")
-	fl.DurationVar(&f.wait, "volume-timeout", 10*time.Minute, "how long each helper pod may take to start (scheduling, claim binding and mount, image pull), and how long to wait for each restored pod, before that volume fails")
+	fl.DurationVar(&f.wait, "volume-timeout", 10*time.Minute, "how long each helper pod may take to start (scheduling, claim binding and mount, image pull), and how long to wait for each restored pod, before that volume fails; also how long a post-restore hook waits for its container when it sets no wait-timeout")
 	fl.DurationVar(&f.unschedulable, "helper-unschedulable-timeout", 30*time.Second, "how long the scheduler may find no node for a helper pod before its volume fails, naming the scheduler's reason")
 }
 

@@ -235,6 +235,9 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		r.Status.PodVolumes, out = restorePodVolumes(ctx, cluster, volRec, ap.tctx.PodVolumeRestore, &opts, results, claimSum)
 		volOut = append(volOut, out...)
 	}
+	if !opts.Spec.DryRun && r.Status.FailureReason == "" && ctx.Err() == nil {
+		runRestoreHooks(ctx, cluster, plan, &opts, results)
+	}
 	end := metav1.Now()
 	r.Status.CompletionTimestamp = &end
 	r.Status.Counts = v1alpha1.RestoreCounts{

@@ -70,6 +70,7 @@ var Steps = []Step{
 	{Name: "job", Applies: kindIs("batch", "Job"), Run: Job},
 	{Name: "pod", Applies: kindIs("", "Pod"), Run: Pod},
 	{Name: "pod-volumes", Applies: kindIs("", "Pod"), Run: PodVolumes},
+	{Name: "restore-init-hook", Applies: kindIs("", "Pod"), Run: InitHook},
 	{Name: "persistent-volume", Applies: kindIs("", "PersistentVolume"), Run: PersistentVolume},
 	{Name: "persistent-volume-claim", Applies: kindIs("", "PersistentVolumeClaim"), Run: PersistentVolumeClaim},
 	{Name: "service-account-token", Applies: kindIs("", "Secret"), Run: ServiceAccountToken},

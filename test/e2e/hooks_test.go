@@ -135,6 +135,8 @@ func phaseOf(t *testing.T, r result) (string, string) {
 // that is then in the snapshot, and its post hook removes it; a failing
 // hook with on-error Fail fails the backup, naming pod, container and
 // command; a hook that sleeps past its timeout is stopped and reported.
+// The restored pod runs its init-container restore hook first, and its
+// post-restore exec hook once it is ready.
 // Then bad input for a restore of claims, each named in its error: a
 // storage class the target lacks, a helper pod that cannot be scheduled
 // (a tainted node), a wrong repository password, and a backup that lacks
@@ -153,6 +155,12 @@ func TestBackupHooks(t *testing.T) {
 		"post.hook.backup.velero.io/on-error":  "Fail",
 		"pre.hook.backup.velero.io/timeout":    "20s",
 		"post.hook.backup.velero.io/container": "main",
+		// Restore hooks, run in the target.
+		"init.hook.restore.velero.io/container-image": e.reg.NodeHost + "/" + testenv.BusyboxImage,
+		"init.hook.restore.velero.io/container-name":  "restore-hook",
+		"init.hook.restore.velero.io/command":         `["/bin/sh", "-c", "echo init-ran"]`,
+		"post.hook.restore.velero.io/command":         `["/bin/sh", "-c", "echo restored > /data/post-restore"]`,
+		"post.hook.restore.velero.io/wait-for-ready":  "true",
 	})
 	if r := e.run(t, src, "backup", "create", "hooks", "--include-namespaces", "hk", "--exclude-resources", "persistentvolumes"); r.code != 0 {
 		t.Fatalf("backup: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -166,6 +174,14 @@ func TestBackupHooks(t *testing.T) {
 	waitAppReady(ctx, t, dst, "hk", "pg")
 	if out, _, err := testenv.Exec(ctx, dst.Config, "hk", "pg", "main", nil, "cat", "/data/flushed"); err != nil || strings.TrimSpace(out) != "flushed" {
 		t.Errorf("the pre-backup hook's file is not in the snapshot: %q, %v", out, err)
+	}
+	if out, _, err := testenv.Exec(ctx, dst.Config, "hk", "pg", "main", nil, "cat", "/data/post-restore"); err != nil || strings.TrimSpace(out) != "restored" {
+		t.Errorf("the post-restore hook did not run: /data/post-restore is %q, %v", out, err)
+	}
+	if p, err := kd.CoreV1().Pods("hk").Get(ctx, "pg", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if ics := p.Status.InitContainerStatuses; len(ics) == 0 || ics[0].Name != "restore-hook" || ics[0].State.Terminated == nil || ics[0].State.Terminated.ExitCode != 0 {
+		t.Errorf("the init-container restore hook did not run first in the restored pod: %+v", ics)
 	}
 
 	t.Run("failing hook", func(t *testing.T) {
@@ -234,7 +250,9 @@ func TestBackupHooks(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer untaint(ctx, t, kd, dst.Node.Name)
-		r := e.run(t, dst, "restore", "create", "tainted", "--from-backup", "hooks", "--namespace-mappings", "hk:hk-tainted", "--helper-unschedulable-timeout", "5s")
+		r := e.run(t, dst, "restore", "create", "tainted", "--from-backup", "hooks", "--namespace-mappings", "hk:hk-tainted", "--helper-unschedulable-timeout", "5s",
+			// Also bounds the wait for the post-restore hook of the pod, which cannot run either.
+			"--volume-timeout", "20s")
 		phase, errs := phaseOf(t, e.describe(t, "restore", "tainted"))
 		t.Logf("restore tainted: %s: %s", phase, errs)
 		if r.code == 0 || phase != "PartiallyFailed" || !strings.Contains(errs, "claim hk-tainted/data") || !strings.Contains(errs, "cannot be scheduled") || !strings.Contains(errs, "taint") {
