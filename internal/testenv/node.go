@@ -34,6 +34,8 @@ func FakeKubelet(ctx context.Context, cs kubernetes.Interface, ns, node, podsDir
 							continue
 						}
 						dir = filepath.Join(podsDir, string(p.UID), "volumes", "kubernetes.io~csi", pvc.Spec.VolumeName, "mount")
+					case v.CSI != nil:
+						dir = filepath.Join(podsDir, string(p.UID), "volumes", "kubernetes.io~csi", v.Name, "mount")
 					case v.EmptyDir != nil:
 						dir = filepath.Join(podsDir, string(p.UID), "volumes", "kubernetes.io~empty-dir", v.Name)
 					default:

@@ -44,8 +44,9 @@ type BackupReconciler struct {
 	Cluster   *kube.Cluster
 	Clock     clock.PassiveClock
 	Log       *slog.Logger
-	// RepositoryPassword and PodVolumeTimeout: see Options.
+	// RepositoryPassword, PodVolumeTimeout and HelperImage: see Options.
 	RepositoryPassword string
+	HelperImage        string
 	PodVolumeTimeout   time.Duration
 	AgentGrace         time.Duration
 	// Events, if set, records Started and how each Backup ended.
@@ -156,7 +157,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	res, _, err := backup.Run(runCtx, r.Cluster, loc, backup.Options{
 		Name: b.Name, Spec: b.Spec, Log: r.Log, UID: b.UID,
 		OnProgress: func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) },
-		PodVolumes: &backup.PodVolumeOptions{Backup: r.podVolumeBackup(loc, b, bsl.Name, func() { cancelRun(errDeleted) })},
+		PodVolumes: &backup.PodVolumeOptions{Backup: r.podVolumeBackup(loc, b, bsl, func() { cancelRun(errDeleted) }), UnmountedClaims: true},
 	})
 	stop()
 	if err != nil {
@@ -198,7 +199,8 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 // volumes to the node agents (podVolumes.backup), and then runs kopia's
 // scheduled maintenance. Without a repository password, or when the
 // repository cannot be opened, every volume fails with the reason.
-func (r *BackupReconciler) podVolumeBackup(loc *store.Location, b *v1alpha1.Backup, location string, gone func()) func(context.Context, string, []volumes.PodVolume, func(volumes.Totals)) []volumes.PodVolumeBackup {
+func (r *BackupReconciler) podVolumeBackup(loc *store.Location, b *v1alpha1.Backup, bsl *v1alpha1.BackupStorageLocation, gone func()) func(context.Context, string, []volumes.PodVolume, func(volumes.Totals)) []volumes.PodVolumeBackup {
+	location := bsl.Name
 	return func(ctx context.Context, name string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup {
 		if len(vols) == 0 {
 			return nil
@@ -221,7 +223,7 @@ func (r *BackupReconciler) podVolumeBackup(loc *store.Location, b *v1alpha1.Back
 		pv := &podVolumes{client: r.Client, reader: r.APIReader, ns: b.Namespace, location: location, backupName: b.Name,
 			owner: ownerRef("Backup", b), timeout: r.PodVolumeTimeout, grace: r.AgentGrace, clock: r.Clock, log: r.Log,
 			gone: gone, ownerGone: func(ctx context.Context) bool { return objectGone(ctx, r.APIReader, b) }}
-		out := pv.backup(ctx, name, vols, onProgress)
+		out := r.backupByNodeAndHelpers(ctx, pv, bsl, name, vols, onProgress)
 		// kopia's scheduled maintenance, as after the CLI's snapshots; it
 		// must first see the snapshots the node agents wrote.
 		if err := repo.Refresh(ctx); err != nil {
@@ -360,4 +362,49 @@ func ignoreConflict(err error) error {
 		return nil
 	}
 	return err
+}
+
+// backupByNodeAndHelpers hands each claim to a helper pod, which mounts
+// it (on the node of the pod that runs on it, or anywhere for a claim no
+// running pod mounts, a finished Job's): the kubelet's pods directory
+// does not hold every kind of volume (a hostPath-backed one, say). The
+// other volumes (an opted-in emptyDir) go to the node agent of their pod's
+// node. Records keep the order of vols.
+func (r *BackupReconciler) backupByNodeAndHelpers(ctx context.Context, pv *podVolumes, bsl *v1alpha1.BackupStorageLocation, name string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup {
+	var byAgent, byHelper []volumes.PodVolume
+	var where []int // index in vols: the agents' first, then the helpers'
+	for pass := 0; pass < 2; pass++ {
+		for i, v := range vols {
+			claim := v.Type == "persistentVolumeClaim"
+			if claim != (pass == 1) {
+				continue
+			}
+			where = append(where, i)
+			if claim {
+				byHelper = append(byHelper, v)
+			} else {
+				byAgent = append(byAgent, v)
+			}
+		}
+	}
+	var got []volumes.PodVolumeBackup
+	if len(byAgent) > 0 {
+		got = pv.backup(ctx, name, byAgent, onProgress)
+	}
+	if len(byHelper) > 0 {
+		h, err := helpers(ctx, r.APIReader, r.Cluster, bsl, r.HelperImage, r.RepositoryPassword, r.PodVolumeTimeout, r.Log)
+		if err != nil {
+			for _, v := range byHelper {
+				got = append(got, volumes.PodVolumeBackup{PodVolume: v, Error: fmt.Sprintf("claim %s/%s (volume %s): no helper pod can mount it: %v", v.Namespace, v.ClaimName, v.Key(), err)})
+			}
+		} else {
+			got = append(got, h.Backup(ctx, name, byHelper, nil)...)
+			h.Run.Close(ctx)
+		}
+	}
+	out := make([]volumes.PodVolumeBackup, len(vols))
+	for j, i := range where {
+		out[i] = got[j]
+	}
+	return out
 }

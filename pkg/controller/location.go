@@ -2,14 +2,20 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/helperpod"
+	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // resolveLocation returns the BackupStorageLocation called name in ns, or
@@ -40,22 +46,58 @@ func resolveLocation(ctx context.Context, c client.Reader, ns, name string) (*v1
 // with secrets, an uncached reader, so the server needs only "get" on
 // Secrets in its namespace). pkg/store checks that the bucket can be listed.
 func openLocation(ctx context.Context, secrets client.Reader, bsl *v1alpha1.BackupStorageLocation) (*store.Location, error) {
+	env, err := locationCredentials(ctx, secrets, bsl)
+	if err != nil {
+		return nil, err
+	}
 	var opts []store.OpenOption
-	if ref := bsl.Spec.Credential; ref != nil {
-		s := &corev1.Secret{}
-		if err := secrets.Get(ctx, client.ObjectKey{Namespace: bsl.Namespace, Name: ref.Name}, s); err != nil {
-			return nil, fmt.Errorf("credential Secret %s/%s of backup storage location %s: %w", bsl.Namespace, ref.Name, bsl.Name, err)
-		}
-		env := map[string]string{}
-		for k, v := range s.Data {
-			env[k] = string(v)
-		}
-		for k, v := range s.StringData {
-			env[k] = v
-		}
+	if env != nil {
 		opts = append(opts, store.WithCredentials(env))
 	}
 	return store.Open(ctx, bsl.Spec.URL, opts...)
+}
+
+// locationCredentials reads the credentials of bsl from its Secret (nil
+// when it names none).
+func locationCredentials(ctx context.Context, secrets client.Reader, bsl *v1alpha1.BackupStorageLocation) (map[string]string, error) {
+	ref := bsl.Spec.Credential
+	if ref == nil {
+		return nil, nil
+	}
+	s := &corev1.Secret{}
+	if err := secrets.Get(ctx, client.ObjectKey{Namespace: bsl.Namespace, Name: ref.Name}, s); err != nil {
+		return nil, fmt.Errorf("credential Secret %s/%s of backup storage location %s: %w", bsl.Namespace, ref.Name, bsl.Name, err)
+	}
+	env := map[string]string{}
+	for k, v := range s.Data {
+		env[k] = string(v)
+	}
+	for k, v := range s.StringData {
+		env[k] = v
+	}
+	return env, nil
+}
+
+// helpers returns the helper pods (pkg/volumes.Helpers) of a backup or
+// restore through bsl in cluster: they run image, with the location's URL,
+// credentials and the repository password in their Secret. close removes
+// whatever they left.
+func helpers(ctx context.Context, secrets client.Reader, cluster *kube.Cluster, bsl *v1alpha1.BackupStorageLocation, image, password string, timeout time.Duration, log *slog.Logger) (*volumes.Helpers, error) {
+	if password == "" {
+		return nil, fmt.Errorf("the ferry server has no volume repository password ($%s, from the Secret that `ferry install --repository-password-file` creates)", volumes.EnvPassword)
+	}
+	if image == "" {
+		return nil, errors.New("the ferry server has no helper image (ferry server --restore-helper-image)")
+	}
+	creds, err := locationCredentials(ctx, secrets, bsl)
+	if err != nil {
+		return nil, err
+	}
+	env, err := volumes.HelperEnv(bsl.Spec.URL, password, creds)
+	if err != nil {
+		return nil, err
+	}
+	return &volumes.Helpers{Client: cluster.Typed, Run: helperpod.NewRun(cluster.Typed, log), Image: image, Env: env, StartTimeout: timeout}, nil
 }
 
 // locationOf is the name of the location a Backup belongs to: its label

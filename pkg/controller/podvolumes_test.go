@@ -14,7 +14,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,47 +50,22 @@ func startAgent(t *testing.T, s *site, node, podsDir, password string) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// volumePod creates, in namespace ns, a statically bound PV/PVC and a pod
-// on node (spec.nodeName set: the control plane has no scheduler) that
-// mounts the claim as "data" and an emptyDir "cache", both annotated for
-// backup.
+// volumePod creates, in namespace ns, a pod on node (spec.nodeName set:
+// the control plane has no scheduler) with an inline CSI volume "data" and
+// an emptyDir "cache", both annotated for backup.
 func volumePod(t *testing.T, cs kubernetes.Interface, ns, name, node string) *corev1.Pod {
 	t.Helper()
 	ctx := context.Background()
-	claim, pv, sc := name+"-data", "pv-"+ns+"-"+name, "manual"
-	_, err := cs.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: pv},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: sc,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			ClaimRef:                      &corev1.ObjectReference{Kind: "PersistentVolumeClaim", Namespace: ns, Name: claim},
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "disk.csi.example.com", VolumeHandle: pv}},
-		},
-	}, metav1.CreateOptions{})
-	must(t, err)
-	_, err = cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: &sc, VolumeName: pv,
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-		},
-	}, metav1.CreateOptions{})
-	must(t, err)
-	eventually(t, 60*time.Second, "claim "+claim+" bound", func() error {
-		pvc, err := cs.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
-		if err == nil && pvc.Status.Phase != corev1.ClaimBound {
-			err = errPhase(string(pvc.Status.Phase))
-		}
-		return err
-	})
 	p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{volumes.AnnotationBackupVolumes: "data,cache"}},
 		Spec: corev1.PodSpec{
 			NodeName:   node,
 			Containers: []corev1.Container{{Name: "app", Image: "busybox:1.37", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "cache", MountPath: "/cache"}}}},
 			Volumes: []corev1.Volume{
-				{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}},
+				// An inline CSI volume: the node agent reads it in the pods
+				// directory. (A claim goes to a helper pod, which mounts it;
+				// that needs a real node: test/e2e TestServerWorkloadVolumes.)
+				{Name: "data", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "disk.csi.example.com"}}},
 				{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 			},
 		},
@@ -132,7 +106,7 @@ func changeRestoredFiles(t *testing.T, cs kubernetes.Interface, hostDir string) 
 	must(t, err)
 	vols := filepath.Join(hostDir, string(pod.UID), "volumes")
 	files := []string{
-		filepath.Join(vols, "kubernetes.io~csi", "pv-app-db", "mount", "a", "b", "c", "d", "deep.txt"),
+		filepath.Join(vols, "kubernetes.io~csi", "data", "mount", "a", "b", "c", "d", "deep.txt"),
 		filepath.Join(vols, "kubernetes.io~empty-dir", "cache", "a", "b", "c", "d", "deep.txt"),
 	}
 	for _, f := range files {
@@ -150,7 +124,7 @@ func (e errPhase) Error() string { return "phase " + string(e) }
 
 // TestServerPodVolumes: in server mode, pod volume data goes through
 // PodVolumeBackups and PodVolumeRestores that the node agent of the pod's
-// node carries out. A Backup CR backs up a claim and an emptyDir from the
+// node carries out. A Backup CR backs up a CSI volume and an emptyDir from the
 // (stand-in) node's pods directory; in another cluster a Restore CR makes
 // the restored pod wait, the agent of the node it is scheduled to fills
 // its volumes, and the data arrives byte for byte with the done-markers.
@@ -179,7 +153,7 @@ func TestServerPodVolumes(t *testing.T) {
 	must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}))
 	pod := volumePod(t, srcCS, "app", "db", "node-a")
 	vols := filepath.Join(hostSrc, string(pod.UID), "volumes")
-	dataDir := filepath.Join(vols, "kubernetes.io~csi", "pv-app-db", "mount")
+	dataDir := filepath.Join(vols, "kubernetes.io~csi", "data", "mount")
 	cacheDir := filepath.Join(vols, "kubernetes.io~empty-dir", "cache")
 	for i, d := range []string{dataDir, cacheDir} {
 		must(t, os.MkdirAll(d, 0o755))
@@ -252,7 +226,7 @@ func TestServerPodVolumes(t *testing.T) {
 		uid := got.Annotations[transform.AnnotationRestoreUID]
 		to := filepath.Join(hostDst, string(got.UID), "volumes")
 		for from, into := range map[string]string{
-			dataDir:  filepath.Join(to, "kubernetes.io~csi", "pv-app-db", "mount"),
+			dataDir:  filepath.Join(to, "kubernetes.io~csi", "data", "mount"),
 			cacheDir: filepath.Join(to, "kubernetes.io~empty-dir", "cache"),
 		} {
 			if diffs, err := volumetest.Compare(from, into, volumes.MarkerDir); err != nil || len(diffs) > 0 {

@@ -41,6 +41,10 @@ type RestoreReconciler struct {
 	PodVolumeTimeout time.Duration
 	AgentGrace       time.Duration
 	HelperImage      string
+	// RepositoryPassword lets the helper pods that fill restored claims
+	// open the volume repository; without it, claims get no data (each
+	// is an error of the restore).
+	RepositoryPassword string
 	// Events, if set, records Started and how each Restore ended.
 	Events events.EventRecorder
 }
@@ -113,6 +117,22 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		Restore: func(ctx context.Context, uid string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore {
 			return pv.restore(ctx, rs.Name, uid, targets, wait, onProgress)
 		}}
+	// Claims are filled by helper pods before their workloads exist: no
+	// pod mounts them yet, so no node agent can reach them.
+	h, herr := helpers(ctx, r.APIReader, r.Cluster, bsl, r.HelperImage, r.RepositoryPassword, r.PodVolumeTimeout, r.Log)
+	if herr == nil {
+		defer h.Run.Close(ctx)
+		opts.PodVolumes.Claims = h.RestoreClaims
+		opts.PodVolumes.Check = func(ctx context.Context) error {
+			repo, err := volumes.Open(ctx, loc, r.RepositoryPassword, volumes.OpenOptions{})
+			if err != nil {
+				return err
+			}
+			return repo.Close(context.WithoutCancel(ctx))
+		}
+	} else {
+		opts.PodVolumes.Claims = failClaims(herr)
+	}
 
 	var done, total atomic.Int64
 	opts.OnProgress = func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) }
@@ -198,4 +218,15 @@ func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, why,
 	event(r.Events, rs, true, why, "Restore", "%s", reason)
 	restoresTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
 	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, rs, orig))
+}
+
+// failClaims restores no claim: each fails with err.
+func failClaims(err error) func(context.Context, string, []volumes.ClaimRestore, func(volumes.Totals)) []volumes.PodVolumeRestore {
+	return func(_ context.Context, _ string, claims []volumes.ClaimRestore, _ func(volumes.Totals)) []volumes.PodVolumeRestore {
+		out := make([]volumes.PodVolumeRestore, len(claims))
+		for i, c := range claims {
+			out[i] = volumes.PodVolumeRestore{RestoreTarget: volumes.RestoreTarget{PodVolume: c.Source, SnapshotID: c.SnapshotID}, Error: fmt.Sprintf("%s: %v", c.Key(), err)}
+		}
+		return out
+	}
 }

@@ -67,9 +67,10 @@ type Options struct {
 	// run a source's and a target's); their metrics are shared.
 	SeveralPerProcess bool
 	// RepositoryPassword opens the locations' volume repositories (kopia)
-	// for pod volume backups. Without it, a backup's pod volumes fail with
-	// the reason (the backup is PartiallyFailed); restores do not need it
-	// (the node agents read the data).
+	// for pod volume backups, and is given to the helper pods that back up
+	// claims no pod mounts and fill restored claims. Without it, those
+	// volumes fail with the reason (the backup or restore is
+	// PartiallyFailed).
 	RepositoryPassword string
 	// PodVolumeTimeout bounds how long a backup or restore waits for the
 	// node agents to finish its PodVolumeBackups or PodVolumeRestores, and
@@ -79,9 +80,9 @@ type Options struct {
 	// AgentGrace is how long a node agent may take to show up (its heartbeat
 	// Lease) before its volumes fail (default AgentGrace).
 	AgentGrace time.Duration
-	// RestoreHelperImage runs the ferry-restore-wait init container of
-	// restored pods that wait for their volume data (default
-	// restore.DefaultRestoreHelperImage).
+	// RestoreHelperImage is ferry's image: it runs the ferry-restore-wait
+	// init container of restored pods that wait for their volume data, and
+	// the helper pods (default restore.DefaultRestoreHelperImage).
 	RestoreHelperImage string
 }
 
@@ -176,9 +177,9 @@ func NewManager(ctx context.Context, opts Options) (manager.Manager, error) {
 	gen := predicate.GenerationChangedPredicate{}
 	regs := []reg{
 		{"backup", &v1alpha1.Backup{}, &BackupReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "backup"),
-			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, Events: rec}, nil},
+			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, Events: rec}, nil},
 		{"restore", &v1alpha1.Restore{}, &RestoreReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "restore"),
-			PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, Events: rec}, nil},
+			PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, RepositoryPassword: opts.RepositoryPassword, Events: rec}, nil},
 		{"schedule", &v1alpha1.Schedule{}, &ScheduleReconciler{Client: c, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "schedule")}, []predicate.Predicate{gen}},
 		{"backup-gc", &v1alpha1.Backup{}, &GCReconciler{Client: c, APIReader: reader, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "gc"), RepositoryPassword: opts.RepositoryPassword, Events: rec}, nil},
 		{"backupstoragelocation", &v1alpha1.BackupStorageLocation{}, &LocationReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.ValidationPeriod, Log: log.With("controller", "location"), Events: rec}, []predicate.Predicate{gen}},

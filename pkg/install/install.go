@@ -170,6 +170,9 @@ func Render(o Options) []client.Object {
 		&rbacv1.ClusterRole{ObjectMeta: cluster(ServerName + "-restore"), Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"create", "update", "patch"}},
 			{APIGroups: []string{"rbac.authorization.k8s.io"}, Resources: []string{"roles", "clusterroles"}, Verbs: []string{"escalate", "bind"}},
+			// Helper pods (pkg/helperpod): removed with their Secrets and Leases.
+			{APIGroups: []string{""}, Resources: []string{"pods", "secrets"}, Verbs: []string{"delete"}},
+			{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"delete"}},
 		}},
 		&rbacv1.Role{ObjectMeta: meta(ServerName), Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{v1alpha1.Group}, Resources: ferryResources, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},

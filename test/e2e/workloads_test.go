@@ -292,3 +292,56 @@ func TestMigrateWorkloadVolumes(t *testing.T) {
 	noHelperLeft(ctx, t, src)
 	noHelperLeft(ctx, t, dst)
 }
+
+// TestServerWorkloadVolumes is TestMigrateWorkloadVolumes in server mode:
+// `ferry install` puts the server and the node agents on both clusters;
+// a Backup and a Restore (CLI --server) move every workload kind's data.
+// The node agents read the volumes of running pods and fill the emptyDir
+// of the restored pod; the server's helper pods back up the claim no pod
+// mounts (the finished Job's) and fill every claim before its workloads.
+func TestServerWorkloadVolumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	e := newVolumeEnv(ctx, t)
+	creds := filepath.Join(t.TempDir(), "credentials")
+	var keys []string
+	for _, kv := range e.env {
+		keys = append(keys, kv)
+	}
+	writeFile(t, creds, strings.Join(keys, "\n")+"\n")
+	for _, c := range []*testenv.Cluster{e.src, e.dst} {
+		r := ferry(t, nil, "install", "--apply", "--kubeconfig", e.kubeconfig, "--context", c.Name, "--image", e.image,
+			"--host-pods-dir", filepath.Join(c.Node.RootDir, "pods"), "--location-url", e.location,
+			"--credentials-file", creds, "--repository-password-file", e.password)
+		if r.code != 0 {
+			t.Fatalf("install into %s: exit %d\n%s\n%s", c.Name, r.code, r.stdout, r.stderr)
+		}
+		k := kubernetes.NewForConfigOrDie(c.Config)
+		fastStoreSync(ctx, t, k)
+		waitLabeledRunning(ctx, t, k, "ferry", "app.kubernetes.io/component=ferry-server")
+		waitLabeledRunning(ctx, t, k, "ferry", "app.kubernetes.io/component=ferry-node-agent")
+	}
+	f := workloadFixture{ns: "shop", image: e.reg.NodeHost + "/" + testenv.BusyboxImage}
+	f.create(ctx, t, kubernetes.NewForConfigOrDie(e.src.Config))
+	want := f.sums(ctx, t, e.src, false)
+	run := func(args ...string) result { return ferry(t, nil, append(args, "--kubeconfig", e.kubeconfig)...) }
+	if r := run("backup", "create", "s1", "--server", "--wait", "--context", "src", "--include-namespaces", "shop",
+		"--default-volumes-to-fs-backup", "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"phase": "Completed"`) {
+		dumpCluster(ctx, t, e.src)
+		phase, errs := phaseOf(t, e.describe(t, "backup", "s1"))
+		t.Fatalf("backup: exit %d: %s: %s\n%s", r.code, phase, errs, r.stderr)
+	}
+	waitBackupSynced(ctx, t, e.dst, "s1")
+	if r := run("restore", "create", "s1", "--from-backup", "s1", "--server", "--context", "dst"); r.code != 0 {
+		t.Fatalf("restore: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	waitRestored(ctx, t, e.dst, "s1")
+	got := f.sums(ctx, t, e.dst, true)
+	for k, w := range want {
+		if strings.TrimSpace(got[k]) != strings.TrimSpace(w) {
+			t.Errorf("%s: target's data has checksums\n%s\nwant the source's\n%s", k, got[k], w)
+		}
+	}
+	noHelperLeft(ctx, t, e.src)
+	noHelperLeft(ctx, t, e.dst)
+}
