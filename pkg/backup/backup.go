@@ -18,12 +18,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	labelselection "k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
 	"github.com/kubeferry/ferry/pkg/filter"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
@@ -105,6 +107,13 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	if err != nil {
 		return nil, nil, fmt.Errorf("label selector %q: %w", opts.Spec.LabelSelector, err)
 	}
+	// ferry's own helper pods, their Secrets and Leases (of this run, or
+	// of a run that was killed) are never part of a backup.
+	notHelper, err := labels.NewRequirement(helperpod.LabelRun, labelselection.DoesNotExist, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	selector = selector.Add(*notHelper)
 	if _, err := loc.GetBackup(ctx, opts.Name); err == nil || errors.Is(err, store.ErrIncomplete) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("backup %q: %w (an interrupted earlier run; remove it with `ferry backup delete %s`)", opts.Name, ErrExists, opts.Name)

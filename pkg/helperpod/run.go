@@ -36,6 +36,7 @@ type Run struct {
 
 	once    sync.Once
 	started bool
+	seen    map[string]time.Time // other runs' leases when this one started
 	mu      sync.Mutex
 	leases  map[string]bool // namespaces with this run's lease
 	stop    chan struct{}
@@ -62,14 +63,67 @@ func (r *Run) start(ctx context.Context) {
 		} else if n > 0 {
 			r.Log.Info("removed the helper objects of interrupted runs", "objects", n)
 		}
+		r.seen = r.otherLeases(ctx)
 		r.started = true
 		go r.renew()
 	})
 }
 
+// otherLeases returns the renew times of the unexpired leases of other
+// runs (namespace/name).
+func (r *Run) otherLeases(ctx context.Context) map[string]time.Time {
+	out := map[string]time.Time{}
+	leases, err := r.client.CoordinationV1().Leases("").List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=" + ManagedBy + "," + LabelRun})
+	if err != nil {
+		return out
+	}
+	for _, l := range leases.Items {
+		if l.Labels[LabelRun] == r.ID || expired(l) {
+			continue
+		}
+		t := l.CreationTimestamp.Time
+		if l.Spec.RenewTime != nil {
+			t = l.Spec.RenewTime.Time
+		}
+		out[l.Namespace+"/"+l.Name] = t
+	}
+	return out
+}
+
+// awaitStale waits, up to a lease's duration, until every other run's
+// lease is either renewed (that run lives) or expired (it was killed, and
+// Sweep may remove its objects): a run killed just before this one
+// started has not expired yet when this one started.
+func (r *Run) awaitStale(ctx context.Context) {
+	seen := r.seen
+	deadline := time.Now().Add(LeaseDuration + RenewEvery)
+	for time.Now().Before(deadline) {
+		waiting := false
+		for key, t := range r.otherLeases(ctx) {
+			first, ok := seen[key]
+			if !ok {
+				seen[key] = t
+				first = t
+			}
+			if !t.After(first) {
+				waiting = true // not renewed since it was first seen
+			}
+		}
+		if !waiting {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // Close stops renewing, deletes the run's objects and leases, and sweeps
-// again: by now the leases of runs killed while this one ran have expired.
-// A run that started no pod has nothing to close.
+// again, once the leases of runs that were killed before or while this
+// one ran have expired (awaitStale: at most a lease's duration more). A
+// run that started no pod has nothing to close.
 func (r *Run) Close(ctx context.Context) {
 	r.once.Do(func() {}) // no start after Close
 	if !r.started {
@@ -77,13 +131,14 @@ func (r *Run) Close(ctx context.Context) {
 	}
 	close(r.stop)
 	<-r.done
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second+LeaseDuration)
 	defer cancel()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for ns := range r.leases {
 		r.sweepRun(ctx, ns, r.ID)
 	}
+	r.awaitStale(ctx)
 	if _, err := Sweep(ctx, r.client); err != nil {
 		r.Log.Warn("helper pods of earlier runs not swept", "error", err)
 	}

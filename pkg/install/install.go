@@ -12,9 +12,12 @@
 //     resource of every group. A restore creates objects of any kind,
 //     CRDs and their custom resources included, which cannot be listed in
 //     advance; update and patch serve --existing-resource-policy=update and
-//     --restore-status. No delete: restores never delete. Plus escalate and
-//     bind on roles and clusterroles, which the API server requires to
-//     restore RBAC objects granting more than the server itself holds.
+//     --restore-status. Restores never delete what they restored; the
+//     only delete is of the server's own helper pods, their Secrets and
+//     Leases (pkg/helperpod), in the namespaces of the claims they serve.
+//     Plus escalate and bind on roles and clusterroles, which the API
+//     server requires to restore RBAC objects granting more than the
+//     server itself holds.
 //   - Role ferry-server (its namespace only): all verbs it uses on ferry.dev
 //     objects and their status; get on Secrets (location credentials);
 //     Leases for leader election; Events.

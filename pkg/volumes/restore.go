@@ -120,6 +120,14 @@ func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, pr
 	if err := os.MkdirAll(markers, 0o755); err != nil {
 		return nil, err
 	}
+	// A restore that was killed (its helper pod deleted, its process gone)
+	// left its staging folder: nothing of it was moved into the volume.
+	stale, _ := filepath.Glob(filepath.Join(markers, "restore-*.partial"))
+	for _, p := range stale {
+		if err := os.RemoveAll(p); err != nil {
+			return nil, fmt.Errorf("restoring snapshot %s: removing the staging folder %s of an interrupted restore: %w", id, p, err)
+		}
+	}
 	suffix := make([]byte, 6)
 	_, _ = rand.Read(suffix)
 	staging := filepath.Join(markers, "restore-"+hex.EncodeToString(suffix)+".partial")
