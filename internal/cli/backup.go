@@ -109,6 +109,7 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 			if pv != nil && pv.Repository != nil {
 				dp = pr.dataBar("volume data")
 				pv.OnProgress = dp.update
+				vf.showVolumes(dp)
 			}
 			spec := f.spec()
 			spec.EncryptionRecipients = cf.recipients

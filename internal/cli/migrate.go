@@ -122,6 +122,7 @@ The two clusters never talk to each other.`,
 			if bpv.Repository != nil {
 				dp = pr.dataBar("volume data")
 				bpv.OnProgress = dp.update
+				vf.showVolumes(dp)
 			}
 			bspec := bf.spec()
 			bspec.EncryptionRecipients = cf.recipients
@@ -157,6 +158,7 @@ The two clusters never talk to each other.`,
 			if rpv != nil {
 				dp = pr.dataBar("volume data")
 				rpv.OnProgress = dp.update
+				vf.showVolumes(dp)
 			}
 			r, rres, err := restore.Run(ctx, dst, loc, ropts)
 			dp.stop()

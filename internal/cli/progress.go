@@ -124,8 +124,11 @@ func (ip *imageProgress) stop() {
 // terminal only.
 type dataProgress struct {
 	bar *mpb.Bar
-	mu  sync.Mutex
-	t   struct {
+	p   *mpb.Progress
+	// vols are the bars of each claim or volume a helper pod moves.
+	vols map[string]*volumeBar
+	mu   sync.Mutex
+	t    struct {
 		volumes, done int
 		bytes, files  int64
 	}
@@ -137,7 +140,7 @@ func (pr *progress) dataBar(name string) *dataProgress {
 	if pr.p == nil {
 		return &dataProgress{}
 	}
-	dp := &dataProgress{}
+	dp := &dataProgress{p: pr.p, vols: map[string]*volumeBar{}}
 	dp.bar = pr.p.New(0, mpb.NopStyle(),
 		mpb.PrependDecorators(decor.Name(name, decor.WC{C: decor.DindentRight | decor.DextraSpace})),
 		mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
@@ -165,5 +168,53 @@ func (dp *dataProgress) stop() {
 	if dp.bar == nil {
 		return
 	}
+	dp.mu.Lock()
+	for _, vb := range dp.vols {
+		vb.bar.SetTotal(-1, true)
+	}
+	dp.mu.Unlock()
 	dp.bar.SetTotal(-1, true)
+}
+
+// volumeBar is one claim's (or volume's) line: its bytes and files.
+type volumeBar struct {
+	bar          *mpb.Bar
+	mu           sync.Mutex
+	bytes, files int64
+	done         bool
+}
+
+// volume shows the progress of one claim or volume (volumes.Helpers.OnVolume):
+// a line of its own, with its bytes and files, ended when done.
+func (dp *dataProgress) volume(key string, p volumes.HelperProgress, done bool) {
+	if dp.p == nil {
+		return
+	}
+	dp.mu.Lock()
+	vb, ok := dp.vols[key]
+	if !ok {
+		vb = &volumeBar{}
+		vb.bar = dp.p.New(0, mpb.NopStyle(),
+			mpb.PrependDecorators(decor.Name("  "+key, decor.WC{C: decor.DindentRight | decor.DextraSpace})),
+			mpb.AppendDecorators(decor.Any(func(decor.Statistics) string {
+				vb.mu.Lock()
+				defer vb.mu.Unlock()
+				state := ""
+				if vb.done {
+					state = ", done"
+				}
+				return fmt.Sprintf("%d files, %s%s", vb.files, humanBytes(vb.bytes), state)
+			})),
+		)
+		dp.vols[key] = vb
+	}
+	dp.mu.Unlock()
+	vb.mu.Lock()
+	vb.bytes, vb.files, vb.done = p.Bytes, p.Files, done
+	vb.mu.Unlock()
+	vb.bar.SetTotal(p.Bytes+1, false)
+	vb.bar.SetCurrent(p.Bytes)
+	if done {
+		vb.bar.SetTotal(-1, true)
+	}
 }

@@ -163,7 +163,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 			}
 			defer closeVolumes()
 			opts.PodVolumes = pv
-			return runRestore(g, cluster, loc, opts)
+			return runRestore(g, cluster, loc, opts, &vf)
 		},
 	}
 	cmd.Flags().StringVar(&from, "from-backup", "", "name of the backup to restore (required)")
@@ -180,13 +180,14 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func runRestore(g *globals, cluster *kube.Cluster, loc *store.Location, opts restore.Options) error {
+func runRestore(g *globals, cluster *kube.Cluster, loc *store.Location, opts restore.Options, vf *volumeFlags) error {
 	pr := newProgress(g.stderr, "restore "+opts.Name)
 	opts.OnProgress = pr.update
 	dp := &dataProgress{}
 	if opts.PodVolumes != nil && !opts.PodVolumes.ByNodeAgent {
 		dp = pr.dataBar("volume data")
 		opts.PodVolumes.OnProgress = dp.update
+		vf.showVolumes(dp)
 	}
 	r, res, err := restore.Run(contextOf(g), cluster, loc, opts)
 	dp.stop()

@@ -33,6 +33,16 @@ type volumeFlags struct {
 	nodePodsDir   string
 	toNodePodsDir string
 	unschedulable time.Duration
+	// active are the helper pods of this command (helpers), whose
+	// claims get progress lines (showVolumes).
+	active []*volumes.Helpers
+}
+
+// showVolumes gives each claim the helper pods move a line of dp.
+func (f *volumeFlags) showVolumes(dp *dataProgress) {
+	for _, h := range f.active {
+		h.OnVolume = dp.volume
+	}
 }
 
 // registerHelpers adds the flags of the helper pods that move volume data
@@ -62,8 +72,10 @@ func (f *volumeFlags) helpers(loc *store.Location, cluster *kube.Cluster, passwo
 	if err != nil {
 		return nil, err
 	}
-	return &volumes.Helpers{Client: cluster.Typed, Run: helperpod.NewRun(cluster.Typed, log), Image: f.helperImage, Env: env,
-		NodePodsDir: f.nodePodsDir, StartTimeout: f.wait, Unschedulable: f.unschedulable, Sparse: f.sparse}, nil
+	h := &volumes.Helpers{Client: cluster.Typed, Run: helperpod.NewRun(cluster.Typed, log), Image: f.helperImage, Env: env,
+		NodePodsDir: f.nodePodsDir, StartTimeout: f.wait, Unschedulable: f.unschedulable, Sparse: f.sparse}
+	f.active = append(f.active, h)
+	return h, nil
 }
 
 func (f *volumeFlags) registerPassword(cmd *cobra.Command) {
