@@ -10,7 +10,6 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/kube"
-	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -74,7 +73,7 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 	fl.DurationVar(&opts.SyncPeriod, "sync-period", time.Minute, "how often each location's backups are synced into the cluster")
 	fl.StringVar(&passwordFile, "repository-password-file", "", "file holding the password of the locations' volume repositories (kopia; default $"+volumes.EnvPassword+"), for pod volume backups")
 	fl.DurationVar(&opts.PodVolumeTimeout, "pod-volume-timeout", controller.DefaultPodVolumeTimeout, "how long a backup or restore waits for the node agents to finish its pod volumes, and a restore for a restored pod to be scheduled")
-	fl.StringVar(&opts.RestoreHelperImage, "restore-helper-image", restore.DefaultRestoreHelperImage, "image of the ferry-restore-wait init container added to restored pods whose volume data is restored (needs /bin/sh)")
+	fl.StringVar(&opts.RestoreHelperImage, "restore-helper-image", defaultImage(), "ferry's image: runs the ferry-restore-wait init container of restored pods and the helper pods that move claims' data")
 	fl.DurationVar(&opts.ValidationPeriod, "location-validation-period", time.Minute, "how often a BackupStorageLocation is validated when its spec.validationFrequency is not set")
 	return cmd
 }
