@@ -324,28 +324,7 @@ func (h *Helpers) RestoreClaims(ctx context.Context, restoreUID string, claims [
 		target := RestoreTarget{PodVolume: v, SnapshotID: c.SnapshotID}
 		hr := helperRun{key: c.Key(), namespace: c.Namespace, claim: c.Claim,
 			job: HelperJob{Op: HelperRestore, Volume: v, SnapshotID: c.SnapshotID, RestoreUID: restoreUID, Sparse: h.Sparse}}
-		var oc HelperOutcome
-		res, err := h.run(ctx, hr, &oc, func(p HelperProgress) { tot.set(i, p, false); h.progress(hr.key, p, false) })
-		switch {
-		case err != nil:
-			out[i] = PodVolumeRestore{RestoreTarget: target, Error: err.Error()}
-		case oc.Restore == nil:
-			out[i] = PodVolumeRestore{RestoreTarget: target, Error: c.Key() + ": the helper reported no restore"}
-		default:
-			out[i] = *oc.Restore
-			if out[i].Error != "" {
-				out[i].Error = c.Key() + ": " + out[i].Error
-			}
-		}
-		if res != nil {
-			out[i].HelperPod, out[i].HelperNode = res.Pod, res.Node
-		}
-		var done HelperProgress
-		if out[i].RestoreResult != nil {
-			done = HelperProgress{Bytes: out[i].Bytes, Files: out[i].Files}
-		}
-		tot.set(i, done, true)
-		h.progress(hr.key, done, true)
+		out[i] = h.restoreOne(ctx, i, hr, target, tot)
 	})
 	return out
 }
@@ -371,26 +350,37 @@ func (h *Helpers) RestorePodVolumes(ctx context.Context, restoreUID string, targ
 		v := t.PodVolume
 		hr := helperRun{key: "volume " + t.Key(), namespace: t.Namespace, node: node, tolerate: true,
 			job: HelperJob{Op: HelperRestore, Volume: v, PodsDir: HelperPodsDir, SnapshotID: t.SnapshotID, RestoreUID: t.MarkerUID(restoreUID), Sparse: h.Sparse}}
-		var oc HelperOutcome
-		res, err := h.run(ctx, hr, &oc, func(p HelperProgress) { tot.set(i, p, false); h.progress(hr.key, p, false) })
-		switch {
-		case err != nil:
-			out[i].Error = err.Error()
-		case oc.Restore == nil:
-			out[i].Error = hr.key + ": the helper reported no restore"
-		default:
-			out[i].Path, out[i].RestoreResult, out[i].Error = oc.Restore.Path, oc.Restore.RestoreResult, oc.Restore.Error
-		}
-		if res != nil {
-			out[i].HelperPod, out[i].HelperNode = res.Pod, res.Node
-		}
-		var done HelperProgress
-		if out[i].RestoreResult != nil {
-			done = HelperProgress{Bytes: out[i].Bytes, Files: out[i].Files}
-		}
-		tot.set(i, done, true)
-		h.progress(hr.key, done, true)
+		out[i] = h.restoreOne(ctx, i, hr, t, tot)
 	})
+	return out
+}
+
+// restoreOne runs the restore helper pod of hr for target (the i-th of
+// tot) and returns its outcome, errors prefixed with what it restores.
+func (h *Helpers) restoreOne(ctx context.Context, i int, hr helperRun, target RestoreTarget, tot *totals) PodVolumeRestore {
+	out := PodVolumeRestore{RestoreTarget: target}
+	var oc HelperOutcome
+	res, err := h.run(ctx, hr, &oc, func(p HelperProgress) { tot.set(i, p, false); h.progress(hr.key, p, false) })
+	switch {
+	case err != nil:
+		out.Error = err.Error()
+	case oc.Restore == nil:
+		out.Error = hr.key + ": the helper reported no restore"
+	default:
+		out.Path, out.RestoreResult = oc.Restore.Path, oc.Restore.RestoreResult
+		if oc.Restore.Error != "" {
+			out.Error = hr.key + ": " + oc.Restore.Error
+		}
+	}
+	if res != nil {
+		out.HelperPod, out.HelperNode = res.Pod, res.Node
+	}
+	var done HelperProgress
+	if out.RestoreResult != nil {
+		done = HelperProgress{Bytes: out.Bytes, Files: out.Files}
+	}
+	tot.set(i, done, true)
+	h.progress(hr.key, done, true)
 	return out
 }
 

@@ -69,6 +69,27 @@ func (e *volumeEnv) run(t *testing.T, c *testenv.Cluster, args ...string) result
 	return ferry(t, e.env, args...)
 }
 
+// install runs `ferry install --apply` on both clusters, with the
+// location, its credentials and the password, and waits for the server and
+// the node agent to run (the server syncing its location every 2 s).
+func (e *volumeEnv) install(ctx context.Context, t *testing.T) {
+	t.Helper()
+	creds := filepath.Join(t.TempDir(), "credentials")
+	writeFile(t, creds, strings.Join(e.env, "\n")+"\n")
+	for _, c := range []*testenv.Cluster{e.src, e.dst} {
+		r := ferry(t, nil, "install", "--apply", "--kubeconfig", e.kubeconfig, "--context", c.Name, "--image", e.image,
+			"--host-pods-dir", filepath.Join(c.Node.RootDir, "pods"), "--location-url", e.location,
+			"--credentials-file", creds, "--repository-password-file", e.password)
+		if r.code != 0 {
+			t.Fatalf("install into %s: exit %d\n%s\n%s", c.Name, r.code, r.stdout, r.stderr)
+		}
+		k := kubernetes.NewForConfigOrDie(c.Config)
+		fastStoreSync(ctx, t, k)
+		waitLabeledRunning(ctx, t, k, "ferry", "app.kubernetes.io/component=ferry-server")
+		waitLabeledRunning(ctx, t, k, "ferry", "app.kubernetes.io/component=ferry-node-agent")
+	}
+}
+
 // describe runs `ferry <kind> describe name -o json`.
 func (e *volumeEnv) describe(t *testing.T, kind, name string) result {
 	t.Helper()

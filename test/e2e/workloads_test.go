@@ -238,39 +238,15 @@ func noHelperLeft(ctx context.Context, t *testing.T, c *testenv.Cluster) {
 func TestMigrateWorkloadVolumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	reg, err := testenv.StartRegistry(ctx, t, testenv.RegistryOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	image := makeImage(t, reg)
-	s3, err := testenv.StartS3(ctx, t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s3.CreateBucket(ctx, "ferry"); err != nil {
-		t.Fatal(err)
-	}
-	cs, err := testenv.StartNodeClusters(ctx, t, reg, "src", "dst")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, dst := cs[0], cs[1]
+	e := newVolumeEnv(ctx, t)
+	src, dst, reg, image := e.src, e.dst, e.reg, e.image
 	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := testenv.WriteKubeconfig(kubeconfig, cs...); err != nil {
-		t.Fatal(err)
-	}
-	password := filepath.Join(dir, "password")
-	writeFile(t, password, "workloads-test-password\n")
-	env := []string{"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey}
-	location := fmt.Sprintf("s3://ferry?endpoint=%s&use_path_style=true&region=%s", s3.NodeEndpoint, testenv.S3Region)
-
 	f := workloadFixture{ns: "shop", image: reg.NodeHost + "/" + testenv.BusyboxImage}
 	f.create(ctx, t, kubernetes.NewForConfigOrDie(src.Config))
 	want := f.sums(ctx, t, src, false)
 
-	r := ferry(t, env, "migrate", "--kubeconfig", kubeconfig, "--from-context", "src", "--to-context", "dst", "--storage", location,
-		"--name", "m1", "--include-namespaces", "shop", "--default-volumes-to-fs-backup", "--repository-password-file", password,
+	r := ferry(t, e.env, "migrate", "--kubeconfig", e.kubeconfig, "--from-context", "src", "--to-context", "dst", "--storage", e.location,
+		"--name", "m1", "--include-namespaces", "shop", "--default-volumes-to-fs-backup", "--repository-password-file", e.password,
 		"--helper-image", image, "--node-pods-dir", filepath.Join(src.Node.RootDir, "pods"), "--to-node-pods-dir", filepath.Join(dst.Node.RootDir, "pods"),
 		"--report-dir", filepath.Join(dir, "report"))
 	t.Logf("migrate: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -303,24 +279,7 @@ func TestServerWorkloadVolumes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	e := newVolumeEnv(ctx, t)
-	creds := filepath.Join(t.TempDir(), "credentials")
-	var keys []string
-	for _, kv := range e.env {
-		keys = append(keys, kv)
-	}
-	writeFile(t, creds, strings.Join(keys, "\n")+"\n")
-	for _, c := range []*testenv.Cluster{e.src, e.dst} {
-		r := ferry(t, nil, "install", "--apply", "--kubeconfig", e.kubeconfig, "--context", c.Name, "--image", e.image,
-			"--host-pods-dir", filepath.Join(c.Node.RootDir, "pods"), "--location-url", e.location,
-			"--credentials-file", creds, "--repository-password-file", e.password)
-		if r.code != 0 {
-			t.Fatalf("install into %s: exit %d\n%s\n%s", c.Name, r.code, r.stdout, r.stderr)
-		}
-		k := kubernetes.NewForConfigOrDie(c.Config)
-		fastStoreSync(ctx, t, k)
-		waitLabeledRunning(ctx, t, k, "ferry", "app.kubernetes.io/component=ferry-server")
-		waitLabeledRunning(ctx, t, k, "ferry", "app.kubernetes.io/component=ferry-node-agent")
-	}
+	e.install(ctx, t)
 	f := workloadFixture{ns: "shop", image: e.reg.NodeHost + "/" + testenv.BusyboxImage}
 	f.create(ctx, t, kubernetes.NewForConfigOrDie(e.src.Config))
 	want := f.sums(ctx, t, e.src, false)
