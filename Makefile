@@ -82,6 +82,16 @@ bench-images: build
 bench-volumes:
 	$(GO) run ./bench/volumes -gib 2 -rounds 3
 
+# bench/helperpods: backup and restore of a 2 GiB claim through ferry's
+# helper pods, against the kopia CLI v0.22.3 run on the node over the same
+# directory, side by side (one node cluster, registry and S3 server, in a
+# network namespace of its own). The kopia CLI is built first, outside the
+# namespace (it needs the module proxy once).
+.PHONY: bench-helperpods
+bench-helperpods: control-plane
+	$(GO) run ./bench/helperpods -install-kopia
+	$(GO) run -exec $(NETNS_EXEC) ./bench/helperpods -size 2GiB -rounds 3
+
 # The load test (bench/load): a whole-cluster migration of 50,000 objects in
 # 200 namespaces, timed, with ferry's peak RSS (target < 512 MiB).
 .PHONY: load

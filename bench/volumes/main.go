@@ -60,30 +60,21 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io/fs"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"syscall"
-	"time"
-
-	kopiarepo "github.com/kopia/kopia/repo"
 
 	"github.com/kubeferry/ferry/bench/internal/benchutil"
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
-	"github.com/kubeferry/ferry/pkg/volumes/volumetest"
 )
 
 const (
-	password     = "bench repository password"
-	kopiaVersion = "v0.22.3"
-	prog         = "bench/volumes"
+	password = "bench repository password"
+	prog     = "bench/volumes"
 )
 
 func main() {
@@ -207,7 +198,7 @@ func run(gib float64, rounds int, work, kopiaBin, out string) error {
 		return err
 	}
 	if kopiaBin == "" {
-		if kopiaBin, err = installKopia(); err != nil {
+		if kopiaBin, err = benchutil.InstallKopia(prog); err != nil {
 			return err
 		}
 	}
@@ -223,7 +214,7 @@ func run(gib float64, rounds int, work, kopiaBin, out string) error {
 	}
 	b := &bench{data: filepath.Join(work, "data"), self: self}
 	benchutil.Logf(prog, "writing the %.1f GiB data set into %s", gib, b.data)
-	size, files, err := makeDataSet(b.data, int64(gib*(1<<30)))
+	size, files, err := benchutil.MakeDataSet(b.data, int64(gib*(1<<30)))
 	if err != nil {
 		return err
 	}
@@ -239,8 +230,8 @@ func run(gib float64, rounds int, work, kopiaBin, out string) error {
 			dirs[tool] = filepath.Join(work, fmt.Sprintf("r%d", round), tool)
 		}
 		// Both repositories exist before either tool's timed backup.
-		k := kopiaCLI{bin: kopiaBin, config: filepath.Join(dirs["kopia"], "kopia.config")}
-		if err := k.create(ctx, filepath.Join(dirs["kopia"], "repo")); err != nil {
+		k := benchutil.KopiaCLI{Bin: kopiaBin, Config: filepath.Join(dirs["kopia"], "kopia.config"), Password: password}
+		if err := k.Create(ctx, "filesystem", "--path", filepath.Join(dirs["kopia"], "repo")); err != nil {
 			return err
 		}
 		ferryLoc := "file://" + filepath.Join(dirs["ferry"], "store")
@@ -260,7 +251,7 @@ func run(gib float64, rounds int, work, kopiaBin, out string) error {
 			if err != nil {
 				return err
 			}
-			if err := checkRestore(tool, b.data, restored); err != nil {
+			if err := benchutil.CheckRestore(tool, b.data, restored); err != nil {
 				return err
 			}
 			if err := os.RemoveAll(dirs[tool]); err != nil {
@@ -270,7 +261,7 @@ func run(gib float64, rounds int, work, kopiaBin, out string) error {
 	}
 	report(b.samples, size, files, kopiaBin)
 	return benchutil.WriteJSON(filepath.Join(root, out), map[string]any{
-		"commit": benchutil.GitCommit(root), "bytes": size, "files": files, "kopia": kopiaVersion, "splitter": volumes.Splitter, "samples": b.samples,
+		"commit": benchutil.GitCommit(root), "bytes": size, "files": files, "kopia": benchutil.KopiaVersion, "splitter": volumes.Splitter, "samples": b.samples,
 	})
 }
 
@@ -303,124 +294,24 @@ func (b *bench) ferryRound(ctx context.Context, round int, loc, restored string)
 
 // kopiaRound times the kopia CLI's backup of the data set into k's
 // repository and its restore into restored.
-func (b *bench) kopiaRound(ctx context.Context, round int, k kopiaCLI, restored string) error {
-	if _, err := b.timed(ctx, "kopia", "backup", round, "env", k.args("snapshot", "create", b.data, "--no-progress")...); err != nil {
+func (b *bench) kopiaRound(ctx context.Context, round int, k benchutil.KopiaCLI, restored string) error {
+	if _, err := b.timed(ctx, "kopia", "backup", round, "env", k.Args("snapshot", "create", b.data, "--no-progress")...); err != nil {
 		return err
 	}
-	o, err := k.run(ctx, "snapshot", "list", b.data, "--json")
+	id, err := k.LatestSnapshot(ctx, b.data)
 	if err != nil {
 		return err
 	}
-	var snaps []struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(o, &snaps); err != nil || len(snaps) == 0 {
-		return fmt.Errorf("kopia snapshot list: %v %s", err, benchutil.Tail(string(o), 300))
-	}
-	if _, err = b.timed(ctx, "kopia", "restore", round, "env", k.args("restore", snaps[len(snaps)-1].ID, restored, "--no-progress")...); err != nil {
+	if _, err = b.timed(ctx, "kopia", "restore", round, "env", k.Args("restore", id, restored, "--no-progress")...); err != nil {
 		return err
 	}
-	return k.noMaintenance(ctx)
-}
-
-// checkRestore compares a restore with the data set: content, modes and
-// modification times of every file and folder, the same for both tools
-// (ferry's done-marker folder is not part of the data). Any difference
-// fails the run.
-func checkRestore(tool, data, restored string) error {
-	diffs, err := volumetest.Compare(data, restored, volumes.MarkerDir)
-	if err != nil {
-		return fmt.Errorf("comparing %s's restore with the data set: %w", tool, err)
-	}
-	if len(diffs) > 0 {
-		return fmt.Errorf("%s's restore differs from the data set:\n  %s", tool, strings.Join(diffs, "\n  "))
-	}
-	return nil
-}
-
-// kopiaCLI runs the kopia CLI on one repository's config file. Every
-// command gets the same global flags: no automatic maintenance and no
-// logs (ferry's library use runs no maintenance and writes no logs).
-type kopiaCLI struct {
-	bin, config string
-}
-
-// args are the arguments of "env" that run kopia with args. The boolean
-// flags are given bare or as --no-NAME: kopia's flag parser (kingpin
-// v2.4.0) reads "--auto-maintenance=false" as --auto-maintenance (true)
-// followed by an argument "false", which "snapshot create" takes for a
-// second folder to back up.
-func (k kopiaCLI) args(args ...string) []string {
-	return append([]string{"KOPIA_PASSWORD=" + password, "KOPIA_CHECK_FOR_UPDATES=false", k.bin}, append(args,
-		"--config-file", k.config, "--no-auto-maintenance", "--disable-repository-log", "--disable-file-logging", "--disable-content-log")...)
-}
-
-// noMaintenance checks that no maintenance has run in k's repository.
-func (k kopiaCLI) noMaintenance(ctx context.Context) error {
-	o, err := k.run(ctx, "maintenance", "info", "--json")
-	if err != nil {
-		return err
-	}
-	var info struct {
-		Schedule struct {
-			Runs map[string]json.RawMessage `json:"runs"`
-		} `json:"schedule"`
-	}
-	if err := json.Unmarshal(o, &info); err != nil {
-		return fmt.Errorf("kopia maintenance info: %w", err)
-	}
-	if len(info.Schedule.Runs) > 0 {
-		return fmt.Errorf("kopia ran maintenance during the benchmark: %s", benchutil.Tail(string(o), 300))
-	}
-	return nil
-}
-
-// run runs one untimed kopia command and returns its stdout.
-func (k kopiaCLI) run(ctx context.Context, args ...string) ([]byte, error) {
-	o, e, _, _, code, err := benchutil.Child(ctx, "env", k.args(args...)...)
-	if err == nil && code != 0 {
-		err = fmt.Errorf("exit %d", code)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kopia %s: %v %s", strings.Join(args, " "), err, benchutil.Tail(string(e), 500))
-	}
-	return o, nil
-}
-
-// create creates a filesystem repository at path in ferry's format, with
-// kopia's content and metadata caches off, and checks from the config
-// file that they are.
-func (k kopiaCLI) create(ctx context.Context, path string) error {
-	if _, err := k.run(ctx, "repository", "create", "filesystem", "--path", path, "--object-splitter", volumes.Splitter,
-		"--content-cache-size-mb=0", "--metadata-cache-size-mb=0"); err != nil {
-		return err
-	}
-	lc, err := kopiarepo.LoadConfigFromFile(k.config)
-	if err != nil {
-		return fmt.Errorf("kopia config %s: %w", k.config, err)
-	}
-	if c := lc.Caching; c != nil && (c.CacheDirectory != "" || c.ContentCacheSizeBytes != 0 || c.MetadataCacheSizeBytes != 0) {
-		return fmt.Errorf("kopia config %s: caches are on (%s, content %d B, metadata %d B)", k.config, c.CacheDirectory, c.ContentCacheSizeBytes, c.MetadataCacheSizeBytes)
-	}
-	return nil
-}
-
-// median returns the median of xs (0 for none), leaving xs as it is.
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	xs = slices.Sorted(slices.Values(xs))
-	if len(xs)%2 == 1 {
-		return xs[len(xs)/2]
-	}
-	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	return k.NoMaintenance(ctx)
 }
 
 // report prints the medians and, per round, the ratio kopia ÷ ferry.
 func report(samples []sample, size int64, files int, kopiaBin string) {
 	rounds := len(samples) / 4
-	fmt.Printf("Data set: %d files, %.2f GiB; kopia CLI %s (%s); medians of %d rounds\n\n", files, float64(size)/(1<<30), kopiaVersion, kopiaBin, rounds)
+	fmt.Printf("Data set: %d files, %.2f GiB; kopia CLI %s (%s); medians of %d rounds\n\n", files, float64(size)/(1<<30), benchutil.KopiaVersion, kopiaBin, rounds)
 	fmt.Println("| operation | kopia CLI | ferry | ferry / kopia (speed) | kopia peak RSS | ferry peak RSS |")
 	fmt.Println("|---|--:|--:|--:|--:|--:|")
 	perRound := map[string][]string{}
@@ -441,138 +332,10 @@ func report(samples []sample, size int64, files int, kopiaBin string) {
 		for r := 1; r <= rounds; r++ {
 			perRound[op] = append(perRound[op], fmt.Sprintf("%.2f", secs["kopia"][r]/secs["ferry"][r]))
 		}
-		k, f := median(kt), median(ft)
+		k, f := benchutil.Median(kt), benchutil.Median(ft)
 		mib := float64(size) / (1 << 20)
-		fmt.Printf("| %s | %.1f s (%.0f MiB/s) | %.1f s (%.0f MiB/s) | **%.2f** | %.0f MiB | %.0f MiB |\n", op, k, mib/k, f, mib/f, k/f, median(kr), median(fr))
+		fmt.Printf("| %s | %.1f s (%.0f MiB/s) | %.1f s (%.0f MiB/s) | **%.2f** | %.0f MiB | %.0f MiB |\n", op, k, mib/k, f, mib/f, k/f, benchutil.Median(kr), benchutil.Median(fr))
 	}
 	fmt.Printf("\nPer round, kopia's time ÷ ferry's (kopia first in odd rounds): backup %s; restore %s\n",
 		strings.Join(perRound["backup"], ", "), strings.Join(perRound["restore"], ", "))
-}
-
-// installKopia builds the kopia CLI of the pinned version into the tools
-// cache, once.
-func installKopia() (string, error) {
-	dir := os.Getenv("FERRY_TOOLS_BIN")
-	if dir == "" {
-		cache, err := os.UserCacheDir()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(cache, "ferry", "bin")
-	}
-	bin := filepath.Join(dir, "kopia")
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	benchutil.Logf(prog, "building kopia %s into %s (a few minutes, once)", kopiaVersion, dir)
-	// "go install github.com/kopia/kopia@v0.22.3" would do, but the module
-	// proxy refuses the version list it reads for deprecation notices; a
-	// throw-away module that requires kopia builds the same binary with
-	// kopia's own dependency versions.
-	mod, err := os.MkdirTemp("", "ferry-kopia-build-")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(mod)
-	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module ferry.local/kopiabuild\n\ngo 1.26\n"), 0o644); err != nil {
-		return "", err
-	}
-	for _, args := range [][]string{{"get", "github.com/kopia/kopia@" + kopiaVersion}, {"build", "-o", bin, "github.com/kopia/kopia"}} {
-		cmd := exec.Command("go", args...)
-		cmd.Dir = mod
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return "", fmt.Errorf("building kopia: go %s: %w", strings.Join(args, " "), err)
-		}
-	}
-	return bin, nil
-}
-
-// makeDataSet writes the mixed data set of about size bytes into dir: half
-// in one disk image, a quarter in 24 medium files, a quarter in small
-// files (1-40 KiB) in 200 folders. It returns the bytes and files written.
-func makeDataSet(dir string, size int64) (int64, int, error) {
-	rng := rand.New(rand.NewPCG(42, 4242))
-	var total int64
-	files := 0
-	buf := make([]byte, 1<<20)
-	write := func(p string, n int64) error {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		f, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		for left := n; left > 0; {
-			c := min(left, int64(len(buf)))
-			for i := 0; i+8 <= int(c); i += 8 {
-				v := rng.Uint64()
-				buf[i], buf[i+1], buf[i+2], buf[i+3], buf[i+4], buf[i+5], buf[i+6], buf[i+7] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24), byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
-			}
-			if _, err := f.Write(buf[:c]); err != nil {
-				f.Close()
-				return err
-			}
-			left -= c
-		}
-		total += n
-		files++
-		return f.Close()
-	}
-	if err := write(filepath.Join(dir, "disk", "disk.img"), size/2); err != nil {
-		return 0, 0, err
-	}
-	for i := 0; i < 24; i++ {
-		if err := write(filepath.Join(dir, "media", fmt.Sprintf("clip-%02d.bin", i)), size/4/24); err != nil {
-			return 0, 0, err
-		}
-	}
-	for i := 0; total < size; i++ {
-		if err := write(filepath.Join(dir, "small", fmt.Sprintf("%03d", i%200), fmt.Sprintf("f%06d.dat", i)), int64(1024+rng.IntN(40*1024))); err != nil {
-			return 0, 0, err
-		}
-	}
-	return total, files, newestTimes(dir)
-}
-
-// newestTimes gives every folder under dir, and dir, the modification time
-// of the newest entry below it: the time the kopia CLI restores a folder
-// with, so that both tools' restores can be checked strictly.
-func newestTimes(dir string) error {
-	var dirs []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	// WalkDir lists a folder before its subfolders: go backwards, so that
-	// each subfolder has its time before its parent's is computed.
-	for i := len(dirs) - 1; i >= 0; i-- {
-		entries, err := os.ReadDir(dirs[i])
-		if err != nil {
-			return err
-		}
-		var newest time.Time
-		for _, e := range entries {
-			info, err := e.Info()
-			if err != nil {
-				return err
-			}
-			if t := info.ModTime(); t.After(newest) {
-				newest = t
-			}
-		}
-		if newest.IsZero() {
-			continue
-		}
-		if err := os.Chtimes(dirs[i], newest, newest); err != nil {
-			return err
-		}
-	}
-	return nil
 }

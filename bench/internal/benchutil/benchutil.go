@@ -18,20 +18,44 @@ import (
 
 // Child runs name with args and returns what it printed, its wall time,
 // its peak RSS in MiB (getrusage; KiB on Linux) and its exit code.
+//
+// The peak RSS is at least this process's own at the time: os/exec starts
+// the child with vfork, and Linux counts the high-water mark of the
+// memory the child leaves at exec (this process's) in the child's
+// ru_maxrss. A large parent measures a child through a small one that it
+// starts first (see ChildUsage).
 func Child(ctx context.Context, name string, args ...string) (stdout, stderr []byte, wall time.Duration, rssMiB float64, code int, err error) {
+	u, err := ChildUsage(ctx, name, args...)
+	return u.Stdout, u.Stderr, u.Wall, u.RSSMiB, u.Code, err
+}
+
+// Usage is how a child process ran: what it printed, its wall time, peak
+// RSS (MiB, getrusage), CPU time (user and system) and exit code.
+type Usage struct {
+	Stdout, Stderr []byte
+	Wall           time.Duration
+	RSSMiB         float64
+	CPU            time.Duration
+	Code           int
+}
+
+// ChildUsage runs name with args and returns its Usage.
+func ChildUsage(ctx context.Context, name string, args ...string) (Usage, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
-	err = cmd.Run()
-	wall = time.Since(start)
+	err := cmd.Run()
+	u := Usage{Wall: time.Since(start)}
 	if cmd.ProcessState != nil {
-		code = cmd.ProcessState.ExitCode()
+		u.Code = cmd.ProcessState.ExitCode()
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			rssMiB = float64(ru.Maxrss) / 1024
+			u.RSSMiB = float64(ru.Maxrss) / 1024
+			u.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
 	}
-	return out.Bytes(), errb.Bytes(), wall, rssMiB, code, err
+	u.Stdout, u.Stderr = out.Bytes(), errb.Bytes()
+	return u, err
 }
 
 // Logf logs one line to stderr as "hh:mm:ss <program>: <message>".
