@@ -7,9 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -67,6 +69,15 @@ func (f *volumeFlags) helpers(loc *store.Location, cluster *kube.Cluster, passwo
 	creds := map[string]string{}
 	for _, k := range []string{store.EnvAWSAccessKeyID, store.EnvAWSSecretAccessKey, store.EnvAWSSessionToken, store.EnvAWSRegion} {
 		creds[k] = os.Getenv(k)
+	}
+	if strings.HasPrefix(loc.SecretURL(), "s3:") && creds[store.EnvAWSAccessKeyID] == "" {
+		// Credentials from the SDK's chain (a shared credentials file, a
+		// profile, SSO): the helper pods get the keys this process uses.
+		if err := sdkCredentials(creds); err != nil && log != nil {
+			// The helpers may still have an identity of their own in the
+			// cluster (a workload identity); if not, each says so.
+			log.Warn("no AWS credentials to give the helper pods", "error", err)
+		}
 	}
 	env, err := volumes.HelperEnv(loc.SecretURL(), password, creds)
 	if err != nil {
@@ -209,7 +220,8 @@ func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, c
 	}
 	h, err := f.helpers(loc, cluster, pw, log)
 	if err != nil {
-		return nil, nil, err
+		// Only a backup with volume data needs the helpers.
+		return &restore.PodVolumeOptions{HelperImage: f.helperImage, Check: func(context.Context) error { return err }}, func() {}, nil
 	}
 	check := func(ctx context.Context) error {
 		repo, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{})
@@ -393,4 +405,24 @@ func printMigratedVolumes(ctx context.Context, w io.Writer, loc *store.Location,
 		fmt.Fprintln(w, "Volumes:")
 		printRestoreVolumes(w, recs)
 	}
+}
+
+// sdkCredentials fills creds with the AWS SDK's default credentials, as
+// this process resolves them.
+func sdkCredentials(creds map[string]string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := cfg.Credentials.Retrieve(ctx)
+	if err != nil {
+		return fmt.Errorf("no AWS credentials in this process's environment or configuration: %w", err)
+	}
+	creds[store.EnvAWSAccessKeyID], creds[store.EnvAWSSecretAccessKey], creds[store.EnvAWSSessionToken] = c.AccessKeyID, c.SecretAccessKey, c.SessionToken
+	if creds[store.EnvAWSRegion] == "" {
+		creds[store.EnvAWSRegion] = cfg.Region
+	}
+	return nil
 }

@@ -17,14 +17,17 @@ type podHook struct {
 
 // backupHooks reads the backup hooks of the archived pods that run (pkg/hooks:
 // ferry's and Velero's pod annotations). A hook annotation that cannot be
-// read is an error of the backup, naming the pod.
-func (r *run) backupHooks() []podHook {
+// read is returned (all of them, joined), naming the pod: the hook it
+// describes (a flush, a lock) cannot run, so the backup fails rather than
+// copy data the hook was to make consistent.
+func (r *run) backupHooks() ([]podHook, error) {
 	var out []podHook
+	var bad []string
 	for i := range r.pods.pods {
 		p := &r.pods.pods[i]
 		pre, post, err := hooks.BackupHooks(p)
 		if err != nil {
-			r.results.Errorf("%v", err)
+			bad = append(bad, err.Error())
 			continue
 		}
 		if pre == nil && post == nil {
@@ -36,7 +39,10 @@ func (r *run) backupHooks() []podHook {
 		}
 		out = append(out, podHook{pod: p, pre: pre, post: post})
 	}
-	return out
+	if len(bad) > 0 {
+		return out, fmt.Errorf("%s", strings.Join(bad, "; "))
+	}
+	return out, nil
 }
 
 // runHooks runs the hooks of phase (pre or post) of each pod, in order.

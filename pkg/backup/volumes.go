@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
@@ -40,11 +42,26 @@ type PodVolumeOptions struct {
 type podCollector struct {
 	mu   sync.Mutex
 	pods []corev1.Pod
-	errs []error
+	// claims are the archived claims (their metadata and binding only).
+	claims []corev1.PersistentVolumeClaim
+	errs   []error
 }
 
 func (c *podCollector) observe(res kube.Resource, data []byte) {
-	if c == nil || res.Group != "" || res.GroupVersionResource.Resource != "pods" {
+	if c == nil || res.Group != "" {
+		return
+	}
+	if res.GroupVersionResource.Resource == "persistentvolumeclaims" {
+		var pvc corev1.PersistentVolumeClaim
+		if json.Unmarshal(data, &pvc) == nil {
+			c.mu.Lock()
+			c.claims = append(c.claims, corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: pvc.Namespace, Name: pvc.Name},
+				Spec: corev1.PersistentVolumeClaimSpec{VolumeName: pvc.Spec.VolumeName}, Status: corev1.PersistentVolumeClaimStatus{Phase: pvc.Status.Phase}})
+			c.mu.Unlock()
+		}
+		return
+	}
+	if res.GroupVersionResource.Resource != "pods" {
 		return
 	}
 	var p corev1.Pod
@@ -73,10 +90,17 @@ func (r *run) backupVolumes(loc *store.Location, b *v1alpha1.Backup) error {
 			r.results.Warnf("pod volume %s/%s/%s not backed up: %s", sk.Namespace, sk.Pod, sk.Volume, sk.Reason)
 		}
 	}
+	if o.UnmountedClaims {
+		vols = append(vols, r.unmountedClaims()...)
+	}
 	volumes.ResolveClaims(r.ctx, r.cluster.Typed, vols)
+	vols, skipped = unbound(vols, skipped)
 	// Pre-backup hooks (a database flushed or locked) run before any data
 	// is read, post-backup hooks after all of it, also when it failed.
-	hs := r.backupHooks()
+	hs, err := r.backupHooks()
+	if err != nil {
+		return fmt.Errorf("backup hook annotations cannot be read, so no hook ran and no volume data was backed up: %w", err)
+	}
 	if err := r.runHooks(hs, true); err != nil {
 		if perr := r.runHooks(hs, false); perr != nil {
 			r.results.Errorf("%v", perr)
@@ -115,4 +139,50 @@ func (r *run) backupVolumes(loc *store.Location, b *v1alpha1.Backup) error {
 	b.Status.PodVolumes = sum
 	// Before the commit marker: a committed backup always has its record.
 	return loc.PutSealedJSON(r.ctx, store.BackupVolumesKey(r.opts.Name), rec)
+}
+
+// unmountedClaims are the archived claims that no archived pod mounts (a
+// database scaled to zero), bound to a volume: with
+// --default-volumes-to-fs-backup a helper pod mounts and backs up each;
+// without it each is a warning, as its data is not backed up.
+func (r *run) unmountedClaims() []volumes.PodVolume {
+	mounted := map[string]bool{}
+	for _, p := range r.pods.pods {
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				mounted[p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName] = true
+			}
+		}
+	}
+	var out []volumes.PodVolume
+	for _, c := range r.pods.claims {
+		key := c.Namespace + "/" + c.Name
+		if mounted[key] || c.Status.Phase != corev1.ClaimBound {
+			continue
+		}
+		if !r.opts.Spec.DefaultVolumesToFsBackup {
+			r.results.Warnf("claim %s: no pod mounts it, so its data is not backed up (--default-volumes-to-fs-backup backs up such claims too)", key)
+			continue
+		}
+		out = append(out, volumes.PodVolume{Namespace: c.Namespace, Volume: c.Name, Type: "persistentVolumeClaim", ClaimName: c.Name,
+			PVName: c.Spec.VolumeName, Identity: "pvc/" + key})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Identity < out[j].Identity })
+	return out
+}
+
+// unbound moves the claims not bound to a volume (a Pending pod's
+// WaitForFirstConsumer claim) from vols to skipped: they hold no data, and
+// mounting one would make the source provision a volume for it.
+func unbound(vols []volumes.PodVolume, skipped []volumes.SkippedVolume) ([]volumes.PodVolume, []volumes.SkippedVolume) {
+	var keep []volumes.PodVolume
+	for _, v := range vols {
+		if v.ClaimName != "" && v.PVName == "" && v.Type == "persistentVolumeClaim" {
+			skipped = append(skipped, volumes.SkippedVolume{Namespace: v.Namespace, Pod: v.Pod, Volume: v.Volume,
+				Reason: fmt.Sprintf("claim %s/%s is not bound to a volume: it holds no data", v.Namespace, v.ClaimName)})
+			continue
+		}
+		keep = append(keep, v)
+	}
+	return keep, skipped
 }

@@ -46,8 +46,10 @@ type applier struct {
 	verifying bool
 	modifiers *modifiers.Rules
 	// beforeWorkloads, if set, runs once the tiers before the workloads
-	// are applied (claim data goes in before anything mounts a claim).
-	beforeWorkloads func(ctx context.Context)
+	// are applied (claim data goes in before anything mounts a claim). It
+	// returns, for a workload, why it must not be created ("" if it may):
+	// a claim it mounts did not get its data.
+	beforeWorkloads func(ctx context.Context) func(*Item) string
 }
 
 func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report.Results) *applier {
@@ -123,7 +125,7 @@ func (a *applier) run(ctx context.Context) error {
 	}
 	for t := 0; t < numTiers; t++ {
 		if t == tierWorkload && a.beforeWorkloads != nil && !a.opts.Spec.DryRun && !a.verifying && ctx.Err() == nil {
-			a.beforeWorkloads(ctx)
+			byTier[t] = a.holdBack(byTier[t], a.beforeWorkloads(ctx))
 		}
 		pending = append(pending, byTier[t]...)
 		if len(byTier[t]) > 0 {
@@ -161,6 +163,20 @@ func (a *applier) run(ctx context.Context) error {
 		return true
 	})
 	return err
+}
+
+// holdBack fails the items hold gives a reason for, and returns the others.
+func (a *applier) holdBack(items []*Item, hold func(*Item) string) []*Item {
+	var keep []*Item
+	for _, it := range items {
+		if why := hold(it); why != "" {
+			a.finish(it, report.Result{Outcome: report.Failed, Reason: why})
+			it.Data = nil
+			continue
+		}
+		keep = append(keep, it)
+	}
+	return keep
 }
 
 func (a *applier) ownersDone(it *Item) bool {

@@ -213,8 +213,9 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	var claimSum *v1alpha1.PodVolumeSummary
 	var volOut []volumes.PodVolumeRestore
 	if volRec != nil && opts.PodVolumes.Claims != nil {
-		ap.beforeWorkloads = func(ctx context.Context) {
+		ap.beforeWorkloads = func(ctx context.Context) func(*Item) string {
 			claimSum, volOut = restoreClaims(ctx, cluster.Typed, volRec, plan, &opts, string(r.UID), results)
+			return holdWorkloads(volOut, &opts)
 		}
 	}
 	if err := ap.run(ctx); err != nil {

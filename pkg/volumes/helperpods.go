@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +63,15 @@ func HelperEnv(locURL, password string, credentials map[string]string) (map[stri
 	}
 	if u.Scheme == "file" || u.Scheme == "mem" {
 		return nil, fmt.Errorf("backup storage location %s: helper pods in the cluster cannot reach a %s:// location; use an object store (s3://, gs://, azblob://), or run on the node with --host-pods-dir", store.Redact(locURL), u.Scheme)
+	}
+	if ep := u.Query().Get("endpoint"); ep != "" {
+		host := ep
+		if eu, err := url.Parse(ep); err == nil && eu.Host != "" {
+			host = eu.Hostname()
+		}
+		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return nil, fmt.Errorf("backup storage location %s: endpoint %s is this machine's loopback address, which helper pods in the cluster cannot reach; give an address the cluster's nodes reach", store.Redact(locURL), ep)
+		}
 	}
 	env := map[string]string{store.EnvStorage: locURL, EnvPassword: password}
 	for k, v := range credentials {
@@ -132,13 +143,18 @@ func (h *Helpers) run(ctx context.Context, hr helperRun, out *HelperOutcome, onB
 // podSpec is the helper pod of hr: ferry's image as root, the claim or the
 // node's pods directory mounted, pinned to hr.node when set.
 func (h *Helpers) podSpec(hr helperRun, job string) corev1.PodSpec {
-	root := int64(0)
+	root, no := int64(0), false
 	c := corev1.Container{
 		Name: helperpod.ContainerName, Image: h.Image,
-		Command:         []string{"/usr/local/bin/ferry", "volume-helper"},
-		Env:             []corev1.EnvVar{{Name: EnvHelperJob, Value: job}},
-		SecurityContext: &corev1.SecurityContext{RunAsUser: &root},
-		VolumeMounts:    []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
+		Command: []string{"/usr/local/bin/ferry", "volume-helper"},
+		Env:     []corev1.EnvVar{{Name: EnvHelperJob, Value: job}},
+		// Root, to read and write every file of a volume and keep owners
+		// and modes, with only the capabilities that takes (all within
+		// PodSecurity's baseline level).
+		SecurityContext: &corev1.SecurityContext{RunAsUser: &root, AllowPrivilegeEscalation: &no,
+			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID"}},
+			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "tmp", MountPath: "/tmp"}},
 	}
 	ps := corev1.PodSpec{
 		Volumes:                       []corev1.Volume{{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
@@ -232,8 +248,12 @@ func (h *Helpers) Backup(ctx context.Context, backup string, vols []PodVolume, o
 		v := vols[i]
 		hr := helperRun{key: "volume " + v.Key(), namespace: v.Namespace, job: HelperJob{Op: HelperBackup, Backup: backup, Volume: v}, node: v.Node, tolerate: v.Node != ""}
 		switch {
-		case v.ClaimName != "" && !modes[v.Namespace+"/"+v.ClaimName]:
-			hr.key = fmt.Sprintf("claim %s/%s (volume %s)", v.Namespace, v.ClaimName, v.Key())
+		case v.ClaimName != "" && (!modes[v.Namespace+"/"+v.ClaimName] || v.Node == ""):
+			// A ReadWriteOncePod claim no pod runs on may be mounted too.
+			hr.key = fmt.Sprintf("claim %s/%s", v.Namespace, v.ClaimName)
+			if v.Pod != "" {
+				hr.key += fmt.Sprintf(" (volume %s)", v.Key())
+			}
 			hr.claim, hr.readOnly = v.ClaimName, true
 		case v.Node == "":
 			out[i] = PodVolumeBackup{PodVolume: v, Error: fmt.Sprintf("volume %s: the pod is not running on a node, and the volume is not a claim a helper pod can mount", v.Key())}
@@ -250,6 +270,9 @@ func (h *Helpers) Backup(ctx context.Context, backup string, vols []PodVolume, o
 			out[i] = PodVolumeBackup{PodVolume: v, Error: hr.key + ": the helper reported no backup"}
 		default:
 			out[i] = *oc.Backup
+			if out[i].Error != "" && !strings.HasPrefix(out[i].Error, hr.key) {
+				out[i].Error = hr.key + ": " + out[i].Error
+			}
 		}
 		var done HelperProgress
 		if out[i].SnapshotResult != nil {

@@ -130,6 +130,21 @@ func (e *volumeEnv) claimPod(ctx context.Context, t *testing.T, c *testenv.Clust
 	waitAppReady(ctx, t, c, ns, p)
 }
 
+// mountPod runs pod name in ns of c, which only mounts claim data at
+// /data (it writes nothing), and waits until it is ready.
+func (e *volumeEnv) mountPod(ctx context.Context, t *testing.T, c *testenv.Cluster, ns, name string) {
+	t.Helper()
+	k := kubernetes.NewForConfigOrDie(c.Config)
+	f := workloadFixture{ns: ns, image: e.reg.NodeHost + "/" + testenv.BusyboxImage}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64), Containers: []corev1.Container{f.container(true)}, Volumes: []corev1.Volume{claimVolume("data")}}}
+	p.Spec.Containers[0].Command = []string{"sh", "-c", "touch /tmp/ready; sleep 3600"}
+	if _, err := k.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitAppReady(ctx, t, c, ns, name)
+}
+
 // phaseOf reads the phase and the errors of a backup or restore from
 // `ferry ... describe -o json`.
 func phaseOf(t *testing.T, r result) (string, string) {
@@ -279,6 +294,10 @@ func TestBackupHooks(t *testing.T) {
 		if r.code == 0 || phase != "PartiallyFailed" || !strings.Contains(errs, "claim hk-tainted/data") || !strings.Contains(errs, "cannot be scheduled") || !strings.Contains(errs, "taint") {
 			t.Errorf("restore with an unschedulable helper: exit %d, phase %s, errors: %s", r.code, phase, errs)
 		}
+		// Its pod would start on the empty claim: it is not created.
+		if _, err := kd.CoreV1().Pods("hk-tainted").Get(ctx, "pg", metav1.GetOptions{}); err == nil {
+			t.Error("pod hk-tainted/pg was created although its claim got no data")
+		}
 	})
 
 	t.Run("wrong repository password", func(t *testing.T) {
@@ -309,8 +328,101 @@ func TestBackupHooks(t *testing.T) {
 			t.Errorf("restore of a backup without the claim's data: exit %d, phase %s, errors: %s", r.code, phase, errs)
 		}
 	})
+	t.Run("unreadable hook annotation", func(t *testing.T) {
+		e.claimPod(ctx, t, src, "hk-bad", "odd", "", map[string]string{
+			"backup.ferry.dev/backup-volumes":    "data",
+			"pre.hook.backup.velero.io/command":  `["/bin/sh", "-c", "echo hi"]`,
+			"pre.hook.backup.velero.io/on-error": "Maybe",
+		})
+		r := e.run(t, src, "backup", "create", "odd", "--include-namespaces", "hk-bad")
+		phase, errs := phaseOf(t, e.describe(t, "backup", "odd"))
+		t.Logf("backup odd: %s: %s", phase, errs)
+		if r.code == 0 || phase != "Failed" || !strings.Contains(errs, "on-error") || !strings.Contains(errs, "hk-bad/odd") {
+			t.Errorf("backup with an unreadable hook annotation: exit %d, phase %s, errors %s", r.code, phase, errs)
+		}
+	})
+
+	t.Run("a claim no pod mounts", func(t *testing.T) {
+		// A database scaled to zero: its claim is backed up by a helper pod
+		// (in a namespace that enforces PodSecurity baseline), and restored.
+		e.claimPod(ctx, t, src, "scaled", "pgs", "", nil)
+		want, _, err := testenv.Exec(ctx, src.Config, "scaled", "pgs", "main", nil, "cat", "/data/sum")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ks.CoreV1().Pods("scaled").Delete(ctx, "pgs", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(ctx, t, ks, "scaled", "pgs")
+		nsObj, err := ks.CoreV1().Namespaces().Get(ctx, "scaled", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nsObj.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
+		if _, err := ks.CoreV1().Namespaces().Update(ctx, nsObj, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r := e.run(t, src, "backup", "create", "scaled-noflag", "--include-namespaces", "scaled", "--exclude-resources", "persistentvolumes")
+		if !strings.Contains(r.stdout+r.stderr, "claim scaled/data: no pod mounts it") {
+			t.Errorf("backup without --default-volumes-to-fs-backup does not warn that the unmounted claim's data is not backed up:\n%s\n%s", r.stdout, r.stderr)
+		}
+		if r := e.run(t, src, "backup", "create", "scaled", "--include-namespaces", "scaled", "--default-volumes-to-fs-backup"); r.code != 0 {
+			t.Fatalf("backup: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		if r := e.run(t, dst, "restore", "create", "scaled", "--from-backup", "scaled"); r.code != 0 {
+			t.Fatalf("restore: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		e.mountPod(ctx, t, dst, "scaled", "check")
+		got, _, err := testenv.Exec(ctx, dst.Config, "scaled", "check", "main", nil, "sh", "-c", "cd /data && sha256sum blob sub/who")
+		if err != nil || strings.TrimSpace(got) != strings.TrimSpace(want) {
+			t.Errorf("the unmounted claim restored: %q (%v), want the source's\n%s", got, err, want)
+		}
+	})
+
+	t.Run("a claim in use is not written over", func(t *testing.T) {
+		// Restored once; the app then writes; the restore's record is
+		// deleted and the same restore run again: the claim is labelled
+		// with its name, but a pod runs on it, so it is left alone.
+		if r := e.run(t, dst, "restore", "create", "inuse", "--from-backup", "hooks", "--namespace-mappings", "hk:hk-inuse"); r.code != 0 {
+			t.Fatalf("restore: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		waitAppReady(ctx, t, dst, "hk-inuse", "pg")
+		if _, _, err := testenv.Exec(ctx, dst.Config, "hk-inuse", "pg", "main", nil, "sh", "-c", "echo live > /data/blob"); err != nil {
+			t.Fatal(err)
+		}
+		if r := ferry(t, e.env, "restore", "delete", "inuse", "--storage", e.location); r.code != 0 {
+			t.Fatalf("restore delete: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		r := e.run(t, dst, "restore", "create", "inuse", "--from-backup", "hooks", "--namespace-mappings", "hk:hk-inuse")
+		if !strings.Contains(r.stdout+r.stderr, "mounts the claim already") {
+			t.Errorf("second restore into a claim in use: exit %d, no warning that it is in use\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+		if out, _, err := testenv.Exec(ctx, dst.Config, "hk-inuse", "pg", "main", nil, "cat", "/data/blob"); err != nil || strings.TrimSpace(out) != "live" {
+			t.Errorf("the application's data was written over: /data/blob is %.40q (%v)", out, err)
+		}
+	})
+
+	t.Run("a loopback endpoint", func(t *testing.T) {
+		loop := strings.Replace(e.location, "172.30.255.1", "127.0.0.1", 1)
+		r := ferry(t, e.env, "backup", "create", "loop", "--include-namespaces", "hk", "--kubeconfig", e.kubeconfig, "--context", "src",
+			"--storage", loop, "--repository-password-file", e.password, "--helper-image", e.image)
+		if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "loopback") {
+			t.Errorf("backup whose location only this machine reaches: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+		}
+	})
 	noHelperLeft(ctx, t, src)
 	noHelperLeft(ctx, t, dst)
+}
+
+// waitGone waits up to a minute for pod ns/name to be deleted.
+func waitGone(ctx context.Context, t *testing.T, k kubernetes.Interface, ns, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		if _, err := k.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return
+		}
+	}
+	t.Fatalf("pod %s/%s not gone after 1m", ns, name)
 }
 
 func untaint(ctx context.Context, t *testing.T, k kubernetes.Interface, name string) {

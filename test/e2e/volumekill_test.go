@@ -68,14 +68,7 @@ func waitHelperRunning(ctx context.Context, t *testing.T, c *testenv.Cluster, pu
 func markers(ctx context.Context, t *testing.T, e *volumeEnv, c *testenv.Cluster, ns string) string {
 	t.Helper()
 	k := kubernetes.NewForConfigOrDie(c.Config)
-	f := workloadFixture{ns: ns, image: e.reg.NodeHost + "/" + testenv.BusyboxImage}
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "peek", Labels: map[string]string{"app": "peek"}},
-		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64), Containers: []corev1.Container{f.container(true)}, Volumes: []corev1.Volume{claimVolume("data")}}}
-	p.Spec.Containers[0].Command = []string{"sh", "-c", "touch /tmp/ready; sleep 3600"}
-	if _, err := k.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitAppReady(ctx, t, c, ns, "peek")
+	e.mountPod(ctx, t, c, ns, "peek")
 	out, _, err := testenv.Exec(ctx, c.Config, ns, "peek", "main", nil, "sh", "-c", "find /data/.ferry -maxdepth 1 -type f 2>/dev/null; true")
 	if err != nil {
 		t.Fatal(err)
