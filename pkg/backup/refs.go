@@ -39,18 +39,6 @@ var (
 	grIngressClass = schema.GroupResource{Group: "networking.k8s.io", Resource: "ingressclasses"}
 )
 
-// podSpecPaths are where each workload resource keeps its pod spec.
-var podSpecPaths = map[string][]string{
-	"pods":                   {"spec"},
-	"deployments.apps":       {"spec", "template", "spec"},
-	"replicasets.apps":       {"spec", "template", "spec"},
-	"statefulsets.apps":      {"spec", "template", "spec"},
-	"daemonsets.apps":        {"spec", "template", "spec"},
-	"jobs.batch":             {"spec", "template", "spec"},
-	"cronjobs.batch":         {"spec", "jobTemplate", "spec", "template", "spec"},
-	"replicationcontrollers": {"spec", "template", "spec"},
-}
-
 // betaStorageClass is the deprecated annotation a claim may name its class in.
 const betaStorageClass = "volume.beta.kubernetes.io/storage-class"
 
@@ -87,7 +75,7 @@ func (r *references) interesting(res kube.Resource) bool {
 		return false
 	}
 	gr := res.GroupResource()
-	_, workload := podSpecPaths[gr]
+	_, workload := kube.PodSpecPaths[gr]
 	return workload || gr == "persistentvolumeclaims" || gr == "rolebindings.rbac.authorization.k8s.io" ||
 		gr == "ingresses.networking.k8s.io" || !builtinGroups[res.Group]
 }
@@ -108,7 +96,7 @@ func (r *references) observe(res kube.Resource, u *unstructured.Unstructured) {
 		return
 	}
 	gr := res.GroupResource()
-	if path, ok := podSpecPaths[gr]; ok {
+	if path, ok := kube.PodSpecPaths[gr]; ok {
 		pc, _, _ := unstructured.NestedString(u.Object, append(append([]string{}, path...), "priorityClassName")...)
 		r.add(grPriority, pc)
 		rc, _, _ := unstructured.NestedString(u.Object, append(append([]string{}, path...), "runtimeClassName")...)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/helperpod"
+	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -194,23 +195,11 @@ func holdWorkloads(out []volumes.PodVolumeRestore, o *Options) func(*Item) strin
 	}
 }
 
-// podSpecPath is where the workload kinds keep their pod spec.
-var podSpecPath = map[string][]string{
-	"pods":                   {"spec"},
-	"deployments.apps":       {"spec", "template", "spec"},
-	"replicasets.apps":       {"spec", "template", "spec"},
-	"statefulsets.apps":      {"spec", "template", "spec"},
-	"daemonsets.apps":        {"spec", "template", "spec"},
-	"jobs.batch":             {"spec", "template", "spec"},
-	"replicationcontrollers": {"spec", "template", "spec"},
-	"cronjobs.batch":         {"spec", "jobTemplate", "spec", "template", "spec"},
-}
-
 // mountedClaims lists the claims a workload item's pods mount: those of
 // its pod spec's volumes, and for a StatefulSet the claims of its
 // volumeClaimTemplates (<template>-<name>-<ordinal>).
 func mountedClaims(it *Item) []string {
-	path, ok := podSpecPath[it.GroupResource]
+	path, ok := kube.PodSpecPaths[it.GroupResource]
 	if !ok || it.Data == nil {
 		return nil
 	}
