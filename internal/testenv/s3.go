@@ -46,15 +46,19 @@ type S3 struct {
 	stopErr  error
 }
 
-// StartS3 starts "versitygw --access K --secret S --port 127.0.0.1:PORT posix
-// DIR" on a free port, with fresh temporary DIR and credentials, and waits
-// until it answers any HTTP request on "/" (timeout 20 s; typically 150 ms).
-// versitygw comes from ToolsBinDir (which may install it first). If t is
+// StartS3 starts "versitygw --access K --secret S --port 127.0.0.1:PORT
+// --keep-alive posix DIR" on a free port, with fresh temporary DIR and
+// credentials, and waits until it answers any HTTP request on "/" (timeout
+// 20 s; typically 150 ms). versitygw comes from ToolsBinDir (which may install it first). If t is
 // non-nil, t.Cleanup(Stop) is registered.
 //
 // Errors: ToolsBinDir failure, versitygw exiting early (the error quotes its
 // log) or not answering in time. A port taken between choosing and binding
 // is retried up to 3 times.
+//
+// --keep-alive: versitygw otherwise closes every connection after one
+// request, which no real object store does; each of a restore's thousands
+// of reads then paid a new TCP connection, and benchmarks measured that.
 func StartS3(ctx context.Context, t testing.TB) (*S3, error) {
 	if t != nil {
 		t.Helper()
@@ -118,7 +122,7 @@ func startS3(ctx context.Context, path string) (_ *S3, err error) {
 		return nil, err
 	}
 	defer log.Close() // the child keeps its own descriptor
-	s.cmd = exec.Command(path, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "posix", s.Dir)
+	s.cmd = exec.Command(path, "--access", s.AccessKey, "--secret", s.SecretKey, "--port", addr, "--keep-alive", "posix", s.Dir)
 	s.cmd.Stdout = log
 	s.cmd.Stderr = log
 	s.cmd.Dir = tmp

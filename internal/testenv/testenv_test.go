@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"testing"
@@ -196,6 +197,26 @@ func TestS3(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(s.Dir, "ferry-test", "dir", "hello.txt")); err != nil {
 		t.Errorf("object not in posix backend dir: %v", err)
+	}
+	// Like a real object store, the server keeps connections open: without
+	// --keep-alive versitygw closes each one after a single request, and
+	// every read of a restore paid a new TCP connection (through the pod
+	// network from a helper pod), which no real store charges.
+	var reused, fresh int
+	trace := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) {
+		if ci.Reused {
+			reused++
+		} else {
+			fresh++
+		}
+	}})
+	for i := 0; i < 5; i++ {
+		if _, err := b.ReadAll(trace, "dir/hello.txt"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reused < 4 {
+		t.Errorf("5 sequential reads used %d new and %d reused connections: the server closes connections after each request", fresh, reused)
 	}
 }
 
