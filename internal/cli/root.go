@@ -62,7 +62,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	err := flagNames(root.ExecuteContext(ctx))
 	if err == nil {
 		return ExitOK
 	}

@@ -1,0 +1,74 @@
+package cli
+
+import (
+	"strings"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// fieldFlags maps the spec fields the engine names in its errors
+// (*field.Error, from k8s.io/apimachinery) to the CLI flags that set them.
+// A path's subscripts are ignored: spec.namespaceMapping[a] matches
+// spec.namespaceMapping.
+var fieldFlags = map[string]string{
+	"spec.existingResourcePolicy": "--existing-resource-policy",
+}
+
+// flagNames returns err with each *field.Error in its tree whose field a
+// flag sets shown as "--flag (spec.field)", so that a CLI user reads the flag
+// where a server-mode user reads the spec field alone. The result wraps err:
+// errors.Is and errors.As see what they saw before.
+func flagNames(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	walkErrors(err, func(e error) {
+		fe, ok := e.(*field.Error)
+		if !ok {
+			return
+		}
+		path, _, _ := strings.Cut(fe.Field, "[")
+		flag, ok := fieldFlags[path]
+		if !ok {
+			return
+		}
+		shown := *fe
+		shown.Field = flag + " (" + fe.Field + ")"
+		msg = strings.ReplaceAll(msg, fe.Error(), shown.Error())
+	})
+	if msg == err.Error() {
+		return err
+	}
+	return &flagError{msg: msg, err: err}
+}
+
+// flagError is an error whose message names flags for spec fields.
+type flagError struct {
+	msg string
+	err error
+}
+
+func (e *flagError) Error() string { return e.msg }
+func (e *flagError) Unwrap() error { return e.err }
+
+// walkErrors calls f on err and on every error it wraps, aggregates included.
+func walkErrors(err error, f func(error)) {
+	if err == nil {
+		return
+	}
+	f(err)
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, c := range e.Unwrap() {
+			walkErrors(c, f)
+		}
+	case utilerrors.Aggregate:
+		for _, c := range e.Errors() {
+			walkErrors(c, f)
+		}
+	case interface{ Unwrap() error }:
+		walkErrors(e.Unwrap(), f)
+	}
+}

@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func TestFlagNames(t *testing.T) {
+	policy := func() error {
+		return field.NotSupported(field.NewPath("spec", "existingResourcePolicy"), "merge", []string{"none", "update"})
+	}
+	unmapped := func() error { return field.Required(field.NewPath("spec", "noSuchField"), "") }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"wrapped", fmt.Errorf("restore r1: %w", policy()),
+			`restore r1: --existing-resource-policy (spec.existingResourcePolicy): Unsupported value: "merge": supported values: "none", "update"`},
+		{"joined", errors.Join(errors.New("first"), policy()),
+			"first\n" + `--existing-resource-policy (spec.existingResourcePolicy): Unsupported value: "merge": supported values: "none", "update"`},
+		{"aggregate", field.ErrorList{policy().(*field.Error)}.ToAggregate(),
+			`--existing-resource-policy (spec.existingResourcePolicy): Unsupported value: "merge": supported values: "none", "update"`},
+		{"no flag for the field", unmapped(), "spec.noSuchField: Required value"},
+		{"not a field error", errors.New("plain"), "plain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := flagNames(tc.err).Error(); got != tc.want {
+				t.Errorf("got  %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+	// The cause is kept.
+	cause := errors.New("cause")
+	err := flagNames(fmt.Errorf("%w: %w", cause, policy()))
+	var fe *field.Error
+	if !errors.Is(err, cause) || !errors.As(err, &fe) || fe.Field != "spec.existingResourcePolicy" {
+		t.Errorf("flagNames lost the wrapped errors of %v", err)
+	}
+}
