@@ -10,7 +10,7 @@ CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 # network namespace of its own with nothing but loopback (hack/netns-exec.sh).
 NETNS_EXEC := $(CURDIR)/hack/netns-exec.sh
 
-.PHONY: all build control-plane tools generate demo test unit lint bench fuzz clean image
+.PHONY: all build control-plane tools generate docs demo test unit lint bench fuzz clean image
 
 all: build
 
@@ -32,7 +32,8 @@ image:
 # The test control plane (etcd, kube-apiserver, kube-controller-manager built
 # from Go modules), the test nodes (kubelet, kube-scheduler, kube-proxy,
 # containerd; Debian's runc, CNI plugins, iptables: hack/build-node.sh) and
-# versitygw, cached outside the clone (DESIGN.md §6), and the Debian packages
+# versitygw, cached outside the clone (docs/design.md#test-infrastructure),
+# and the Debian packages
 # the tests use (hack/install-packages.sh).
 control-plane:
 	hack/build-control-plane.sh >/dev/null
@@ -50,11 +51,19 @@ generate: tools
 	$(CONTROLLER_GEN) object paths=./pkg/apis/...
 	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:dir=config/crd
 
+# The command reference in docs/cli, one Markdown page per command, from
+# the cobra tree (hack/gen-cli-docs). `make lint` fails when it is stale
+# (hack/verify-cli-docs.sh).
+docs:
+	rm -rf docs/cli
+	$(GO) run ./hack/gen-cli-docs -dir docs/cli
+
 demo: control-plane build
 	$(GO) run -exec $(NETNS_EXEC) ./test/demo -ferry $(BIN)/ferry
 
 lint: tools
 	hack/verify-generated.sh
+	hack/verify-cli-docs.sh
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '^hack/tools/')); if [ -n "$$out" ]; then echo "gofmt needed: $$out"; exit 1; fi
 	$(TOOLS_BIN)/staticcheck ./...
