@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the test control plane from Go modules into a cache outside the clone
-# (DESIGN.md §6): etcd v3.7.3, kube-apiserver and kube-controller-manager v1.37.2.
+# (docs/design.md#test-infrastructure): etcd v3.7.3, kube-apiserver and kube-controller-manager v1.37.2.
 # Skips every binary that is already there. Prints the directory on stdout.
 #
 #   FERRY_K8S_BIN  overrides the directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/ferry/k8s/v1.37.2)

@@ -4,7 +4,7 @@
 // small "kubectl create -f" equivalent (Apply) for test input.
 //
 // The binaries are built from Go modules by the repository's hack/ scripts
-// into a cache outside the clone (DESIGN.md §6); the first call in a fresh
+// into a cache outside the clone (docs/design.md#test-infrastructure); the first call in a fresh
 // machine may take minutes. Nothing here is meant for production code.
 //
 // Typical use:

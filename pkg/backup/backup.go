@@ -299,7 +299,7 @@ func (r *run) writeItem(res kube.Resource, namespace, name string, data []byte) 
 }
 
 // writeOtherVersion writes a copy of an object at a version other than its
-// preferred one, at resources/<gr>/<version>/... (DESIGN.md §3). It is
+// preferred one, at resources/<gr>/<version>/... (docs/design.md#the-archive-format). It is
 // not counted as a backed-up object.
 func (r *run) writeOtherVersion(res kube.Resource, namespace, name string, data []byte) error {
 	e := archive.Entry{Group: res.Group, Version: res.Version, Resource: res.GroupVersionResource.Resource, Kind: res.Kind, Namespace: namespace, Name: name}

@@ -14,7 +14,7 @@ import (
 // Outcome is what happened to one item.
 type Outcome string
 
-// Outcomes of restore items (DESIGN.md §5 "Results") and backup items.
+// Outcomes of restore items (docs/design.md#results) and backup items.
 const (
 	Created   Outcome = "created"
 	Updated   Outcome = "updated"

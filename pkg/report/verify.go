@@ -27,7 +27,7 @@ const (
 // Verification is a verification report: every backed-up object compared
 // with the target after the restore's expected transforms (namespace and
 // storage-class mappings, cloud profiles, resource modifiers, the built-in
-// sanitizing of DESIGN.md §5). It is written as report.json and as a
+// transforms of docs/design.md#transforms). It is written as report.json and as a
 // self-contained report.html (WriteFiles).
 type Verification struct {
 	Backup  string `json:"backup"`

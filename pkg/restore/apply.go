@@ -222,8 +222,8 @@ func (a *applier) applyAll(ctx context.Context, items []*Item) error {
 	return ctx.Err()
 }
 
-// resolve picks the version to restore it at (DESIGN.md §5 "API
-// versions"): the source's preferred version (the primary copy) if the
+// resolve picks the version to restore it at (docs/design.md#api-versions):
+// the source's preferred version (the primary copy) if the
 // target serves it; otherwise the first of the target's served versions,
 // in the target's priority order (its preferred version first, then the
 // order discovery gives, which the API server sorts by version priority),

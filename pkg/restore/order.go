@@ -1,6 +1,6 @@
 package restore
 
-// Tiers, in restore order (DESIGN.md §5 "Order", after Velero's default
+// Tiers, in restore order (docs/design.md#restore-order, after Velero's default
 // restore priorities, pkg/cmd/server/server.go defaultRestorePriorities).
 // Objects of one tier are applied concurrently; a tier starts when the
 // one before it is done. CRDs must be Established before anything else.
@@ -71,7 +71,7 @@ func tier(gr string) int {
 }
 
 // neverRestored are group-resources that a restore never writes, with the
-// reason (DESIGN.md §5; Velero's nonRestorableResources).
+// reason (docs/design.md#left-to-controllers-and-never-restored; Velero's nonRestorableResources).
 var neverRestored = map[string]string{
 	"events":                                   "events are history, not state",
 	"events.events.k8s.io":                     "events are history, not state",

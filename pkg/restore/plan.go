@@ -106,8 +106,8 @@ type Plan struct {
 }
 
 // recreatedBy lists, per kind of dependent, the built-in controllers
-// (owner kinds) that create it from their own spec (DESIGN.md §5 "Left to
-// controllers"): a Deployment's ReplicaSets, the Pods of ReplicaSets,
+// (owner kinds) that create it from their own spec
+// (docs/design.md#left-to-controllers-and-never-restored): a Deployment's ReplicaSets, the Pods of ReplicaSets,
 // StatefulSets, DaemonSets, Jobs and ReplicationControllers, the
 // ControllerRevisions of StatefulSets and DaemonSets, a CronJob's Jobs.
 // Anything else a workload owns (a ConfigMap, an HPA) is not recreated

@@ -1,6 +1,6 @@
 // Package store is ferry's backup storage location: a gocloud.dev/blob
 // bucket (file://, s3://, gs://, azblob://, mem://) with ferry's key layout
-// (DESIGN.md §4) on top.
+// (docs/design.md#the-store-layout) on top.
 //
 // Layout under the location's prefix:
 //

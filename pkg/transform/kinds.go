@@ -57,7 +57,7 @@ func MapNamespaces(c *Context, u *unstructured.Unstructured) []string {
 
 // Service clears clusterIP and clusterIPs (unless headless, "None") so the
 // target allocates its own, and clears nodePort and healthCheckNodePort
-// unless PreserveNodePorts is set (DESIGN.md §5 "Services").
+// unless PreserveNodePorts is set (docs/design.md#services).
 func Service(c *Context, u *unstructured.Unstructured) []string {
 	var notes []string
 	ip, _, _ := unstructured.NestedString(u.Object, "spec", "clusterIP")
@@ -103,7 +103,7 @@ func ClearNodePorts(u *unstructured.Unstructured) {
 var jobGeneratedLabels = []string{"controller-uid", "batch.kubernetes.io/controller-uid", "job-name", "batch.kubernetes.io/job-name"}
 
 // Job strips the selector and the labels the API server generated for a
-// Job, unless the Job uses manualSelector (DESIGN.md §5 "Jobs").
+// Job, unless the Job uses manualSelector (docs/design.md#jobs).
 func Job(c *Context, u *unstructured.Unstructured) []string {
 	if manual, _, _ := unstructured.NestedBool(u.Object, "spec", "manualSelector"); manual {
 		return nil

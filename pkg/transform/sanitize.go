@@ -18,7 +18,7 @@ var serverSetAnnotations = []string{
 // generation, selfLink, deletion fields), drops .status unless the
 // restore keeps it, and rewrites or drops ownerReferences: an owner that
 // this restore created gets its new UID, any other owner is removed
-// (DESIGN.md §5 "Sanitize").
+// (docs/design.md#sanitize).
 func Sanitize(c *Context, u *unstructured.Unstructured) []string {
 	for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"} {
 		unstructured.RemoveNestedField(u.Object, "metadata", f)

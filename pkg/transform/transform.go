@@ -1,5 +1,5 @@
 // Package transform holds the small named transforms a restore applies to
-// each object before it is written to the target (DESIGN.md §5). Each
+// each object before it is written to the target (docs/design.md#transforms). Each
 // transform owns one concern, changes the object in place, and returns
 // a short note for every change it makes, so that nothing changes silently.
 package transform

@@ -1,7 +1,7 @@
 // Package volumes backs up and restores the data of pod volumes with kopia
 // (github.com/kopia/kopia v0.22.3, used as a library): one encrypted,
 // deduplicated kopia repository per backup storage location, under
-// volumes/ in the same bucket (DESIGN.md §4), snapshots made by kopia's
+// volumes/ in the same bucket (docs/design.md#the-store-layout), snapshots made by kopia's
 // uploader (snapshot/upload) and restored by its restorer
 // (snapshot/restore). It also chooses which volumes of which pods to back
 // up, and finds their data in a node's kubelet pods directory.

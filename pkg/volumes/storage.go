@@ -20,7 +20,7 @@ import (
 const storageType = "ferry-gocloud"
 
 // RepositoryPrefix is where a location's kopia repository lives, under the
-// location's own prefix (DESIGN.md §4).
+// location's own prefix (docs/design.md#the-store-layout).
 const RepositoryPrefix = "volumes/"
 
 // bucketStorage is kopia's blob.Storage over a gocloud.dev/blob bucket, so

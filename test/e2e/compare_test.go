@@ -57,7 +57,7 @@ func (c *client) get(t *testing.T, u *unstructured.Unstructured, namespace, name
 
 // content is the part of an object that a migration must carry over
 // unchanged: everything but metadata (except labels and annotations) and
-// status, with the documented restore transforms (DESIGN.md §5) that are
+// status, with the documented restore transforms (docs/design.md#transforms) that are
 // the same on both sides removed: Services' allocated IPs and ports, Jobs'
 // generated selector and labels, controller-set annotations and ferry's
 // own labels. inMapped drops a claim's volumeName (a claim in a mapped

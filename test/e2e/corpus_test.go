@@ -141,7 +141,7 @@ func checkTarget(t *testing.T, e *env, restore string, objs []applied, nsMap map
 	for _, a := range objs {
 		ns, name := a.obj.GetNamespace(), a.obj.GetName()
 		if never[a.obj.GetKind()] {
-			// Never restored (DESIGN.md §5): it must be reported so.
+			// Never restored (docs/design.md#left-to-controllers-and-never-restored): it must be reported so.
 			found := false
 			for k, reason := range skipped {
 				if strings.HasPrefix(k, ns+"/"+name+"/") && strings.HasPrefix(reason, "never restored") {
@@ -181,7 +181,7 @@ func checkTarget(t *testing.T, e *env, restore string, objs []applied, nsMap map
 	t.Logf("checked %d applied objects: %d missing, %d different", len(objs), missing, differ)
 }
 
-// never are kinds a restore never writes (DESIGN.md §5, Velero's
+// never are kinds a restore never writes (docs/design.md#left-to-controllers-and-never-restored, Velero's
 // nonRestorableResources); they must show up as skipped instead.
 var never = map[string]bool{"VolumeAttachment": true, "Event": true, "Node": true, "Lease": true}
 

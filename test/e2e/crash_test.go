@@ -19,7 +19,7 @@ import (
 const crashConfigMaps = 3000
 
 // TestBackupKilled SIGKILLs `ferry backup create` at delays spread over a
-// whole backup and checks what the store says afterwards (DESIGN.md §4):
+// whole backup and checks what the store says afterwards (docs/design.md#the-store-layout):
 // a backup is listed Completed only if it was committed and restores; an
 // interrupted one is Incomplete, is refused by restore, and can be deleted.
 func TestBackupKilled(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// TestServices checks DESIGN.md §5 "Services": the target allocates its
+// TestServices checks docs/design.md#services: the target allocates its
 // own clusterIP and node ports (so IPs and ports that are taken in the
 // target never make a restore fail), headless Services stay headless, and
 // --preserve-nodeports falls back to new ports with a warning when the

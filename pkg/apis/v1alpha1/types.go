@@ -98,7 +98,7 @@ type BackupSpec struct {
 	// results were encrypted for (empty: not encrypted).
 	EncryptionRecipients []string `json:"encryptionRecipients,omitempty"`
 	// PreferredVersionOnly stores each resource at its preferred version
-	// only. By default every served version is stored as well (DESIGN.md §3),
+	// only. By default every served version is stored as well (docs/design.md#the-archive-format),
 	// so that a target that no longer serves the preferred version can
 	// still take the objects.
 	PreferredVersionOnly bool `json:"preferredVersionOnly,omitempty"`
