@@ -162,7 +162,7 @@ var allocatedFields = map[string][][]string{
 	"PersistentVolumeClaim": {{"spec", "volumeName"}},
 }
 
-// replacement is what --existing-resource-policy=update writes: the
+// replacement is what spec.existingResourcePolicy "update" writes: the
 // backup's object as it is (so fields it does not set are gone, as with
 // kubectl replace), with the live object's metadata bookkeeping, status,
 // and the allocated fields the backup lacks.

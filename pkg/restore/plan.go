@@ -78,7 +78,7 @@ type Item struct {
 	TargetName      string
 	// Skip is the reason the item is not applied ("" when it is).
 	Skip string
-	// KeepStatus is true for resources named in --restore-status.
+	// KeepStatus is true for resources named in spec.restoreStatus.
 	KeepStatus bool
 	// SourceVersion is the version the backup holds the object at as its
 	// primary copy: the source's preferred version.
@@ -190,13 +190,13 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 	}
 	for _, src := range sortedKeys(o.Spec.NamespaceMapping) {
 		if !backupNS[src] {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("--namespace-mappings %s:%s: the backup has no namespace %s", src, o.Spec.NamespaceMapping[src], src))
+			p.Warnings = append(p.Warnings, fmt.Sprintf("spec.namespaceMapping[%s]: %q: the backup has no namespace %s", src, o.Spec.NamespaceMapping[src], src))
 		}
 	}
 	if literal, ok := nsf.Literal(); ok {
 		for _, ns := range literal {
 			if !backupNS[ns] {
-				p.Warnings = append(p.Warnings, fmt.Sprintf("--include-namespaces %s: the backup has no namespace %s", ns, ns))
+				p.Warnings = append(p.Warnings, fmt.Sprintf("spec.includedNamespaces: %q: the backup has no namespace %s", ns, ns))
 			}
 		}
 	}

@@ -10,12 +10,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
@@ -44,7 +47,7 @@ type Options struct {
 	// keepFiltered keeps the items the filters leave out in the plan, as
 	// skipped with the reason (Verify lists them).
 	keepFiltered bool
-	// Images configures registry access for --push-images.
+	// Images configures registry access for spec.pushImages.
 	Images images.Options
 }
 
@@ -67,37 +70,50 @@ func (o *Options) Validate() error {
 	if err := store.ValidateBackupName(o.Spec.BackupName); err != nil && o.Spec.BackupName != "" {
 		return err
 	}
+	spec := field.NewPath("spec")
 	if o.Spec.BackupName == "" {
-		return fmt.Errorf("restore %s: no backup named (--from-backup)", o.Name)
+		return fmt.Errorf("restore %s: %w", o.Name, field.Required(spec.Child("backupName"), "the backup to restore"))
 	}
 	switch o.Spec.ExistingResourcePolicy {
 	case "", v1alpha1.PolicyNone, v1alpha1.PolicyUpdate:
 	default:
-		return fmt.Errorf("--existing-resource-policy %q: want none or update", o.Spec.ExistingResourcePolicy)
+		return field.NotSupported(spec.Child("existingResourcePolicy"), o.Spec.ExistingResourcePolicy, []v1alpha1.ExistingResourcePolicy{v1alpha1.PolicyNone, v1alpha1.PolicyUpdate})
 	}
-	if _, err := transform.NewCloudTranslation(o.Spec.FromCloud, o.Spec.ToCloud); err != nil {
-		return err
+	for _, c := range []struct{ field, name string }{{"fromCloud", o.Spec.FromCloud}, {"toCloud", o.Spec.ToCloud}} {
+		if c.name == "" {
+			continue
+		}
+		if _, err := transform.LoadCloudProfile(c.name); err != nil {
+			return fmt.Errorf("%w: %w", field.Invalid(spec.Child(c.field), c.name, ""), err)
+		}
 	}
 	if o.Spec.ResourceModifiers != "" {
 		if _, err := modifiers.Parse([]byte(o.Spec.ResourceModifiers)); err != nil {
-			return fmt.Errorf("--resource-modifiers: %w", err)
+			return fmt.Errorf("%w: %w", field.Invalid(spec.Child("resourceModifiers"), field.OmitValueType{}, ""), err)
 		}
 	}
 	if _, err := images.ParseMappings(o.Spec.ImageRegistryMappings); err != nil {
-		return fmt.Errorf("--image-registry-mappings: %w", err)
+		return fmt.Errorf("%w: %w", field.Invalid(spec.Child("imageRegistryMappings"), o.Spec.ImageRegistryMappings, ""), err)
 	}
 	if o.Spec.PushImages && len(o.Spec.ImageRegistryMappings) == 0 {
-		return fmt.Errorf("--push-images needs --image-registry-mappings OLD=NEW to name the target registry")
+		return field.Required(spec.Child("imageRegistryMappings"), "spec.pushImages pushes to the registries it names (OLD=NEW)")
 	}
+	return validateNamespaceMapping(spec.Child("namespaceMapping"), o.Spec.NamespaceMapping)
+}
+
+// validateNamespaceMapping checks that every name of m is a namespace
+// name and that no two sources map to one target.
+func validateNamespaceMapping(path *field.Path, m map[string]string) error {
 	targets := map[string]string{}
-	for src, dst := range o.Spec.NamespaceMapping {
+	for _, src := range slices.Sorted(maps.Keys(m)) {
+		dst := m[src]
 		if other, dup := targets[dst]; dup {
-			return fmt.Errorf("--namespace-mappings: %s and %s are both mapped to %s; a target namespace takes one source", other, src, dst)
+			return field.Invalid(path.Key(src), dst, fmt.Sprintf("%s is mapped to %s too; a target namespace takes one source", other, dst))
 		}
 		targets[dst] = src
 		for _, n := range []string{src, dst} {
 			if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
-				return fmt.Errorf("--namespace-mappings %s:%s: %q: %s", src, dst, n, errs[0])
+				return field.Invalid(path.Key(src), dst, fmt.Sprintf("%q: %s", n, errs[0]))
 			}
 		}
 	}
@@ -192,7 +208,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	case volRec == nil || len(volRec.Volumes) == 0:
 		volRec = nil // nothing to restore (a record of skipped volumes only)
 	case opts.PodVolumes == nil:
-		results.Errorf("backup %s holds the data of %d pod volumes (%s); it is not restored: give the repository password (--repository-password-file, or $%s)", b.Name, len(volRec.Volumes), volumeList(volRec), volumes.EnvPassword)
+		results.Errorf("backup %s holds the data of %d pod volumes (%s); it is not restored: no volume repository password was given (a repository password file, or $%s)", b.Name, len(volRec.Volumes), volumeList(volRec), volumes.EnvPassword)
 		volRec = nil
 	case opts.PodVolumes.Check != nil:
 		if err := opts.PodVolumes.Check(ctx); err != nil {
@@ -306,7 +322,7 @@ func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archi
 	b, err := loc.GetBackup(ctx, name)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIncomplete) {
-			return nil, nil, fmt.Errorf("%w: %v", ErrBackupNotRestorable, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrBackupNotRestorable, err)
 		}
 		return nil, nil, err
 	}
@@ -318,10 +334,10 @@ func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archi
 	}
 	rd, err := loc.NewOpenedReader(ctx, b.Status.Archive.Key)
 	if errors.Is(err, store.ErrEncrypted) {
-		return nil, nil, fmt.Errorf("backup %q is encrypted with age for %s: pass --encryption-identity FILE (server mode: spec.encryptionIdentitySecret, --encryption-identity-secret): %w", name, strings.Join(b.Spec.EncryptionRecipients, ", "), ErrNeedIdentity)
+		return nil, nil, fmt.Errorf("backup %q is encrypted with age for %s: give an age identity file that decrypts it (server mode: spec.encryptionIdentitySecret): %w", name, strings.Join(b.Spec.EncryptionRecipients, ", "), ErrNeedIdentity)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: backup %q: %v", ErrBackupNotRestorable, name, err)
+		return nil, nil, fmt.Errorf("%w: backup %q: %w", ErrBackupNotRestorable, name, err)
 	}
 	defer rd.Close()
 	a, err := archive.Read(rd, b.Status.Archive.Key, archive.Expect{Size: b.Status.Archive.Size, SHA256: b.Status.Archive.SHA256, ManifestSHA256: b.Status.Archive.ManifestSHA256})

@@ -43,7 +43,7 @@ func LoadVelero(ctx context.Context, loc *store.Location, name string) (*archive
 	var vb veleroBackup
 	if err := loc.GetJSON(ctx, store.BackupDir(name)+"velero-backup.json", &vb); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, nil, fmt.Errorf("%w: Velero backup %q not found in %s (no backups/%s/velero-backup.json)", ErrBackupNotRestorable, name, loc.URL(), name)
+			return nil, nil, fmt.Errorf("%w: Velero backup %q in %s (no backups/%s/velero-backup.json): %w", ErrBackupNotRestorable, name, loc.URL(), name, store.ErrNotFound)
 		}
 		return nil, nil, fmt.Errorf("backup %q (Velero): %w", name, err)
 	}
@@ -53,7 +53,7 @@ func LoadVelero(ctx context.Context, loc *store.Location, name string) (*archive
 	key := store.BackupDir(name) + name + ".tar.gz"
 	rd, err := loc.NewOpenedReader(ctx, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: Velero backup %q: %v", ErrBackupNotRestorable, name, err)
+		return nil, nil, fmt.Errorf("%w: Velero backup %q: %w", ErrBackupNotRestorable, name, err)
 	}
 	defer rd.Close()
 	a, err := archive.Read(rd, key, archive.Expect{AllowNoManifest: true})

@@ -81,11 +81,11 @@ func NewCloudTranslation(from, to string) (*CloudTranslation, error) {
 	}
 	f, err := LoadCloudProfile(from)
 	if err != nil {
-		return nil, fmt.Errorf("--from-cloud: %w", err)
+		return nil, fmt.Errorf("from: %w", err)
 	}
 	t, err := LoadCloudProfile(to)
 	if err != nil {
-		return nil, fmt.Errorf("--to-cloud: %w", err)
+		return nil, fmt.Errorf("to: %w", err)
 	}
 	return &CloudTranslation{From: f, To: t}, nil
 }
@@ -106,8 +106,8 @@ var legacyTopology = map[string]string{
 	"failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
 }
 
-// Cloud translates what belongs to the source cloud (--from-cloud) into the
-// target cloud's terms (--to-cloud), per the profiles: load-balancer
+// Cloud translates what belongs to the source cloud (a restore's
+// spec.fromCloud) into the target cloud's terms (spec.toCloud), per the profiles: load-balancer
 // annotations of Services are dropped, the internal-load-balancer one
 // translated; node selectors and node affinities on the source cloud's
 // node labels are dropped (legacy zone keys become topology.kubernetes.io/*);
