@@ -7,7 +7,7 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -38,7 +38,7 @@ var errorFlags = []struct {
 	err  error
 	flag string
 }{
-	{restore.ErrNeedIdentity, "--encryption-identity FILE"},
+	{backup.ErrNeedIdentity, "--encryption-identity FILE"},
 	{store.ErrEncrypted, "--encryption-identity FILE"},
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/backup"
 )
 
 func TestFlagNames(t *testing.T) {
@@ -31,7 +31,7 @@ func TestFlagNames(t *testing.T) {
 			`--namespace-mappings (spec.namespaceMapping[b]): Invalid value: "m": a is mapped to m too`},
 		{"with a cause", fmt.Errorf("%w: %w", field.Invalid(field.NewPath("spec", "toCloud"), "oracle", ""), errors.New(`unknown cloud "oracle"`)),
 			`--to-cloud (spec.toCloud): Invalid value: "oracle": unknown cloud "oracle"`},
-		{"sentinel", fmt.Errorf("backup %q is encrypted: %w", "b", restore.ErrNeedIdentity),
+		{"sentinel", fmt.Errorf("backup %q is encrypted: %w", "b", backup.ErrNeedIdentity),
 			`backup "b" is encrypted: no age identity given (--encryption-identity FILE)`},
 		{"not a field error", errors.New("plain"), "plain"},
 	} {

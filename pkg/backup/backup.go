@@ -1,7 +1,9 @@
-// Package backup takes a backup: it selects resources, lists them
-// concurrently with pagination at their preferred versions, streams them
-// into an archive in the backup storage location, and commits the backup
-// by writing ferry-backup.json last.
+// Package backup owns backups: taking one (Run: it selects resources,
+// lists them concurrently with pagination at their preferred versions,
+// streams them into an archive in the backup storage location, and
+// commits the backup by writing ferry-backup.json last), and loading a
+// stored one, ferry's or Velero's, verified against its digests (Load,
+// LoadVelero) for a restore, a verification or a describe.
 package backup
 
 import (

@@ -1,6 +1,7 @@
-// Package restore restores a backup into a cluster as a pipeline of small
-// stages: load (fetch and verify the whole archive before anything is
-// written), plan (filters, mappings, what is left to controllers, order),
+// Package restore owns restoring: it restores a stored backup into a
+// cluster, or verifies a cluster against what a restore of it would write
+// (Verify), as a pipeline of small stages: load (backup.Load fetches and
+// verifies the whole archive before anything is written), plan (filters, mappings, what is left to controllers, order),
 // transform (pkg/transform), and apply (concurrent inside each tier, one
 // API call per created object), ending in per-item results.
 package restore
@@ -22,6 +23,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
+	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/modifiers"
@@ -59,8 +61,9 @@ func (o *Options) mapNamespace(ns string) string {
 }
 
 // ErrBackupNotRestorable is wrapped when the backup is missing, incomplete
-// or failed.
-var ErrBackupNotRestorable = errors.New("backup is not restorable")
+// or failed, or its data does not verify: backup.ErrNotRestorable, which
+// backup.Load wraps, under the name a restore's callers test for.
+var ErrBackupNotRestorable = backup.ErrNotRestorable
 
 // Validate checks the options before anything is read or written.
 func (o *Options) Validate() error {
@@ -120,10 +123,6 @@ func validateNamespaceMapping(path *field.Path, m map[string]string) error {
 	return nil
 }
 
-// ErrNeedIdentity is wrapped when the backup is encrypted and no identity
-// that can decrypt it was given.
-var ErrNeedIdentity = errors.New("no age identity given")
-
 // Run restores backup opts.Spec.BackupName from loc into cluster. The
 // archive is fully verified before the first write. The returned error
 // is non-nil when the restore could not run at all (bad options, missing
@@ -172,11 +171,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	r.Status.TargetCluster = &v1alpha1.ClusterInfo{Server: cluster.Config.Host, GitVersion: cluster.Version.GitVersion}
 	results := &report.Results{}
 
-	load := Load
-	if opts.Spec.FromVelero {
-		load = LoadVelero
-	}
-	a, b, err := load(ctx, loc, opts.Spec.BackupName)
+	a, b, err := loadBackup(ctx, loc, &opts)
 	if err != nil {
 		return fail(ctx, loc, r, results, err)
 	}
@@ -315,36 +310,13 @@ func save(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results
 	return loc.PutJSON(ctx, store.RestoreDir(r.Name)+store.RestoreMarker, r)
 }
 
-// Load reads the committed backup name and its archive, verified against
-// the digests in ferry-backup.json and the manifest. Nothing is returned
-// unless all of it verifies.
-func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archive, *v1alpha1.Backup, error) {
-	b, err := loc.GetBackup(ctx, name)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIncomplete) {
-			return nil, nil, fmt.Errorf("%w: %w", ErrBackupNotRestorable, err)
-		}
-		return nil, nil, err
+// loadBackup loads and verifies the backup opts.Spec names (backup.Load,
+// or backup.LoadVelero for a backup made by Velero).
+func loadBackup(ctx context.Context, loc *store.Location, opts *Options) (*archive.Archive, *v1alpha1.Backup, error) {
+	if opts.Spec.FromVelero {
+		return backup.LoadVelero(ctx, loc, opts.Spec.BackupName)
 	}
-	if b.Status.Phase != v1alpha1.PhaseCompleted && b.Status.Phase != v1alpha1.PhasePartiallyFailed {
-		return nil, nil, fmt.Errorf("%w: backup %q is %s: %s", ErrBackupNotRestorable, name, b.Status.Phase, b.Status.FailureReason)
-	}
-	if b.Status.Archive == nil {
-		return nil, nil, fmt.Errorf("%w: backup %q has no archive record in its ferry-backup.json", ErrBackupNotRestorable, name)
-	}
-	rd, err := loc.NewOpenedReader(ctx, b.Status.Archive.Key)
-	if errors.Is(err, store.ErrEncrypted) {
-		return nil, nil, fmt.Errorf("backup %q is encrypted with age for %s: give an age identity file that decrypts it (server mode: spec.encryptionIdentitySecret): %w", name, strings.Join(b.Spec.EncryptionRecipients, ", "), ErrNeedIdentity)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: backup %q: %w", ErrBackupNotRestorable, name, err)
-	}
-	defer rd.Close()
-	a, err := archive.Read(rd, b.Status.Archive.Key, archive.Expect{Size: b.Status.Archive.Size, SHA256: b.Status.Archive.SHA256, ManifestSHA256: b.Status.Archive.ManifestSHA256})
-	if err != nil {
-		return nil, nil, fmt.Errorf("backup %q: %w", name, err)
-	}
-	return a, b, nil
+	return backup.Load(ctx, loc, opts.Spec.BackupName)
 }
 
 // volumeList names the claims and pod volumes of rec, for errors.
