@@ -128,47 +128,15 @@ func validateNamespaceMapping(path *field.Path, m map[string]string) error {
 // is non-nil when the restore could not run at all (bad options, missing
 // or damaged backup); a restore that ran reports its phase in the status.
 func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts Options) (*v1alpha1.Restore, *report.Results, error) {
-	if opts.Workers <= 0 {
-		opts.Workers = 32
-	}
-	if opts.CRDTimeout <= 0 {
-		opts.CRDTimeout = 60 * time.Second
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if p := opts.PodVolumes; p != nil {
-		if p.HelperImage == "" {
-			p.HelperImage = DefaultRestoreHelperImage
-		}
-		if p.Wait <= 0 {
-			p.Wait = 10 * time.Minute
-		}
-	}
-	if opts.Spec.ExistingResourcePolicy == "" {
-		opts.Spec.ExistingResourcePolicy = v1alpha1.PolicyNone
-	}
+	opts.defaults()
 	if err := opts.Validate(); err != nil {
 		return nil, nil, err
 	}
-	prev, err := loc.GetRestore(ctx, opts.Name)
-	switch {
-	case opts.Spec.DryRun:
-		// A dry run records nothing, so its name may be any.
-	case err == nil && prev.Status.Phase != v1alpha1.PhaseFailed:
-		return nil, nil, fmt.Errorf("restore %q already exists in %s", opts.Name, loc.URL())
-	case err == nil:
-		// A Failed or interrupted restore may be run again under its name:
-		// what it applied comes out unchanged.
-	case !errors.Is(err, store.ErrNotFound):
+	r, prev, err := newRecord(ctx, cluster, loc, &opts)
+	if err != nil {
 		return nil, nil, err
 	}
-	r := v1alpha1.NewRestore(opts.Name)
-	r.Spec = opts.Spec
-	start := metav1.Now()
-	r.CreationTimestamp = start
-	r.Status.StartTimestamp = &start
-	r.Status.TargetCluster = &v1alpha1.ClusterInfo{Server: cluster.Config.Host, GitVersion: cluster.Version.GitVersion}
+	start := *r.Status.StartTimestamp
 	results := &report.Results{}
 
 	a, b, err := loadBackup(ctx, loc, &opts)
@@ -193,21 +161,112 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 			results.Warnf("%v", err)
 		}
 	}
-	var volRec *volumes.BackupRecord
+	pv, err := startPodVolumes(ctx, cluster, loc, b.Name, plan, ap, &opts, r, prev)
+	if err != nil {
+		return fail(ctx, loc, r, results, err)
+	}
+	if err := ap.run(ctx); err != nil {
+		results.Errorf("%v", err)
+		r.Status.FailureReason = err.Error()
+	}
+	pv.finish(ctx, cluster, ap, &opts, r)
+	if !opts.Spec.DryRun && r.Status.FailureReason == "" && ctx.Err() == nil {
+		runRestoreHooks(ctx, cluster, plan, &opts, results)
+	}
+	end := metav1.Now()
+	r.Status.CompletionTimestamp = &end
+	setOutcome(ctx, r, results)
+	// The record is written even when the restore was interrupted; a dry
+	// run writes nothing at all.
+	if !opts.Spec.DryRun {
+		if err := record(ctx, loc, r, results, pv.out); err != nil {
+			return r, results, err
+		}
+	}
+	opts.Log.Info("restore done", "restore", r.Name, "phase", r.Status.Phase, "took", end.Sub(start.Time).Round(time.Millisecond))
+	return r, results, nil
+}
+
+// defaults fills in what o leaves unset.
+func (o *Options) defaults() {
+	if o.Workers <= 0 {
+		o.Workers = 32
+	}
+	if o.CRDTimeout <= 0 {
+		o.CRDTimeout = 60 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if p := o.PodVolumes; p != nil {
+		if p.HelperImage == "" {
+			p.HelperImage = DefaultRestoreHelperImage
+		}
+		if p.Wait <= 0 {
+			p.Wait = 10 * time.Minute
+		}
+	}
+	if o.Spec.ExistingResourcePolicy == "" {
+		o.Spec.ExistingResourcePolicy = v1alpha1.PolicyNone
+	}
+}
+
+// newRecord starts the record of restore opts.Name, refusing a name a
+// restore that did not fail already has in loc. prev is the earlier run
+// of a Failed or interrupted restore of that name, or nil.
+func newRecord(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts *Options) (r, prev *v1alpha1.Restore, err error) {
+	prev, err = loc.GetRestore(ctx, opts.Name)
+	switch {
+	case opts.Spec.DryRun:
+		// A dry run records nothing, so its name may be any.
+	case err == nil && prev.Status.Phase != v1alpha1.PhaseFailed:
+		return nil, nil, fmt.Errorf("restore %q already exists in %s", opts.Name, loc.URL())
+	case err == nil:
+		// A Failed or interrupted restore may be run again under its name:
+		// what it applied comes out unchanged.
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, nil, err
+	}
+	r = v1alpha1.NewRestore(opts.Name)
+	r.Spec = opts.Spec
+	start := metav1.Now()
+	r.CreationTimestamp = start
+	r.Status.StartTimestamp = &start
+	r.Status.TargetCluster = &v1alpha1.ClusterInfo{Server: cluster.Config.Host, GitVersion: cluster.Version.GitVersion}
+	return r, prev, nil
+}
+
+// podVolumeRun is the pod volume data of one restore: the backup's
+// volume record (nil when there is none to restore), and what was
+// restored through claims (claimSum) and in all (out).
+type podVolumeRun struct {
+	rec      *volumes.BackupRecord
+	claimSum *v1alpha1.PodVolumeSummary
+	out      []volumes.PodVolumeRestore
+}
+
+// startPodVolumes reads the backup's volume record and prepares ap to
+// restore the data: restored pods wait for it, and claims whose data
+// helper pods restore are filled before the workloads that mount them.
+// The error is non-nil when the data cannot be restored (so nothing is).
+func startPodVolumes(ctx context.Context, cluster *kube.Cluster, loc *store.Location, backupName string, plan *Plan, ap *applier, opts *Options, r, prev *v1alpha1.Restore) (*podVolumeRun, error) {
+	results := ap.results
+	pv := &podVolumeRun{}
 	if !opts.Spec.DryRun && !opts.Spec.FromVelero {
-		if volRec, err = loadVolumeRecord(ctx, loc, b.Name); err != nil {
-			return fail(ctx, loc, r, results, err)
+		var err error
+		if pv.rec, err = loadVolumeRecord(ctx, loc, backupName); err != nil {
+			return nil, err
 		}
 	}
 	switch {
-	case volRec == nil || len(volRec.Volumes) == 0:
-		volRec = nil // nothing to restore (a record of skipped volumes only)
+	case pv.rec == nil || len(pv.rec.Volumes) == 0:
+		pv.rec = nil // nothing to restore (a record of skipped volumes only)
 	case opts.PodVolumes == nil:
-		results.Errorf("backup %s holds the data of %d pod volumes (%s); it is not restored: no volume repository password was given (a repository password file, or $%s)", b.Name, len(volRec.Volumes), volumeList(volRec), volumes.EnvPassword)
-		volRec = nil
+		results.Errorf("backup %s holds the data of %d pod volumes (%s); it is not restored: no volume repository password was given (a repository password file, or $%s)", backupName, len(pv.rec.Volumes), volumeList(pv.rec), volumes.EnvPassword)
+		pv.rec = nil
 	case opts.PodVolumes.Check != nil:
 		if err := opts.PodVolumes.Check(ctx); err != nil {
-			return fail(ctx, loc, r, results, fmt.Errorf("the data of %s cannot be restored, so nothing was restored: %w", volumeList(volRec), err))
+			return nil, fmt.Errorf("the data of %s cannot be restored, so nothing was restored: %w", volumeList(pv.rec), err)
 		}
 		fallthrough
 	default:
@@ -216,26 +275,24 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 			// A re-run: the pods it already made wait for this UID's markers.
 			r.UID = prev.UID
 		}
-		ap.tctx.PodVolumeRestore = planPodVolumes(volRec, plan, &opts, string(r.UID), results)
+		ap.tctx.PodVolumeRestore = planPodVolumes(pv.rec, plan, opts, string(r.UID), results)
 	}
-	if volRec != nil && opts.PodVolumes.Claims != nil {
-		skipDataPVs(plan, volRec, opts.PodVolumes)
-	}
-	var claimSum *v1alpha1.PodVolumeSummary
-	var volOut []volumes.PodVolumeRestore
-	if volRec != nil && opts.PodVolumes.Claims != nil {
+	if pv.rec != nil && opts.PodVolumes.Claims != nil {
+		skipDataPVs(plan, pv.rec, opts.PodVolumes)
 		ap.beforeWorkloads = func(ctx context.Context) func(*Item) string {
-			claimSum, volOut = restoreClaims(ctx, cluster.Typed, volRec, plan, &opts, string(r.UID), results)
-			return holdWorkloads(volOut, &opts)
+			pv.claimSum, pv.out = restoreClaims(ctx, cluster.Typed, pv.rec, plan, opts, string(r.UID), results)
+			return holdWorkloads(pv.out, opts)
 		}
 	}
-	if err := ap.run(ctx); err != nil {
-		results.Errorf("%v", err)
-		r.Status.FailureReason = err.Error()
-	}
+	return pv, nil
+}
+
+// finish restores the pod volume data that is left to this process once
+// the objects are applied, and sums it up in r's status.
+func (pv *podVolumeRun) finish(ctx context.Context, cluster *kube.Cluster, ap *applier, opts *Options, r *v1alpha1.Restore) {
 	switch {
-	case volRec == nil || r.Status.FailureReason != "" || ctx.Err() != nil:
-		r.Status.PodVolumes = claimSum
+	case pv.rec == nil || r.Status.FailureReason != "" || ctx.Err() != nil:
+		r.Status.PodVolumes = pv.claimSum
 	case opts.PodVolumes.ByNodeAgent:
 		n := 0
 		for _, v := range ap.tctx.PodVolumeRestore.Volumes {
@@ -244,14 +301,13 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		r.Status.PodVolumes = &v1alpha1.PodVolumeSummary{Total: n, Deferred: n}
 	default:
 		var out []volumes.PodVolumeRestore
-		r.Status.PodVolumes, out = restorePodVolumes(ctx, cluster, volRec, ap.tctx.PodVolumeRestore, &opts, results, claimSum)
-		volOut = append(volOut, out...)
+		r.Status.PodVolumes, out = restorePodVolumes(ctx, cluster, pv.rec, ap.tctx.PodVolumeRestore, opts, ap.results, pv.claimSum)
+		pv.out = append(pv.out, out...)
 	}
-	if !opts.Spec.DryRun && r.Status.FailureReason == "" && ctx.Err() == nil {
-		runRestoreHooks(ctx, cluster, plan, &opts, results)
-	}
-	end := metav1.Now()
-	r.Status.CompletionTimestamp = &end
+}
+
+// setOutcome sets r's counts, phase and retries from results.
+func setOutcome(ctx context.Context, r *v1alpha1.Restore, results *report.Results) {
 	r.Status.Counts = v1alpha1.RestoreCounts{
 		Created: results.Count(report.Created), Updated: results.Count(report.Updated), Unchanged: results.Count(report.Unchanged),
 		Skipped: results.Count(report.Skipped), Failed: results.Count(report.Failed),
@@ -271,22 +327,19 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		r.Status.Phase = v1alpha1.PhaseFailed
 		r.Status.FailureReason = "interrupted: " + ctx.Err().Error() + "; run the same restore again to finish it"
 	}
-	// The record is written even when the restore was interrupted; a dry
-	// run writes nothing at all.
+}
+
+// record writes the restore's volume records, results and record to loc,
+// also when ctx was canceled (an interrupted restore is recorded).
+func record(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results *report.Results, volOut []volumes.PodVolumeRestore) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if !opts.Spec.DryRun {
-		if len(volOut) > 0 {
-			if err := loc.PutJSON(sctx, store.RestoreVolumesKey(r.Name), volOut); err != nil {
-				results.Warnf("restore volume records not saved: %v", err)
-			}
-		}
-		if err := save(sctx, loc, r, results); err != nil {
-			return r, results, err
+	if len(volOut) > 0 {
+		if err := loc.PutJSON(sctx, store.RestoreVolumesKey(r.Name), volOut); err != nil {
+			results.Warnf("restore volume records not saved: %v", err)
 		}
 	}
-	opts.Log.Info("restore done", "restore", r.Name, "phase", r.Status.Phase, "took", end.Sub(start.Time).Round(time.Millisecond))
-	return r, results, nil
+	return save(sctx, loc, r, results)
 }
 
 // fail records a restore that could not start and returns err.
