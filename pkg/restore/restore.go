@@ -1,7 +1,8 @@
 // Package restore owns restoring: it restores a stored backup into a
-// cluster, or verifies a cluster against what a restore of it would write
-// (Verify), as a pipeline of small stages: load (backup.Load fetches and
-// verifies the whole archive before anything is written), plan (filters, mappings, what is left to controllers, order),
+// cluster (Run), or compares a cluster with what a restore of the backup
+// would write (Verify). A restore is a pipeline of small stages: load
+// (backup.Load fetches and verifies the whole archive before anything is
+// written), plan (filters, mappings, what is left to controllers, order),
 // transform (pkg/transform), and apply (concurrent inside each tier, one
 // API call per created object), ending in per-item results.
 package restore
