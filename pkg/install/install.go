@@ -91,8 +91,8 @@ type Options struct {
 }
 
 // ParseResources parses "cpu=100m,memory=256Mi" ("" is none). Errors name
-// the flag and the entry.
-func ParseResources(flag, s string) (corev1.ResourceList, error) {
+// what the caller calls the input, and the entry.
+func ParseResources(what, s string) (corev1.ResourceList, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -100,11 +100,11 @@ func ParseResources(flag, s string) (corev1.ResourceList, error) {
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok || (k != "cpu" && k != "memory") {
-			return nil, fmt.Errorf("--%s %q: want cpu=QUANTITY,memory=QUANTITY", flag, kv)
+			return nil, fmt.Errorf("%s %q: want cpu=QUANTITY,memory=QUANTITY", what, kv)
 		}
 		q, err := resource.ParseQuantity(v)
 		if err != nil {
-			return nil, fmt.Errorf("--%s %s: %w", flag, kv, err)
+			return nil, fmt.Errorf("%s %s: %w", what, kv, err)
 		}
 		out[corev1.ResourceName(k)] = q
 	}
