@@ -147,7 +147,7 @@ func (o *Options) prepare() ([]images.Mapping, *filter.Namespaces, labels.Select
 		return nil, nil, nil, fmt.Errorf("%w: %w", field.Invalid(field.NewPath("spec", "imageRegistryMappings"), o.Spec.ImageRegistryMappings, ""), err)
 	}
 	if o.Spec.Images == images.ModeCopy && len(mappings) == 0 {
-		return nil, nil, nil, field.Required(field.NewPath("spec", "imageRegistryMappings"), `spec.images "copy" copies to the registries it names (OLD=NEW)`)
+		return nil, nil, nil, field.Required(field.NewPath("spec", "imageRegistryMappings"), `spec.images "copy" needs the target registries (OLD=NEW)`)
 	}
 	nsf, err := filter.NewNamespaces(o.Spec.IncludedNamespaces, o.Spec.ExcludedNamespaces)
 	if err != nil {

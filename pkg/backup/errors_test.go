@@ -22,7 +22,7 @@ func TestPrepareNamesFields(t *testing.T) {
 		{"images", v1alpha1.BackupSpec{Images: "all"}, "spec.images", field.ErrorTypeNotSupported,
 			`spec.images: Unsupported value: "all": supported values: "none", "record", "copy", "bundle"`},
 		{"copy without mappings", v1alpha1.BackupSpec{Images: "copy"}, "spec.imageRegistryMappings", field.ErrorTypeRequired,
-			`spec.imageRegistryMappings: Required value: spec.images "copy" copies to the registries it names (OLD=NEW)`},
+			`spec.imageRegistryMappings: Required value: spec.images "copy" needs the target registries (OLD=NEW)`},
 		{"image mappings", v1alpha1.BackupSpec{ImageRegistryMappings: []string{"nonsense"}}, "spec.imageRegistryMappings", field.ErrorTypeInvalid, ""},
 		{"cluster resources", v1alpha1.BackupSpec{IncludeClusterResources: "maybe"}, "spec.includeClusterResources", field.ErrorTypeNotSupported,
 			`spec.includeClusterResources: Unsupported value: "maybe": supported values: "auto", "true", "false"`},

@@ -100,7 +100,7 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("%w: %w", field.Invalid(spec.Child("imageRegistryMappings"), o.Spec.ImageRegistryMappings, ""), err)
 	}
 	if o.Spec.PushImages && len(o.Spec.ImageRegistryMappings) == 0 {
-		return field.Required(spec.Child("imageRegistryMappings"), "spec.pushImages pushes to the registries it names (OLD=NEW)")
+		return field.Required(spec.Child("imageRegistryMappings"), "spec.pushImages needs the target registries (OLD=NEW)")
 	}
 	return validateNamespaceMapping(spec.Child("namespaceMapping"), o.Spec.NamespaceMapping)
 }
