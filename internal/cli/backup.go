@@ -15,7 +15,6 @@ import (
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/report"
-	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -260,7 +259,7 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 				out := map[string]any{"backup": b, "results": res}
 				if details {
 					// The archive's entries, read and verified (paths included).
-					a, _, err := restore.Load(ctx, loc, b.Name)
+					a, _, err := backup.Load(ctx, loc, b.Name)
 					if err != nil {
 						return err
 					}
@@ -322,7 +321,7 @@ func newBackupDescribeCmd(g *globals) *cobra.Command {
 				return nil
 			}
 			// The item list is the archive's manifest, read and verified.
-			a, _, err := restore.Load(ctx, loc, b.Name)
+			a, _, err := backup.Load(ctx, loc, b.Name)
 			if err != nil {
 				return err
 			}
@@ -402,7 +401,7 @@ func newBackupVerifyCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer loc.Close()
-			a, b, err := restore.Load(ctx, loc, args[0])
+			a, b, err := backup.Load(ctx, loc, args[0])
 			if err != nil {
 				return err
 			}

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"strings"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // fieldFlags maps the spec fields the engine names in its errors
@@ -12,11 +16,35 @@ import (
 // A path's subscripts are ignored: spec.namespaceMapping[a] matches
 // spec.namespaceMapping.
 var fieldFlags = map[string]string{
+	// RestoreSpec
 	"spec.existingResourcePolicy": "--existing-resource-policy",
+	"spec.fromCloud":              "--from-cloud",
+	"spec.toCloud":                "--to-cloud",
+	"spec.resourceModifiers":      "--resource-modifiers",
+	"spec.namespaceMapping":       "--namespace-mappings",
+	"spec.pushImages":             "--push-images",
+	// BackupSpec and RestoreSpec
+	"spec.imageRegistryMappings": "--image-registry-mappings",
+	// BackupSpec
+	"spec.images":                  "--images",
+	"spec.includeClusterResources": "--include-cluster-resources",
+	"spec.labelSelector":           "--selector",
+}
+
+// errorFlags names the flag that gives what an engine error says is
+// missing, for errors that are about an input other than a spec field:
+// the message of a wrapped sentinel is followed by the flag.
+var errorFlags = []struct {
+	err  error
+	flag string
+}{
+	{backup.ErrNeedIdentity, "--encryption-identity FILE"},
+	{store.ErrEncrypted, "--encryption-identity FILE"},
 }
 
 // flagNames returns err with each *field.Error in its tree whose field a
-// flag sets shown as "--flag (spec.field)", so that a CLI user reads the flag
+// flag sets shown as "--flag (spec.field)", and each sentinel of
+// errorFlags followed by its flag, so that a CLI user reads the flag
 // where a server-mode user reads the spec field alone. The result wraps err:
 // errors.Is and errors.As see what they saw before.
 func flagNames(err error) error {
@@ -38,6 +66,11 @@ func flagNames(err error) error {
 		shown.Field = flag + " (" + fe.Field + ")"
 		msg = strings.ReplaceAll(msg, fe.Error(), shown.Error())
 	})
+	for _, ef := range errorFlags {
+		if errors.Is(err, ef.err) {
+			msg = strings.ReplaceAll(msg, ef.err.Error(), ef.err.Error()+" ("+ef.flag+")")
+		}
+	}
 	if msg == err.Error() {
 		return err
 	}

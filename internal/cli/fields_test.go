@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/kubeferry/ferry/pkg/backup"
 )
 
 func TestFlagNames(t *testing.T) {
@@ -25,6 +27,12 @@ func TestFlagNames(t *testing.T) {
 		{"aggregate", field.ErrorList{policy().(*field.Error)}.ToAggregate(),
 			`--existing-resource-policy (spec.existingResourcePolicy): Unsupported value: "merge": supported values: "none", "update"`},
 		{"no flag for the field", unmapped(), "spec.noSuchField: Required value"},
+		{"subscripts", fmt.Errorf("%w", field.Invalid(field.NewPath("spec", "namespaceMapping").Key("b"), "m", "a is mapped to m too")),
+			`--namespace-mappings (spec.namespaceMapping[b]): Invalid value: "m": a is mapped to m too`},
+		{"with a cause", fmt.Errorf("%w: %w", field.Invalid(field.NewPath("spec", "toCloud"), "oracle", ""), errors.New(`unknown cloud "oracle"`)),
+			`--to-cloud (spec.toCloud): Invalid value: "oracle": unknown cloud "oracle"`},
+		{"sentinel", fmt.Errorf("backup %q is encrypted: %w", "b", backup.ErrNeedIdentity),
+			`backup "b" is encrypted: no age identity given (--encryption-identity FILE)`},
 		{"not a field error", errors.New("plain"), "plain"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

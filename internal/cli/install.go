@@ -73,7 +73,7 @@ func (f *installFlags) objects() ([]client.Object, error) {
 		{"node-agent-requests", f.nodeAgentRequests, &o.NodeAgentResources.Requests},
 		{"node-agent-limits", f.nodeAgentLimits, &o.NodeAgentResources.Limits},
 	} {
-		if *r.into, err = install.ParseResources(r.flag, r.val); err != nil {
+		if *r.into, err = install.ParseResources("--"+r.flag, r.val); err != nil {
 			return nil, err
 		}
 	}

@@ -158,7 +158,7 @@ func readTar(r io.Reader, name string, exp Expect) (*Archive, error) {
 	}
 	m, err := ParseManifest(manifestData)
 	if err != nil {
-		return nil, fmt.Errorf("archive %s: %v: %w", name, err, ErrCorrupt)
+		return nil, fmt.Errorf("archive %s: %w: %w", name, err, ErrCorrupt)
 	}
 	a.Manifest = m
 	for _, e := range m.Entries {

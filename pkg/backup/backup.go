@@ -1,7 +1,9 @@
-// Package backup takes a backup: it selects resources, lists them
-// concurrently with pagination at their preferred versions, streams them
-// into an archive in the backup storage location, and commits the backup
-// by writing ferry-backup.json last.
+// Package backup owns backups: taking one (Run: it selects resources,
+// lists them concurrently with pagination at their preferred versions,
+// streams them into an archive in the backup storage location, and
+// commits the backup by writing ferry-backup.json last), and loading a
+// stored one, ferry's or Velero's, verified against its digests (Load,
+// LoadVelero) for a restore, a verification or a describe.
 package backup
 
 import (
@@ -10,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,6 +24,7 @@ import (
 	labelselection "k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
@@ -66,54 +70,10 @@ func ValidateName(name string) error { return store.ValidateBackupName(name) }
 // not start (bad options, name taken, store unwritable); a backup that ran
 // reports PartiallyFailed or Failed in its status.
 func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts Options) (*v1alpha1.Backup, *report.Results, error) {
-	if err := ValidateName(opts.Name); err != nil {
-		return nil, nil, err
-	}
-	if opts.PageSize <= 0 {
-		opts.PageSize = 500
-	}
-	if opts.Workers <= 0 {
-		opts.Workers = 8
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if opts.Spec.Images == "" {
-		opts.Spec.Images = images.ModeRecord
-	}
-	if err := images.ValidateMode(opts.Spec.Images); err != nil {
-		return nil, nil, err
-	}
-	mappings, err := images.ParseMappings(opts.Spec.ImageRegistryMappings)
+	mappings, nsf, selector, err := opts.prepare()
 	if err != nil {
 		return nil, nil, err
 	}
-	if opts.Spec.Images == images.ModeCopy && len(mappings) == 0 {
-		return nil, nil, fmt.Errorf("--images=copy needs --image-registry-mappings OLD=NEW")
-	}
-	if opts.Spec.IncludeClusterResources == "" {
-		opts.Spec.IncludeClusterResources = "auto"
-	}
-	switch opts.Spec.IncludeClusterResources {
-	case "auto", "true", "false":
-	default:
-		return nil, nil, fmt.Errorf("--include-cluster-resources %q: want auto, true or false", opts.Spec.IncludeClusterResources)
-	}
-	nsf, err := filter.NewNamespaces(opts.Spec.IncludedNamespaces, opts.Spec.ExcludedNamespaces)
-	if err != nil {
-		return nil, nil, err
-	}
-	selector, err := labels.Parse(opts.Spec.LabelSelector)
-	if err != nil {
-		return nil, nil, fmt.Errorf("label selector %q: %w", opts.Spec.LabelSelector, err)
-	}
-	// ferry's own helper pods, their Secrets and Leases (of this run, or
-	// of a run that was killed) are never part of a backup.
-	notHelper, err := labels.NewRequirement(helperpod.LabelRun, labelselection.DoesNotExist, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	selector = selector.Add(*notHelper)
 	if _, err := loc.GetBackup(ctx, opts.Name); err == nil || errors.Is(err, store.ErrIncomplete) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("backup %q: %w (an interrupted earlier run; remove it with `ferry backup delete %s`)", opts.Name, ErrExists, opts.Name)
@@ -154,6 +114,75 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	if err == nil && opts.PodVolumes != nil && ctx.Err() == nil {
 		err = r.backupVolumes(loc, b)
 	}
+	return r.commit(loc, b, err)
+}
+
+// prepare fills in the defaults of o and checks it before anything is read
+// or written. It returns the parsed image mappings, namespace filter and
+// label selector (which leaves out ferry's own helper pods).
+func (o *Options) prepare() ([]images.Mapping, *filter.Namespaces, labels.Selector, error) {
+	if err := ValidateName(o.Name); err != nil {
+		return nil, nil, nil, err
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = 500
+	}
+	if o.Workers <= 0 {
+		o.Workers = 8
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Spec.Images == "" {
+		o.Spec.Images = images.ModeRecord
+	}
+	if o.Spec.IncludeClusterResources == "" {
+		o.Spec.IncludeClusterResources = "auto"
+	}
+	if err := o.validateSpec(); err != nil {
+		return nil, nil, nil, err
+	}
+	mappings, err := images.ParseMappings(o.Spec.ImageRegistryMappings)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %w", field.Invalid(field.NewPath("spec", "imageRegistryMappings"), o.Spec.ImageRegistryMappings, ""), err)
+	}
+	if o.Spec.Images == images.ModeCopy && len(mappings) == 0 {
+		return nil, nil, nil, field.Required(field.NewPath("spec", "imageRegistryMappings"), `spec.images "copy" needs the target registries (OLD=NEW)`)
+	}
+	nsf, err := filter.NewNamespaces(o.Spec.IncludedNamespaces, o.Spec.ExcludedNamespaces)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	selector, err := labels.Parse(o.Spec.LabelSelector)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: %w", field.Invalid(field.NewPath("spec", "labelSelector"), o.Spec.LabelSelector, ""), err)
+	}
+	// ferry's own helper pods, their Secrets and Leases (of this run, or
+	// of a run that was killed) are never part of a backup.
+	notHelper, err := labels.NewRequirement(helperpod.LabelRun, labelselection.DoesNotExist, nil)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return mappings, nsf, selector.Add(*notHelper), nil
+}
+
+// validateSpec checks the enumerated fields of o.Spec.
+func (o *Options) validateSpec() error {
+	spec := field.NewPath("spec")
+	modes := []string{images.ModeNone, images.ModeRecord, images.ModeCopy, images.ModeBundle}
+	if !slices.Contains(modes, o.Spec.Images) {
+		return field.NotSupported(spec.Child("images"), o.Spec.Images, modes)
+	}
+	if v := o.Spec.IncludeClusterResources; !slices.Contains([]string{"auto", "true", "false"}, v) {
+		return field.NotSupported(spec.Child("includeClusterResources"), v, []string{"auto", "true", "false"})
+	}
+	return nil
+}
+
+// commit records how the run went (err is what made it fail, if anything)
+// and commits the backup by writing ferry-backup.json last.
+func (r *run) commit(loc *store.Location, b *v1alpha1.Backup, err error) (*v1alpha1.Backup, *report.Results, error) {
+	ctx, opts, results := r.ctx, r.opts, r.results
 	end := metav1.Now()
 	b.Status.CompletionTimestamp = &end
 	b.Status.Progress = v1alpha1.BackupProgress{TotalItems: int(r.total.Load()), ItemsBackedUp: int(r.written.Load())}
@@ -173,7 +202,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	}
 	if ctx.Err() != nil {
 		// Interrupted: leave it Incomplete (no commit), as a crash would.
-		return b, results, fmt.Errorf("backup %s interrupted (%v): it is Incomplete; remove it with `ferry backup delete %s`", opts.Name, ctx.Err(), opts.Name)
+		return b, results, fmt.Errorf("backup %s interrupted (%w): it is Incomplete; remove it with `ferry backup delete %s`", opts.Name, ctx.Err(), opts.Name)
 	}
 	if err := loc.PutSealedJSON(ctx, store.BackupResultsKey(opts.Name), results); err != nil {
 		return b, results, err
@@ -184,7 +213,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	if err := loc.PutJSON(ctx, store.BackupDir(opts.Name)+store.BackupMarker, b); err != nil {
 		return b, results, err
 	}
-	opts.Log.Info("backup committed", "backup", opts.Name, "phase", b.Status.Phase, "items", b.Status.Progress.ItemsBackedUp, "took", end.Sub(now.Time).Round(time.Millisecond))
+	opts.Log.Info("backup committed", "backup", opts.Name, "phase", b.Status.Phase, "items", b.Status.Progress.ItemsBackedUp, "took", end.Sub(b.Status.StartTimestamp.Time).Round(time.Millisecond))
 	return b, results, nil
 }
 
@@ -223,12 +252,12 @@ func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
 		r.results.Errorf("discovery of %s failed, its resources are not in the backup: %v", gv, e)
 	}
 	for _, inc := range unmatchedIncludes(apis, r.opts.Spec.IncludedResources) {
-		r.results.Warnf("--include-resources %s matches no resource the cluster serves", inc)
+		r.results.Warnf("spec.includedResources: %q matches no resource the cluster serves", inc)
 	}
 	if literal, ok := r.nsf.Literal(); ok {
 		for _, ns := range literal {
 			if _, err := r.cluster.Typed.CoreV1().Namespaces().Get(r.ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-				r.results.Warnf("--include-namespaces %s: no such namespace in the cluster", ns)
+				r.results.Warnf("spec.includedNamespaces: %q: no such namespace in the cluster", ns)
 			}
 		}
 	}
@@ -339,7 +368,7 @@ func (r *run) backupImages(loc *store.Location, b *v1alpha1.Backup, mappings []i
 		}
 	}
 	if len(failed) > 0 && r.opts.Spec.ImagesRequired {
-		return fmt.Errorf("%d of %d images failed (--images-required); the first: %s", len(failed), len(rec.Images)+len(rec.Malformed), failed[0])
+		return fmt.Errorf("%d of %d images failed (spec.imagesRequired); the first: %s", len(failed), len(rec.Images)+len(rec.Malformed), failed[0])
 	}
 	r.opts.Log.Info("images", "mode", sum.Mode, "images", sum.Images, "failed", sum.Failed, "blobsWritten", sum.BlobsWritten, "blobsReused", sum.BlobsReused)
 	return nil

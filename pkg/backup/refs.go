@@ -16,7 +16,7 @@ import (
 )
 
 // references collects the cluster-scoped objects that included namespaced
-// objects depend on. With --include-cluster-resources=auto on a
+// objects depend on. With spec.includeClusterResources "auto" on a
 // namespace-filtered backup only these go in (issue 2): the PVs of
 // included PVCs, the StorageClasses of claims, PVs and StatefulSet
 // volumeClaimTemplates (storageClassName or the beta annotation), the CRDs

@@ -21,7 +21,7 @@ type selection struct {
 	// listed whole; false when only objects referenced by namespaced items
 	// (and the Namespaces themselves) go in ("auto" on a namespace-filtered backup).
 	clusterAll bool
-	// clusterNone is true for --include-cluster-resources=false.
+	// clusterNone is true for spec.includeClusterResources "false".
 	clusterNone bool
 	// other marks the entries of namespaced and cluster that are a
 	// resource at a version other than its preferred one.
@@ -29,7 +29,7 @@ type selection struct {
 }
 
 // selectResources applies the resource filter and the cluster-scope rule
-// (--include-cluster-resources auto|true|false) to what the cluster serves
+// (spec.includeClusterResources: auto, true or false) to what the cluster serves
 // at its preferred versions, and unless preferredOnly at every other served
 // version too. Only resources that support list and get are selected.
 func selectResources(apis *kube.APIs, res *filter.Resources, ns *filter.Namespaces, includeCluster string, preferredOnly bool) selection {
@@ -67,7 +67,7 @@ func selectResources(apis *kube.APIs, res *filter.Resources, ns *filter.Namespac
 	return sel
 }
 
-// unmatchedIncludes returns the --include-resources entries that match no
+// unmatchedIncludes returns the spec.includedResources entries that match no
 // served resource (a typo gives an empty backup otherwise).
 func unmatchedIncludes(apis *kube.APIs, include []string) []string {
 	var out []string

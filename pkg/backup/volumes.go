@@ -143,7 +143,7 @@ func (r *run) backupVolumes(loc *store.Location, b *v1alpha1.Backup) error {
 
 // unmountedClaims are the archived claims that no archived pod mounts (a
 // database scaled to zero), bound to a volume: with
-// --default-volumes-to-fs-backup a helper pod mounts and backs up each;
+// spec.defaultVolumesToFsBackup a helper pod mounts and backs up each;
 // without it each is a warning, as its data is not backed up.
 func (r *run) unmountedClaims() []volumes.PodVolume {
 	mounted := map[string]bool{}
@@ -161,7 +161,7 @@ func (r *run) unmountedClaims() []volumes.PodVolume {
 			continue
 		}
 		if !r.opts.Spec.DefaultVolumesToFsBackup {
-			r.results.Warnf("claim %s: no pod mounts it, so its data is not backed up (--default-volumes-to-fs-backup backs up such claims too)", key)
+			r.results.Warnf("claim %s: no pod mounts it, so its data is not backed up (spec.defaultVolumesToFsBackup backs up such claims too)", key)
 			continue
 		}
 		out = append(out, volumes.PodVolume{Namespace: c.Namespace, Volume: c.Name, Type: "persistentVolumeClaim", ClaimName: c.Name,

@@ -68,7 +68,7 @@ func Backup(ctx context.Context, loc *store.Location, name string, rec *Record, 
 	return sum, nil
 }
 
-// ErrNoImages is returned by LoadRecord for a backup made with --images=none
+// ErrNoImages is returned by LoadRecord for a backup made with spec.images "none"
 // (or before images were recorded).
 var ErrNoImages = errors.New("the backup has no images file")
 

@@ -43,7 +43,7 @@ func (c *Copier) BundleRecord(ctx context.Context, rec *Record, bundle *Bundle) 
 }
 
 // PushBundled pushes each bundled image of rec from bundle to the
-// registry rw maps its reference to (restore --push-images), keeping the
+// registry rw maps its reference to (a restore's spec.pushImages), keeping the
 // tag; the digest is unchanged. An image no mapping matches is a failed
 // Result naming it. Results are in rec's order.
 func (c *Copier) PushBundled(ctx context.Context, rec *Record, bundle *Bundle, rw *Rewriter) []Result {
@@ -75,7 +75,7 @@ func (c *Copier) pushOne(ctx context.Context, ir *ImageRecord, bundle *Bundle, r
 			return err
 		}
 		if !changed {
-			return fmt.Errorf("image %s: no --image-registry-mappings entry matches it, so it was not pushed", ir.Reference)
+			return fmt.Errorf("image %s: no image registry mapping (spec.imageRegistryMappings) matches it, so it was not pushed", ir.Reference)
 		}
 		if tag, d := SplitTagDigest(target); tag != "" && d != "" {
 			target = target[:len(target)-len(d)-1]

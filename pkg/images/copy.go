@@ -351,7 +351,7 @@ func ParsePlatforms(entries []string) ([]v1.Platform, error) {
 			}
 			p, err := v1.ParsePlatform(s)
 			if err != nil || p.OS == "" || p.Architecture == "" {
-				return nil, fmt.Errorf("--platform %q: want os/arch[/variant], like linux/amd64", s)
+				return nil, fmt.Errorf("platform %q: want os/arch[/variant], like linux/amd64", s)
 			}
 			out = append(out, *p)
 		}

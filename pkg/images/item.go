@@ -96,7 +96,7 @@ func (c *Copier) put(ctx context.Context, t Task, dst name.Reference, it *item, 
 		if len(c.opts.Platforms) == 0 {
 			return fmt.Errorf("copy %s: target %s names digest %s, but the source is %s", t.Source, t.Target, d.DigestStr(), it.digest)
 		}
-		// --platform made a new index: a reference by digest names it by
+		// Options.Platforms made a new index: a reference by digest names it by
 		// its own digest at the target.
 		dst = dst.Context().Digest(it.digest.String())
 		res.Target = dst.String()

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Modes of `ferry backup create --images`.
+// Modes of a backup's images step (BackupSpec.Images).
 const (
 	ModeNone   = "none"   // images are not looked at
 	ModeRecord = "record" // references resolved to digests and recorded
@@ -16,13 +16,13 @@ const (
 	ModeBundle = "bundle" // and written into the store (images/blobs)
 )
 
-// ValidateMode checks a --images value.
+// ValidateMode checks an images mode (BackupSpec.Images, Options.Mode).
 func ValidateMode(m string) error {
 	switch m {
 	case ModeNone, ModeRecord, ModeCopy, ModeBundle:
 		return nil
 	}
-	return fmt.Errorf("--images %q: want none, record, copy or bundle", m)
+	return fmt.Errorf("images mode %q: want none, record, copy or bundle", m)
 }
 
 // Record is the images file of a backup (backups/<name>/<name>-images.json):
@@ -155,7 +155,7 @@ func (c *Copier) CopyRecord(ctx context.Context, rec *Record, rw *Rewriter) {
 			ir.Error = err.Error()
 			return
 		case !changed:
-			ir.Error = fmt.Sprintf("image %s: no --image-registry-mappings entry matches it, so it was not copied", ir.Reference)
+			ir.Error = fmt.Sprintf("image %s: no image registry mapping (spec.imageRegistryMappings) matches it, so it was not copied", ir.Reference)
 			return
 		}
 		if tag, d := SplitTagDigest(target); tag != "" && d != "" {

@@ -9,7 +9,7 @@ import (
 )
 
 // Mapping maps image references under one registry or repository prefix
-// to another (--image-registry-mappings old-host/ns=new-host/ns). A From
+// to another (spec.imageRegistryMappings entries, old-host/ns=new-host/ns). A From
 // without a slash is a whole registry ("old-host" or "old-host:5000");
 // with one, a repository prefix matched on path-segment boundaries:
 // "old/ns" matches old/ns/app but not old/ns2/app. From is compared in
@@ -156,7 +156,7 @@ func (r *Rewriter) Rewrite(ref string) (out string, changed bool, err error) {
 		target += ":" + tag
 	}
 	if recorded := r.Digests[ref]; recorded != "" {
-		// What the backup copied or bundled: with --platform, the
+		// What the backup copied or bundled: with Options.Platforms, the
 		// filtered index, whose digest differs from the one written.
 		digest = recorded
 	}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -137,20 +138,21 @@ func describe(u *unstructured.Unstructured) string {
 func waitEstablished(ctx context.Context, ri dynamic.ResourceInterface, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	for {
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		u, err := ri.Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-			for _, c := range conds {
-				if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
-					return nil
-				}
+		if err != nil {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("CustomResourceDefinition %s not Established: %w", name, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("CustomResourceDefinition %s not Established: %w", name, err)
 	}
+	return nil
 }

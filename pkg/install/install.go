@@ -11,8 +11,8 @@
 //   - ClusterRole ferry-server-restore: create, update, patch on every
 //     resource of every group. A restore creates objects of any kind,
 //     CRDs and their custom resources included, which cannot be listed in
-//     advance; update and patch serve --existing-resource-policy=update and
-//     --restore-status. Restores never delete what they restored; the
+//     advance; update and patch serve spec.existingResourcePolicy "update"
+//     and spec.restoreStatus. Restores never delete what they restored; the
 //     only delete is of the server's own helper pods, their Secrets and
 //     Leases (pkg/helperpod), in the namespaces of the claims they serve.
 //     Plus escalate and bind on roles and clusterroles, which the API
@@ -22,7 +22,7 @@
 //     objects and their status; get on Secrets (location credentials);
 //     Leases for leader election; Events.
 //   - Role ferry-node-agent (its namespace only; the installed agent runs
-//     with --server and reads nothing cluster-wide): get, list, watch on
+//     in server mode and reads nothing cluster-wide): get, list, watch on
 //     PodVolumeBackups/Restores and update, patch on their status; get,
 //     list, watch on the locations; get on Secrets (location credentials;
 //     the repository password comes in as an environment variable); its
@@ -91,8 +91,8 @@ type Options struct {
 }
 
 // ParseResources parses "cpu=100m,memory=256Mi" ("" is none). Errors name
-// the flag and the entry.
-func ParseResources(flag, s string) (corev1.ResourceList, error) {
+// what the caller calls the input, and the entry.
+func ParseResources(what, s string) (corev1.ResourceList, error) {
 	if s == "" {
 		return nil, nil
 	}
@@ -100,11 +100,11 @@ func ParseResources(flag, s string) (corev1.ResourceList, error) {
 	for _, kv := range strings.Split(s, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok || (k != "cpu" && k != "memory") {
-			return nil, fmt.Errorf("--%s %q: want cpu=QUANTITY,memory=QUANTITY", flag, kv)
+			return nil, fmt.Errorf("%s %q: want cpu=QUANTITY,memory=QUANTITY", what, kv)
 		}
 		q, err := resource.ParseQuantity(v)
 		if err != nil {
-			return nil, fmt.Errorf("--%s %s: %w", flag, kv, err)
+			return nil, fmt.Errorf("%s %s: %w", what, kv, err)
 		}
 		out[corev1.ResourceName(k)] = q
 	}
@@ -116,7 +116,7 @@ func ParseResources(flag, s string) (corev1.ResourceList, error) {
 func ReadCredentials(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--credentials-file: %w", err)
+		return nil, fmt.Errorf("credentials file: %w", err)
 	}
 	out := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -127,7 +127,7 @@ func ReadCredentials(path string) (map[string]string, error) {
 		}
 		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
 		if !ok || k == "" {
-			return nil, fmt.Errorf("--credentials-file %s:%d: want KEY=VALUE", path, n)
+			return nil, fmt.Errorf("credentials file %s:%d: want KEY=VALUE", path, n)
 		}
 		out[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"'`)
 	}
@@ -269,7 +269,7 @@ func deployment(o Options, m metav1.ObjectMeta) *appsv1.Deployment {
 					Name: "ferry", Image: o.Image,
 					// The ferry image has a shell: it also runs the
 					// ferry-restore-wait init container of restored pods.
-					Args: []string{"server", "--restore-helper-image", o.Image},
+					Args: commandLine("server", [2]string{"restore-helper-image", o.Image}),
 					Env:  []corev1.EnvVar{nsEnv(), passwordEnv()},
 					Ports: []corev1.ContainerPort{
 						{Name: "metrics", ContainerPort: 8085}, {Name: "probes", ContainerPort: 8086},
@@ -307,7 +307,7 @@ func daemonSet(o Options, m metav1.ObjectMeta) *appsv1.DaemonSet {
 				// included: so does the agent.
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 				Containers: []corev1.Container{{
-					Name: "node-agent", Image: o.Image, Args: []string{"node-agent", "--server", "--host-pods-dir", DefaultHostPodsDir, "--volume-timeout", "10m"},
+					Name: "node-agent", Image: o.Image, Args: commandLine("node-agent", [2]string{"server"}, [2]string{"host-pods-dir", DefaultHostPodsDir}, [2]string{"volume-timeout", "10m"}),
 					Env: []corev1.EnvVar{nsEnv(), passwordEnv(), fieldEnv("NODE_NAME", "spec.nodeName"),
 						// The heartbeat Lease is owned by the agent's Pod, so it
 						// goes when the Pod does (a node removed).
@@ -335,4 +335,20 @@ func WithTypeMeta(scheme *runtime.Scheme, objs []client.Object) error {
 		o.GetObjectKind().SetGroupVersionKind(gvks[0])
 	}
 	return nil
+}
+
+// commandLine is the command line of a container that runs ferry itself:
+// the subcommand, then each flag of ferry's CLI as its name with "--" in
+// front, followed by its value unless that is "" (a boolean flag). These
+// are arguments to a program, read by ferry's own flag parsing, not
+// messages to a user.
+func commandLine(subcommand string, flags ...[2]string) []string {
+	out := []string{subcommand}
+	for _, f := range flags {
+		out = append(out, "--"+f[0])
+		if f[1] != "" {
+			out = append(out, f[1])
+		}
+	}
+	return out
 }

@@ -61,7 +61,7 @@ func TestFlagsParsing(t *testing.T) {
 		t.Errorf("ParseResources = %v, %v", rl, err)
 	}
 	for _, bad := range []string{"cpu", "gpu=1", "cpu=lots"} {
-		if _, err := ParseResources("server-requests", bad); err == nil || !strings.Contains(err.Error(), "--server-requests") {
+		if _, err := ParseResources("ServerResources.Requests", bad); err == nil || !strings.Contains(err.Error(), "ServerResources.Requests") {
 			t.Errorf("ParseResources(%q) = %v", bad, err)
 		}
 	}

@@ -1,5 +1,7 @@
-// Package report holds ferry's results model: one Result per item of a
-// backup or restore, plus warnings and errors, rendered as text or JSON.
+// Package report owns ferry's reports: the results of a backup or restore
+// (one Result per item, plus warnings and errors, rendered as text or
+// JSON), and the verification report of a target (Verification, written as
+// report.json and report.html).
 package report
 
 import (

@@ -139,7 +139,7 @@ func checkClaim(ctx context.Context, client kubernetes.Interface, o *Options, c 
 	if sc == nil {
 		return "", false, fmt.Errorf("spec.storageClassName is not set and the target has no default StorageClass, so the claim cannot bind")
 	}
-	return "", false, fmt.Errorf("spec.storageClassName %q: no such StorageClass in the target (map it with spec.storageClassMapping, --storage-class-mappings OLD:NEW), so the claim cannot bind and its data is not restored", *sc)
+	return "", false, fmt.Errorf("spec.storageClassName %q: no such StorageClass in the target (map it with spec.storageClassMapping), so the claim cannot bind and its data is not restored", *sc)
 }
 
 // skipDataPVs leaves out the PersistentVolumes whose claim's data the

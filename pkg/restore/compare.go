@@ -2,8 +2,10 @@ package restore
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -32,13 +34,13 @@ func contains(existing, desired any, path string) (bool, string) {
 			return false, path
 		}
 		if exactMaps[path] && len(e) != len(d) {
-			for _, k := range sortedAnyKeys(e) {
+			for _, k := range slices.Sorted(maps.Keys(e)) {
 				if _, ok := d[k]; !ok {
 					return false, path + "." + k + " (only in the target)"
 				}
 			}
 		}
-		for _, k := range sortedAnyKeys(d) {
+		for _, k := range slices.Sorted(maps.Keys(d)) {
 			dv := d[k]
 			ev, present := e[k]
 			if !present {
@@ -73,15 +75,6 @@ func contains(existing, desired any, path string) (bool, string) {
 		}
 		return reflect.DeepEqual(existing, desired), path
 	}
-}
-
-func sortedAnyKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // exactMaps are maps that hold user content, not server defaults: a key
@@ -162,7 +155,7 @@ var allocatedFields = map[string][][]string{
 	"PersistentVolumeClaim": {{"spec", "volumeName"}},
 }
 
-// replacement is what --existing-resource-policy=update writes: the
+// replacement is what spec.existingResourcePolicy "update" writes: the
 // backup's object as it is (so fields it does not set are gone, as with
 // kubectl replace), with the live object's metadata bookkeeping, status,
 // and the allocated fields the backup lacks.

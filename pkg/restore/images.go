@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/report"
@@ -14,7 +16,7 @@ import (
 // imageStage is the restore's image stage, run after the archive verifies
 // and before anything is written to the target: it reads the backup's
 // images file (checked against the commit marker), pushes the bundled
-// images with --push-images, and returns the rewriter the transforms use
+// images with spec.pushImages, and returns the rewriter the transforms use
 // (nil without mappings). A damaged images file, or a bundle blob that
 // does not match its digest, fails the restore before any write; a
 // failed image push is a warning, or with ImagesRequired fails it.
@@ -29,7 +31,7 @@ func imageStage(ctx context.Context, loc *store.Location, b *v1alpha1.Backup, op
 	rec, err := images.LoadRecord(ctx, loc, b)
 	switch {
 	case errors.Is(err, images.ErrNoImages) && !opts.Spec.PushImages:
-		results.Warnf("backup %s has no images file (made with --images=none): image references are rewritten without pinning digests", b.Name)
+		results.Warnf("backup %s has no images file (made with spec.images \"none\"): image references are rewritten without pinning digests", b.Name)
 		return images.NewRewriter(mappings, nil), nil
 	case err != nil:
 		return nil, err
@@ -39,10 +41,10 @@ func imageStage(ctx context.Context, loc *store.Location, b *v1alpha1.Backup, op
 		return rw, nil
 	}
 	if rec.Mode != images.ModeBundle {
-		return nil, fmt.Errorf("--push-images: backup %s was made with --images=%s; only --images=bundle holds images to push", b.Name, rec.Mode)
+		return nil, field.Forbidden(field.NewPath("spec", "pushImages"), fmt.Sprintf("backup %s was made with spec.images %q; only a backup with spec.images %q holds images to push", b.Name, rec.Mode, images.ModeBundle))
 	}
 	if opts.Spec.DryRun {
-		results.Warnf("--dry-run: the %d bundled images are not pushed", len(images.BackupIndex(rec).Manifests))
+		results.Warnf("spec.dryRun: the %d bundled images are not pushed", len(images.BackupIndex(rec).Manifests))
 		return rw, nil
 	}
 	// The whole bundle is checked against its digests first, as the
@@ -51,7 +53,7 @@ func imageStage(ctx context.Context, loc *store.Location, b *v1alpha1.Backup, op
 	// warning below).
 	bundle := images.NewBundle(loc)
 	if _, _, err := bundle.Verify(ctx, rec); err != nil {
-		return nil, fmt.Errorf("%w: backup %s: image bundle: %v", ErrBackupNotRestorable, b.Name, err)
+		return nil, fmt.Errorf("%w: backup %s: image bundle: %w", ErrBackupNotRestorable, b.Name, err)
 	}
 	c := images.NewCopier(opts.Images)
 	pushed := c.PushBundled(ctx, rec, bundle, rw)
@@ -79,7 +81,7 @@ func imageStage(ctx context.Context, loc *store.Location, b *v1alpha1.Backup, op
 		}
 	}
 	if len(failed) > 0 && opts.Spec.ImagesRequired {
-		return nil, fmt.Errorf("%d images could not be pushed (--images-required), nothing was restored; the first: %s", len(failed), failed[0])
+		return nil, fmt.Errorf("%d images could not be pushed (spec.imagesRequired), nothing was restored; the first: %s", len(failed), failed[0])
 	}
 	return rw, nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -78,7 +80,7 @@ type Item struct {
 	TargetName      string
 	// Skip is the reason the item is not applied ("" when it is).
 	Skip string
-	// KeepStatus is true for resources named in --restore-status.
+	// KeepStatus is true for resources named in spec.restoreStatus.
 	KeepStatus bool
 	// SourceVersion is the version the backup holds the object at as its
 	// primary copy: the source's preferred version.
@@ -180,26 +182,7 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 	p := &Plan{PVNames: map[string]string{}, RestoredPVs: map[string]bool{}, byUID: map[string]*Item{}}
 	selectorServices := map[string]bool{}
 	items, others := splitCopies(items)
-	backupNS := map[string]bool{}
-	for _, ai := range items {
-		if ai.Namespace != "" {
-			backupNS[ai.Namespace] = true
-		} else if ai.GroupResource() == "namespaces" {
-			backupNS[ai.Name] = true
-		}
-	}
-	for _, src := range sortedKeys(o.Spec.NamespaceMapping) {
-		if !backupNS[src] {
-			p.Warnings = append(p.Warnings, fmt.Sprintf("--namespace-mappings %s:%s: the backup has no namespace %s", src, o.Spec.NamespaceMapping[src], src))
-		}
-	}
-	if literal, ok := nsf.Literal(); ok {
-		for _, ns := range literal {
-			if !backupNS[ns] {
-				p.Warnings = append(p.Warnings, fmt.Sprintf("--include-namespaces %s: the backup has no namespace %s", ns, ns))
-			}
-		}
-	}
+	p.Warnings = unmatchedNamespaces(items, nsf, o)
 	for _, ai := range items {
 		it := &Item{Item: ai, GroupResource: ai.GroupResource(), Others: others[objectKey{ai.GroupResource(), ai.Namespace, ai.Name}]}
 		if err := json.Unmarshal(ai.Data, &it.peek); err != nil {
@@ -274,13 +257,31 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 	return p, nil
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
+// unmatchedNamespaces warns of the namespaces a restore's namespace
+// mapping or included namespaces name that the backup does not have.
+func unmatchedNamespaces(items []archive.Item, nsf *filter.Namespaces, o *Options) []string {
+	backupNS := map[string]bool{}
+	for _, ai := range items {
+		if ai.Namespace != "" {
+			backupNS[ai.Namespace] = true
+		} else if ai.GroupResource() == "namespaces" {
+			backupNS[ai.Name] = true
+		}
 	}
-	sort.Strings(keys)
-	return keys
+	var warnings []string
+	for _, src := range slices.Sorted(maps.Keys(o.Spec.NamespaceMapping)) {
+		if !backupNS[src] {
+			warnings = append(warnings, fmt.Sprintf("spec.namespaceMapping[%s]: %q: the backup has no namespace %s", src, o.Spec.NamespaceMapping[src], src))
+		}
+	}
+	if literal, ok := nsf.Literal(); ok {
+		for _, ns := range literal {
+			if !backupNS[ns] {
+				warnings = append(warnings, fmt.Sprintf("spec.includedNamespaces: %q: the backup has no namespace %s", ns, ns))
+			}
+		}
+	}
+	return warnings
 }
 
 // clonedPVName is the deterministic new name of PV name whose claim moved

@@ -121,7 +121,7 @@ func TestPlanWarnsUnmatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(p.Warnings, "\n")
-	want := "--namespace-mappings shp:x: the backup has no namespace shp\n--include-namespaces payments: the backup has no namespace payments"
+	want := `spec.namespaceMapping[shp]: "x": the backup has no namespace shp` + "\n" + `spec.includedNamespaces: "payments": the backup has no namespace payments`
 	if got != want {
 		t.Errorf("warnings:\n%s\nwant:\n%s", got, want)
 	}

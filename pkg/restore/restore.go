@@ -1,5 +1,7 @@
-// Package restore restores a backup into a cluster as a pipeline of small
-// stages: load (fetch and verify the whole archive before anything is
+// Package restore owns restoring: it restores a stored backup into a
+// cluster (Run), or compares a cluster with what a restore of the backup
+// would write (Verify). A restore is a pipeline of small stages: load
+// (backup.Load fetches and verifies the whole archive before anything is
 // written), plan (filters, mappings, what is left to controllers, order),
 // transform (pkg/transform), and apply (concurrent inside each tier, one
 // API call per created object), ending in per-item results.
@@ -10,15 +12,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
+	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/modifiers"
@@ -44,7 +50,7 @@ type Options struct {
 	// keepFiltered keeps the items the filters leave out in the plan, as
 	// skipped with the reason (Verify lists them).
 	keepFiltered bool
-	// Images configures registry access for --push-images.
+	// Images configures registry access for spec.pushImages.
 	Images images.Options
 }
 
@@ -56,8 +62,9 @@ func (o *Options) mapNamespace(ns string) string {
 }
 
 // ErrBackupNotRestorable is wrapped when the backup is missing, incomplete
-// or failed.
-var ErrBackupNotRestorable = errors.New("backup is not restorable")
+// or failed, or its data does not verify: backup.ErrNotRestorable, which
+// backup.Load wraps, under the name a restore's callers test for.
+var ErrBackupNotRestorable = backup.ErrNotRestorable
 
 // Validate checks the options before anything is read or written.
 func (o *Options) Validate() error {
@@ -67,100 +74,73 @@ func (o *Options) Validate() error {
 	if err := store.ValidateBackupName(o.Spec.BackupName); err != nil && o.Spec.BackupName != "" {
 		return err
 	}
+	spec := field.NewPath("spec")
 	if o.Spec.BackupName == "" {
-		return fmt.Errorf("restore %s: no backup named (--from-backup)", o.Name)
+		return fmt.Errorf("restore %s: %w", o.Name, field.Required(spec.Child("backupName"), "the backup to restore"))
 	}
 	switch o.Spec.ExistingResourcePolicy {
 	case "", v1alpha1.PolicyNone, v1alpha1.PolicyUpdate:
 	default:
-		return fmt.Errorf("--existing-resource-policy %q: want none or update", o.Spec.ExistingResourcePolicy)
+		return field.NotSupported(spec.Child("existingResourcePolicy"), o.Spec.ExistingResourcePolicy, []v1alpha1.ExistingResourcePolicy{v1alpha1.PolicyNone, v1alpha1.PolicyUpdate})
 	}
-	if _, err := transform.NewCloudTranslation(o.Spec.FromCloud, o.Spec.ToCloud); err != nil {
-		return err
+	for _, c := range []struct{ field, name string }{{"fromCloud", o.Spec.FromCloud}, {"toCloud", o.Spec.ToCloud}} {
+		if c.name == "" {
+			continue
+		}
+		if _, err := transform.LoadCloudProfile(c.name); err != nil {
+			return fmt.Errorf("%w: %w", field.Invalid(spec.Child(c.field), c.name, ""), err)
+		}
 	}
 	if o.Spec.ResourceModifiers != "" {
 		if _, err := modifiers.Parse([]byte(o.Spec.ResourceModifiers)); err != nil {
-			return fmt.Errorf("--resource-modifiers: %w", err)
+			return fmt.Errorf("%w: %w", field.Invalid(spec.Child("resourceModifiers"), field.OmitValueType{}, ""), err)
 		}
 	}
 	if _, err := images.ParseMappings(o.Spec.ImageRegistryMappings); err != nil {
-		return fmt.Errorf("--image-registry-mappings: %w", err)
+		return fmt.Errorf("%w: %w", field.Invalid(spec.Child("imageRegistryMappings"), o.Spec.ImageRegistryMappings, ""), err)
 	}
 	if o.Spec.PushImages && len(o.Spec.ImageRegistryMappings) == 0 {
-		return fmt.Errorf("--push-images needs --image-registry-mappings OLD=NEW to name the target registry")
+		return field.Required(spec.Child("imageRegistryMappings"), "spec.pushImages needs the target registries (OLD=NEW)")
 	}
+	return validateNamespaceMapping(spec.Child("namespaceMapping"), o.Spec.NamespaceMapping)
+}
+
+// validateNamespaceMapping checks that every name of m is a namespace
+// name and that no two sources map to one target.
+func validateNamespaceMapping(path *field.Path, m map[string]string) error {
 	targets := map[string]string{}
-	for src, dst := range o.Spec.NamespaceMapping {
+	for _, src := range slices.Sorted(maps.Keys(m)) {
+		dst := m[src]
 		if other, dup := targets[dst]; dup {
-			return fmt.Errorf("--namespace-mappings: %s and %s are both mapped to %s; a target namespace takes one source", other, src, dst)
+			return field.Invalid(path.Key(src), dst, fmt.Sprintf("%s is mapped to %s too; a target namespace takes one source", other, dst))
 		}
 		targets[dst] = src
 		for _, n := range []string{src, dst} {
 			if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
-				return fmt.Errorf("--namespace-mappings %s:%s: %q: %s", src, dst, n, errs[0])
+				return field.Invalid(path.Key(src), dst, fmt.Sprintf("%q: %s", n, errs[0]))
 			}
 		}
 	}
 	return nil
 }
 
-// ErrNeedIdentity is wrapped when the backup is encrypted and no identity
-// that can decrypt it was given.
-var ErrNeedIdentity = errors.New("no age identity given")
-
 // Run restores backup opts.Spec.BackupName from loc into cluster. The
 // archive is fully verified before the first write. The returned error
 // is non-nil when the restore could not run at all (bad options, missing
 // or damaged backup); a restore that ran reports its phase in the status.
 func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts Options) (*v1alpha1.Restore, *report.Results, error) {
-	if opts.Workers <= 0 {
-		opts.Workers = 32
-	}
-	if opts.CRDTimeout <= 0 {
-		opts.CRDTimeout = 60 * time.Second
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if p := opts.PodVolumes; p != nil {
-		if p.HelperImage == "" {
-			p.HelperImage = DefaultRestoreHelperImage
-		}
-		if p.Wait <= 0 {
-			p.Wait = 10 * time.Minute
-		}
-	}
-	if opts.Spec.ExistingResourcePolicy == "" {
-		opts.Spec.ExistingResourcePolicy = v1alpha1.PolicyNone
-	}
+	opts.defaults()
 	if err := opts.Validate(); err != nil {
 		return nil, nil, err
 	}
-	prev, err := loc.GetRestore(ctx, opts.Name)
-	switch {
-	case opts.Spec.DryRun:
-		// A dry run records nothing, so its name may be any.
-	case err == nil && prev.Status.Phase != v1alpha1.PhaseFailed:
-		return nil, nil, fmt.Errorf("restore %q already exists in %s", opts.Name, loc.URL())
-	case err == nil:
-		// A Failed or interrupted restore may be run again under its name:
-		// what it applied comes out unchanged.
-	case !errors.Is(err, store.ErrNotFound):
+	r, prev, err := newRecord(ctx, cluster, loc, &opts)
+	if err != nil {
 		return nil, nil, err
 	}
-	r := v1alpha1.NewRestore(opts.Name)
-	r.Spec = opts.Spec
-	start := metav1.Now()
-	r.CreationTimestamp = start
-	r.Status.StartTimestamp = &start
-	r.Status.TargetCluster = &v1alpha1.ClusterInfo{Server: cluster.Config.Host, GitVersion: cluster.Version.GitVersion}
+	start := *r.Status.StartTimestamp
 	results := &report.Results{}
 
-	load := Load
-	if opts.Spec.FromVelero {
-		load = LoadVelero
-	}
-	a, b, err := load(ctx, loc, opts.Spec.BackupName)
+	a, b, err := loadBackup(ctx, loc, &opts)
 	if err != nil {
 		return fail(ctx, loc, r, results, err)
 	}
@@ -182,21 +162,112 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 			results.Warnf("%v", err)
 		}
 	}
-	var volRec *volumes.BackupRecord
+	pv, err := startPodVolumes(ctx, cluster, loc, b.Name, plan, ap, &opts, r, prev)
+	if err != nil {
+		return fail(ctx, loc, r, results, err)
+	}
+	if err := ap.run(ctx); err != nil {
+		results.Errorf("%v", err)
+		r.Status.FailureReason = err.Error()
+	}
+	pv.finish(ctx, cluster, ap, &opts, r)
+	if !opts.Spec.DryRun && r.Status.FailureReason == "" && ctx.Err() == nil {
+		runRestoreHooks(ctx, cluster, plan, &opts, results)
+	}
+	end := metav1.Now()
+	r.Status.CompletionTimestamp = &end
+	setOutcome(ctx, r, results)
+	// The record is written even when the restore was interrupted; a dry
+	// run writes nothing at all.
+	if !opts.Spec.DryRun {
+		if err := record(ctx, loc, r, results, pv.out); err != nil {
+			return r, results, err
+		}
+	}
+	opts.Log.Info("restore done", "restore", r.Name, "phase", r.Status.Phase, "took", end.Sub(start.Time).Round(time.Millisecond))
+	return r, results, nil
+}
+
+// defaults fills in what o leaves unset.
+func (o *Options) defaults() {
+	if o.Workers <= 0 {
+		o.Workers = 32
+	}
+	if o.CRDTimeout <= 0 {
+		o.CRDTimeout = 60 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if p := o.PodVolumes; p != nil {
+		if p.HelperImage == "" {
+			p.HelperImage = DefaultRestoreHelperImage
+		}
+		if p.Wait <= 0 {
+			p.Wait = 10 * time.Minute
+		}
+	}
+	if o.Spec.ExistingResourcePolicy == "" {
+		o.Spec.ExistingResourcePolicy = v1alpha1.PolicyNone
+	}
+}
+
+// newRecord starts the record of restore opts.Name, refusing a name a
+// restore that did not fail already has in loc. prev is the earlier run
+// of a Failed or interrupted restore of that name, or nil.
+func newRecord(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts *Options) (r, prev *v1alpha1.Restore, err error) {
+	prev, err = loc.GetRestore(ctx, opts.Name)
+	switch {
+	case opts.Spec.DryRun:
+		// A dry run records nothing, so its name may be any.
+	case err == nil && prev.Status.Phase != v1alpha1.PhaseFailed:
+		return nil, nil, fmt.Errorf("restore %q already exists in %s", opts.Name, loc.URL())
+	case err == nil:
+		// A Failed or interrupted restore may be run again under its name:
+		// what it applied comes out unchanged.
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, nil, err
+	}
+	r = v1alpha1.NewRestore(opts.Name)
+	r.Spec = opts.Spec
+	start := metav1.Now()
+	r.CreationTimestamp = start
+	r.Status.StartTimestamp = &start
+	r.Status.TargetCluster = &v1alpha1.ClusterInfo{Server: cluster.Config.Host, GitVersion: cluster.Version.GitVersion}
+	return r, prev, nil
+}
+
+// podVolumeRun is the pod volume data of one restore: the backup's
+// volume record (nil when there is none to restore), and what was
+// restored through claims (claimSum) and in all (out).
+type podVolumeRun struct {
+	rec      *volumes.BackupRecord
+	claimSum *v1alpha1.PodVolumeSummary
+	out      []volumes.PodVolumeRestore
+}
+
+// startPodVolumes reads the backup's volume record and prepares ap to
+// restore the data: restored pods wait for it, and claims whose data
+// helper pods restore are filled before the workloads that mount them.
+// The error is non-nil when the data cannot be restored (so nothing is).
+func startPodVolumes(ctx context.Context, cluster *kube.Cluster, loc *store.Location, backupName string, plan *Plan, ap *applier, opts *Options, r, prev *v1alpha1.Restore) (*podVolumeRun, error) {
+	results := ap.results
+	pv := &podVolumeRun{}
 	if !opts.Spec.DryRun && !opts.Spec.FromVelero {
-		if volRec, err = loadVolumeRecord(ctx, loc, b.Name); err != nil {
-			return fail(ctx, loc, r, results, err)
+		var err error
+		if pv.rec, err = loadVolumeRecord(ctx, loc, backupName); err != nil {
+			return nil, err
 		}
 	}
 	switch {
-	case volRec == nil || len(volRec.Volumes) == 0:
-		volRec = nil // nothing to restore (a record of skipped volumes only)
+	case pv.rec == nil || len(pv.rec.Volumes) == 0:
+		pv.rec = nil // nothing to restore (a record of skipped volumes only)
 	case opts.PodVolumes == nil:
-		results.Errorf("backup %s holds the data of %d pod volumes (%s); it is not restored: give the repository password (--repository-password-file, or $%s)", b.Name, len(volRec.Volumes), volumeList(volRec), volumes.EnvPassword)
-		volRec = nil
+		results.Errorf("backup %s holds the data of %d pod volumes (%s); it is not restored: no volume repository password was given (a repository password file, or $%s)", backupName, len(pv.rec.Volumes), volumeList(pv.rec), volumes.EnvPassword)
+		pv.rec = nil
 	case opts.PodVolumes.Check != nil:
 		if err := opts.PodVolumes.Check(ctx); err != nil {
-			return fail(ctx, loc, r, results, fmt.Errorf("the data of %s cannot be restored, so nothing was restored: %w", volumeList(volRec), err))
+			return nil, fmt.Errorf("the data of %s cannot be restored, so nothing was restored: %w", volumeList(pv.rec), err)
 		}
 		fallthrough
 	default:
@@ -205,26 +276,24 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 			// A re-run: the pods it already made wait for this UID's markers.
 			r.UID = prev.UID
 		}
-		ap.tctx.PodVolumeRestore = planPodVolumes(volRec, plan, &opts, string(r.UID), results)
+		ap.tctx.PodVolumeRestore = planPodVolumes(pv.rec, plan, opts, string(r.UID), results)
 	}
-	if volRec != nil && opts.PodVolumes.Claims != nil {
-		skipDataPVs(plan, volRec, opts.PodVolumes)
-	}
-	var claimSum *v1alpha1.PodVolumeSummary
-	var volOut []volumes.PodVolumeRestore
-	if volRec != nil && opts.PodVolumes.Claims != nil {
+	if pv.rec != nil && opts.PodVolumes.Claims != nil {
+		skipDataPVs(plan, pv.rec, opts.PodVolumes)
 		ap.beforeWorkloads = func(ctx context.Context) func(*Item) string {
-			claimSum, volOut = restoreClaims(ctx, cluster.Typed, volRec, plan, &opts, string(r.UID), results)
-			return holdWorkloads(volOut, &opts)
+			pv.claimSum, pv.out = restoreClaims(ctx, cluster.Typed, pv.rec, plan, opts, string(r.UID), results)
+			return holdWorkloads(pv.out, opts)
 		}
 	}
-	if err := ap.run(ctx); err != nil {
-		results.Errorf("%v", err)
-		r.Status.FailureReason = err.Error()
-	}
+	return pv, nil
+}
+
+// finish restores the pod volume data that is left to this process once
+// the objects are applied, and sums it up in r's status.
+func (pv *podVolumeRun) finish(ctx context.Context, cluster *kube.Cluster, ap *applier, opts *Options, r *v1alpha1.Restore) {
 	switch {
-	case volRec == nil || r.Status.FailureReason != "" || ctx.Err() != nil:
-		r.Status.PodVolumes = claimSum
+	case pv.rec == nil || r.Status.FailureReason != "" || ctx.Err() != nil:
+		r.Status.PodVolumes = pv.claimSum
 	case opts.PodVolumes.ByNodeAgent:
 		n := 0
 		for _, v := range ap.tctx.PodVolumeRestore.Volumes {
@@ -233,14 +302,13 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		r.Status.PodVolumes = &v1alpha1.PodVolumeSummary{Total: n, Deferred: n}
 	default:
 		var out []volumes.PodVolumeRestore
-		r.Status.PodVolumes, out = restorePodVolumes(ctx, cluster, volRec, ap.tctx.PodVolumeRestore, &opts, results, claimSum)
-		volOut = append(volOut, out...)
+		r.Status.PodVolumes, out = restorePodVolumes(ctx, cluster, pv.rec, ap.tctx.PodVolumeRestore, opts, ap.results, pv.claimSum)
+		pv.out = append(pv.out, out...)
 	}
-	if !opts.Spec.DryRun && r.Status.FailureReason == "" && ctx.Err() == nil {
-		runRestoreHooks(ctx, cluster, plan, &opts, results)
-	}
-	end := metav1.Now()
-	r.Status.CompletionTimestamp = &end
+}
+
+// setOutcome sets r's counts, phase and retries from results.
+func setOutcome(ctx context.Context, r *v1alpha1.Restore, results *report.Results) {
 	r.Status.Counts = v1alpha1.RestoreCounts{
 		Created: results.Count(report.Created), Updated: results.Count(report.Updated), Unchanged: results.Count(report.Unchanged),
 		Skipped: results.Count(report.Skipped), Failed: results.Count(report.Failed),
@@ -260,22 +328,19 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 		r.Status.Phase = v1alpha1.PhaseFailed
 		r.Status.FailureReason = "interrupted: " + ctx.Err().Error() + "; run the same restore again to finish it"
 	}
-	// The record is written even when the restore was interrupted; a dry
-	// run writes nothing at all.
+}
+
+// record writes the restore's volume records, results and record to loc,
+// also when ctx was canceled (an interrupted restore is recorded).
+func record(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results *report.Results, volOut []volumes.PodVolumeRestore) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if !opts.Spec.DryRun {
-		if len(volOut) > 0 {
-			if err := loc.PutJSON(sctx, store.RestoreVolumesKey(r.Name), volOut); err != nil {
-				results.Warnf("restore volume records not saved: %v", err)
-			}
-		}
-		if err := save(sctx, loc, r, results); err != nil {
-			return r, results, err
+	if len(volOut) > 0 {
+		if err := loc.PutJSON(sctx, store.RestoreVolumesKey(r.Name), volOut); err != nil {
+			results.Warnf("restore volume records not saved: %v", err)
 		}
 	}
-	opts.Log.Info("restore done", "restore", r.Name, "phase", r.Status.Phase, "took", end.Sub(start.Time).Round(time.Millisecond))
-	return r, results, nil
+	return save(sctx, loc, r, results)
 }
 
 // fail records a restore that could not start and returns err.
@@ -299,36 +364,13 @@ func save(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results
 	return loc.PutJSON(ctx, store.RestoreDir(r.Name)+store.RestoreMarker, r)
 }
 
-// Load reads the committed backup name and its archive, verified against
-// the digests in ferry-backup.json and the manifest. Nothing is returned
-// unless all of it verifies.
-func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archive, *v1alpha1.Backup, error) {
-	b, err := loc.GetBackup(ctx, name)
-	if err != nil {
-		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIncomplete) {
-			return nil, nil, fmt.Errorf("%w: %v", ErrBackupNotRestorable, err)
-		}
-		return nil, nil, err
+// loadBackup loads and verifies the backup opts.Spec names (backup.Load,
+// or backup.LoadVelero for a backup made by Velero).
+func loadBackup(ctx context.Context, loc *store.Location, opts *Options) (*archive.Archive, *v1alpha1.Backup, error) {
+	if opts.Spec.FromVelero {
+		return backup.LoadVelero(ctx, loc, opts.Spec.BackupName)
 	}
-	if b.Status.Phase != v1alpha1.PhaseCompleted && b.Status.Phase != v1alpha1.PhasePartiallyFailed {
-		return nil, nil, fmt.Errorf("%w: backup %q is %s: %s", ErrBackupNotRestorable, name, b.Status.Phase, b.Status.FailureReason)
-	}
-	if b.Status.Archive == nil {
-		return nil, nil, fmt.Errorf("%w: backup %q has no archive record in its ferry-backup.json", ErrBackupNotRestorable, name)
-	}
-	rd, err := loc.NewOpenedReader(ctx, b.Status.Archive.Key)
-	if errors.Is(err, store.ErrEncrypted) {
-		return nil, nil, fmt.Errorf("backup %q is encrypted with age for %s: pass --encryption-identity FILE (server mode: spec.encryptionIdentitySecret, --encryption-identity-secret): %w", name, strings.Join(b.Spec.EncryptionRecipients, ", "), ErrNeedIdentity)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w: backup %q: %v", ErrBackupNotRestorable, name, err)
-	}
-	defer rd.Close()
-	a, err := archive.Read(rd, b.Status.Archive.Key, archive.Expect{Size: b.Status.Archive.Size, SHA256: b.Status.Archive.SHA256, ManifestSHA256: b.Status.Archive.ManifestSHA256})
-	if err != nil {
-		return nil, nil, fmt.Errorf("backup %q: %w", name, err)
-	}
-	return a, b, nil
+	return backup.Load(ctx, loc, opts.Spec.BackupName)
 }
 
 // volumeList names the claims and pod volumes of rec, for errors.

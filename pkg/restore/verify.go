@@ -51,11 +51,7 @@ func Verify(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opt
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	load := Load
-	if opts.Spec.FromVelero {
-		load = LoadVelero
-	}
-	a, b, err := load(ctx, loc, opts.Spec.BackupName)
+	a, b, err := loadBackup(ctx, loc, &opts)
 	if err != nil {
 		return nil, err
 	}

@@ -110,7 +110,7 @@ func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, 
 			continue
 		}
 		for i, pod := range append([]string{v.Namespace + "/" + v.Pod}, v.AlsoMountedBy...) {
-			ns, name, _ := cut(pod)
+			ns, name, _ := strings.Cut(pod, "/")
 			if !restored[pod] {
 				results.Warnf("pod volume %s/%s/%s: the pod is not restored, so neither is its data", ns, name, v.Volume)
 				continue
@@ -146,15 +146,6 @@ func claimVolume(pod []byte, claim string) string {
 	return ""
 }
 
-func cut(s string) (string, string, bool) {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' {
-			return s[:i], s[i+1:], true
-		}
-	}
-	return "", s, false
-}
-
 // restorePodVolumes fills the volumes of the restored pods that wait for
 // them, and records each failure as an error of the restore.
 func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.BackupRecord, pvr *transform.PodVolumeRestore, o *Options, results *report.Results, pre *v1alpha1.PodVolumeSummary) (*v1alpha1.PodVolumeSummary, []volumes.PodVolumeRestore) {
@@ -167,7 +158,7 @@ func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.
 		}
 		var also []string
 		for _, p := range v.AlsoMountedBy {
-			ns, name, _ := cut(p)
+			ns, name, _ := strings.Cut(p, "/")
 			if len(pvr.Volumes[o.mapNamespace(ns)+"/"+name]) > 0 {
 				also = append(also, p)
 			}
@@ -179,7 +170,7 @@ func restorePodVolumes(ctx context.Context, cluster *kube.Cluster, rec *volumes.
 			if len(also) == 0 {
 				continue
 			}
-			v.Namespace, v.Pod, _ = cut(also[0])
+			v.Namespace, v.Pod, _ = strings.Cut(also[0], "/")
 			v.PodUID = ""
 			also = also[1:]
 		}

@@ -18,7 +18,7 @@ const ageHeader = "age-encryption.org/v1\n"
 
 // ErrEncrypted is wrapped when an object is encrypted and no identity was
 // given to decrypt it.
-var ErrEncrypted = errors.New("encrypted with age: pass --encryption-identity FILE to read it")
+var ErrEncrypted = errors.New("encrypted with age, and no age identity to decrypt it was given")
 
 // Encryption holds age keys: Recipients (public keys) to encrypt archives
 // and results before they leave the machine, Identities (private keys) to
@@ -38,7 +38,7 @@ func ParseRecipients(keys []string) ([]age.Recipient, error) {
 		}
 		rs, err := age.ParseRecipients(strings.NewReader(k))
 		if err != nil {
-			return nil, fmt.Errorf("--encryption-recipient %q: not an age public key: %w", k, err)
+			return nil, fmt.Errorf("age recipient %q: not an age public key: %w", k, err)
 		}
 		out = append(out, rs...)
 	}
@@ -50,10 +50,10 @@ func ParseRecipients(keys []string) ([]age.Recipient, error) {
 func LoadIdentities(path string) ([]age.Identity, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("--encryption-identity: %w", err)
+		return nil, fmt.Errorf("age identity file: %w", err)
 	}
 	defer f.Close()
-	return ParseIdentities(f, "--encryption-identity "+path)
+	return ParseIdentities(f, "age identity file "+path)
 }
 
 // ParseIdentities reads an age identity file's content (AGE-SECRET-KEY-1...
@@ -159,7 +159,7 @@ func (l *Location) NewOpenedReader(ctx context.Context, key string) (io.ReadClos
 		r.Close()
 		var nm *age.NoIdentityMatchError
 		if errors.As(err, &nm) {
-			return nil, fmt.Errorf("%s: none of the --encryption-identity keys can decrypt it", key)
+			return nil, fmt.Errorf("%s: none of the given age identities can decrypt it", key)
 		}
 		return nil, fmt.Errorf("decrypting %s: %w", key, err)
 	}

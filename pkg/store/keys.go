@@ -34,7 +34,7 @@ func RestoreResultsKey(name string) string { return RestoreDir(name) + name + "-
 func BackupImagesKey(name string) string { return BackupDir(name) + name + "-images.json" }
 
 // BackupImageIndexKey is the key of the OCI image index of the images a
-// backup bundled into the store (--images=bundle); its manifests are
+// backup bundled into the store (spec.images "bundle"); its manifests are
 // under ImageBlobKey.
 func BackupImageIndexKey(name string) string { return BackupDir(name) + name + "-images-index.json" }
 

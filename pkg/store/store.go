@@ -35,7 +35,7 @@ import (
 )
 
 // EnvStorage names the environment variable that selects the location when
-// --storage is not given.
+// none is given.
 const EnvStorage = "FERRY_STORAGE"
 
 // ErrNotFound is returned (wrapped) when a backup or restore does not exist

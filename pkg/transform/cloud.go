@@ -81,11 +81,11 @@ func NewCloudTranslation(from, to string) (*CloudTranslation, error) {
 	}
 	f, err := LoadCloudProfile(from)
 	if err != nil {
-		return nil, fmt.Errorf("--from-cloud: %w", err)
+		return nil, fmt.Errorf("from: %w", err)
 	}
 	t, err := LoadCloudProfile(to)
 	if err != nil {
-		return nil, fmt.Errorf("--to-cloud: %w", err)
+		return nil, fmt.Errorf("to: %w", err)
 	}
 	return &CloudTranslation{From: f, To: t}, nil
 }
@@ -106,8 +106,8 @@ var legacyTopology = map[string]string{
 	"failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
 }
 
-// Cloud translates what belongs to the source cloud (--from-cloud) into the
-// target cloud's terms (--to-cloud), per the profiles: load-balancer
+// Cloud translates what belongs to the source cloud (a restore's
+// spec.fromCloud) into the target cloud's terms (spec.toCloud), per the profiles: load-balancer
 // annotations of Services are dropped, the internal-load-balancer one
 // translated; node selectors and node affinities on the source cloud's
 // node labels are dropped (legacy zone keys become topology.kubernetes.io/*);
@@ -233,99 +233,122 @@ func (ct *CloudTranslation) podSpec(u *unstructured.Unstructured, p []string) []
 	if !ok {
 		return nil
 	}
-	var notes []string
-	keyFate := func(k string) (string, bool) { // new key, keep
-		if std, ok := legacyTopology[k]; ok {
-			return std, true
-		}
-		return k, !hasPrefix(k, ct.From.NodeLabelPrefixes)
-	}
-	if sel, ok := spec["nodeSelector"].(map[string]any); ok {
-		for k, v := range sel {
-			nk, keep := keyFate(k)
-			switch {
-			case !keep:
-				delete(sel, k)
-				notes = append(notes, fmt.Sprintf("nodeSelector %s dropped: a %s node label", k, ct.From.Name))
-			case nk != k:
-				delete(sel, k)
-				sel[nk] = v
-				notes = append(notes, fmt.Sprintf("nodeSelector %s renamed %s", k, nk))
-			}
-		}
-		if len(sel) == 0 {
-			delete(spec, "nodeSelector")
-		}
-	}
-	exprs := func(list []any) []any {
-		kept := list[:0]
-		for _, e := range list {
-			m, _ := e.(map[string]any)
-			k, _ := m["key"].(string)
-			nk, keep := keyFate(k)
-			if !keep {
-				notes = append(notes, fmt.Sprintf("node affinity on %s dropped: a %s node label", k, ct.From.Name))
-				continue
-			}
-			if nk != k {
-				m["key"] = nk
-				notes = append(notes, fmt.Sprintf("node affinity key %s renamed %s", k, nk))
-			}
-			kept = append(kept, e)
-		}
-		return kept
-	}
-	if na, ok, _ := unstructured.NestedMap(spec, "affinity", "nodeAffinity"); ok {
-		if terms, ok, _ := unstructured.NestedSlice(na, "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"); ok {
-			kept := terms[:0]
-			for _, t := range terms {
-				tm, _ := t.(map[string]any)
-				if l, ok := tm["matchExpressions"].([]any); ok {
-					if tm["matchExpressions"] = exprs(l); len(tm["matchExpressions"].([]any)) == 0 {
-						delete(tm, "matchExpressions")
-					}
-				}
-				if len(tm) > 0 {
-					kept = append(kept, t)
-				}
-			}
-			if len(kept) == 0 {
-				delete(na, "requiredDuringSchedulingIgnoredDuringExecution")
-			} else {
-				_ = unstructured.SetNestedSlice(na, kept, "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
-			}
-		}
-		if prefs, ok := na["preferredDuringSchedulingIgnoredDuringExecution"].([]any); ok {
-			kept := prefs[:0]
-			for _, pr := range prefs {
-				pm, _ := pr.(map[string]any)
-				pref, _ := pm["preference"].(map[string]any)
-				if l, ok := pref["matchExpressions"].([]any); ok {
-					if pref["matchExpressions"] = exprs(l); len(pref["matchExpressions"].([]any)) == 0 {
-						delete(pref, "matchExpressions")
-					}
-				}
-				if len(pref) > 0 {
-					kept = append(kept, pr)
-				}
-			}
-			if len(kept) == 0 {
-				delete(na, "preferredDuringSchedulingIgnoredDuringExecution")
-			} else {
-				na["preferredDuringSchedulingIgnoredDuringExecution"] = kept
-			}
-		}
-		if len(na) == 0 {
-			unstructured.RemoveNestedField(spec, "affinity", "nodeAffinity")
-			if aff, _ := spec["affinity"].(map[string]any); len(aff) == 0 {
-				delete(spec, "affinity")
-			}
-		} else {
-			_ = unstructured.SetNestedMap(spec, na, "affinity", "nodeAffinity")
-		}
-	}
+	notes := ct.nodeSelector(spec)
+	notes = append(notes, ct.nodeAffinity(spec)...)
 	if len(notes) > 0 {
 		_ = unstructured.SetNestedMap(u.Object, spec, p...)
+	}
+	return notes
+}
+
+// keyFate is what becomes of node label key k: its new key, and whether it
+// is kept at all.
+func (ct *CloudTranslation) keyFate(k string) (string, bool) {
+	if std, ok := legacyTopology[k]; ok {
+		return std, true
+	}
+	return k, !hasPrefix(k, ct.From.NodeLabelPrefixes)
+}
+
+// nodeSelector translates the nodeSelector of pod spec spec.
+func (ct *CloudTranslation) nodeSelector(spec map[string]any) []string {
+	sel, ok := spec["nodeSelector"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	var notes []string
+	for k, v := range sel {
+		nk, keep := ct.keyFate(k)
+		switch {
+		case !keep:
+			delete(sel, k)
+			notes = append(notes, fmt.Sprintf("nodeSelector %s dropped: a %s node label", k, ct.From.Name))
+		case nk != k:
+			delete(sel, k)
+			sel[nk] = v
+			notes = append(notes, fmt.Sprintf("nodeSelector %s renamed %s", k, nk))
+		}
+	}
+	if len(sel) == 0 {
+		delete(spec, "nodeSelector")
+	}
+	return notes
+}
+
+// matchExpressions translates the node selector requirements of a
+// matchExpressions list, in place, adding to notes.
+func (ct *CloudTranslation) matchExpressions(list []any, notes *[]string) []any {
+	kept := list[:0]
+	for _, e := range list {
+		m, _ := e.(map[string]any)
+		k, _ := m["key"].(string)
+		nk, keep := ct.keyFate(k)
+		if !keep {
+			*notes = append(*notes, fmt.Sprintf("node affinity on %s dropped: a %s node label", k, ct.From.Name))
+			continue
+		}
+		if nk != k {
+			m["key"] = nk
+			*notes = append(*notes, fmt.Sprintf("node affinity key %s renamed %s", k, nk))
+		}
+		kept = append(kept, e)
+	}
+	return kept
+}
+
+// nodeAffinity translates the required and preferred node affinity of pod
+// spec spec, dropping terms and fields left empty.
+func (ct *CloudTranslation) nodeAffinity(spec map[string]any) []string {
+	na, ok, _ := unstructured.NestedMap(spec, "affinity", "nodeAffinity")
+	if !ok {
+		return nil
+	}
+	var notes []string
+	exprs := func(m map[string]any) {
+		if l, ok := m["matchExpressions"].([]any); ok {
+			if m["matchExpressions"] = ct.matchExpressions(l, &notes); len(m["matchExpressions"].([]any)) == 0 {
+				delete(m, "matchExpressions")
+			}
+		}
+	}
+	if terms, ok, _ := unstructured.NestedSlice(na, "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms"); ok {
+		kept := terms[:0]
+		for _, t := range terms {
+			tm, _ := t.(map[string]any)
+			exprs(tm)
+			if len(tm) > 0 {
+				kept = append(kept, t)
+			}
+		}
+		if len(kept) == 0 {
+			delete(na, "requiredDuringSchedulingIgnoredDuringExecution")
+		} else {
+			_ = unstructured.SetNestedSlice(na, kept, "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms")
+		}
+	}
+	if prefs, ok := na["preferredDuringSchedulingIgnoredDuringExecution"].([]any); ok {
+		kept := prefs[:0]
+		for _, pr := range prefs {
+			pm, _ := pr.(map[string]any)
+			pref, _ := pm["preference"].(map[string]any)
+			exprs(pref)
+			if len(pref) > 0 {
+				kept = append(kept, pr)
+			}
+		}
+		if len(kept) == 0 {
+			delete(na, "preferredDuringSchedulingIgnoredDuringExecution")
+		} else {
+			na["preferredDuringSchedulingIgnoredDuringExecution"] = kept
+		}
+	}
+	if len(na) == 0 {
+		unstructured.RemoveNestedField(spec, "affinity", "nodeAffinity")
+		if aff, _ := spec["affinity"].(map[string]any); len(aff) == 0 {
+			delete(spec, "affinity")
+		}
+	} else {
+		_ = unstructured.SetNestedMap(spec, na, "affinity", "nodeAffinity")
 	}
 	return notes
 }

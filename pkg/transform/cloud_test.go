@@ -17,7 +17,7 @@ func TestCloudProfilesLoad(t *testing.T) {
 			t.Errorf("%s: %v", n, err)
 		}
 	}
-	if _, err := NewCloudTranslation("alibaba", "oracle"); err == nil || !strings.Contains(err.Error(), `unknown cloud "oracle"`) || !strings.Contains(err.Error(), "--to-cloud") {
+	if _, err := NewCloudTranslation("alibaba", "oracle"); err == nil || !strings.Contains(err.Error(), `unknown cloud "oracle"`) || !strings.Contains(err.Error(), "to: ") {
 		t.Errorf("unknown cloud: %v", err)
 	}
 	if ct, err := NewCloudTranslation("", ""); ct != nil || err != nil {

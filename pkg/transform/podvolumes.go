@@ -34,10 +34,10 @@ const (
 
 // Values of AnnotationRestoreVolumesBy.
 const (
-	// RestoreByRestore: the restore process itself (--host-pods-dir).
+	// RestoreByRestore: the restore process itself (restore.PodVolumeOptions).
 	RestoreByRestore = "restore"
 	// RestoreByNodeAgent: a node agent polling for waiting pods
-	// (--volumes-by-node-agent).
+	// (restore.PodVolumeOptions.ByNodeAgent).
 	RestoreByNodeAgent = "node-agent"
 	// RestoreByPodVolumeRestore: the server, through PodVolumeRestore
 	// objects that the node agent of the pod's node reconciles.

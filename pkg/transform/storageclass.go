@@ -22,8 +22,8 @@ var podSpecPaths = map[string][]string{
 	"CronJob":               {"spec", "jobTemplate", "spec", "template", "spec"},
 }
 
-// StorageClasses applies the storage-class mapping (--storage-class-mappings
-// old:new) to the four places a class is named: PersistentVolumeClaims,
+// StorageClasses applies the storage-class mapping (spec.storageClassMapping,
+// old to new) to the four places a class is named: PersistentVolumeClaims,
 // PersistentVolumes, the volumeClaimTemplates of StatefulSets, and the
 // ephemeral volumes of pod specs, in spec.storageClassName and in the
 // deprecated volume.beta.kubernetes.io/storage-class annotation.

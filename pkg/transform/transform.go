@@ -22,20 +22,20 @@ type Context struct {
 	NamespaceMapping map[string]string
 	// PreserveNodePorts keeps Services' nodePort and healthCheckNodePort.
 	PreserveNodePorts bool
-	// KeepStatus keeps .status (resources named in --restore-status).
+	// KeepStatus keeps .status (resources named in spec.restoreStatus).
 	KeepStatus bool
 	// PVNames maps source PV names to target PV names (renamed PVs).
 	PVNames map[string]string
 	// RestoredPVs is the set of source PV names this restore creates.
 	RestoredPVs map[string]bool
 	// Cloud translates one cloud's annotations, labels and fields to
-	// another's (--from-cloud, --to-cloud); nil for none.
+	// another's (spec.fromCloud, spec.toCloud); nil for none.
 	Cloud *CloudTranslation
 	// StorageClassMapping maps source storage-class names to target ones.
 	StorageClassMapping map[string]string
 	// OwnerUIDs maps source UIDs of restored owners to their target UIDs.
 	OwnerUIDs func(uid string) (string, bool)
-	// Images rewrites image references (--image-registry-mappings); nil
+	// Images rewrites image references (spec.imageRegistryMappings); nil
 	// for none. OnImageError, if set, gets each reference it cannot rewrite.
 	Images       *images.Rewriter
 	OnImageError func(error)

@@ -287,7 +287,7 @@ func TestImageBundle(t *testing.T) {
 	// --images-required: the 8 init images the bundle lacks fail the
 	// restore before any object is written.
 	_, r0 := e.restore(t, "r0", "b2", "--push-images", "--images-required", "--image-registry-mappings", src.Host+"/shop="+dst.Host+"/mirror")
-	if r0.code != 1 || !strings.Contains(r0.stderr+r0.stdout, "could not be pushed (--images-required), nothing was restored") {
+	if r0.code != 1 || !strings.Contains(r0.stderr+r0.stdout, "could not be pushed (spec.imagesRequired), nothing was restored") {
 		t.Fatalf("--images-required restore: exit %d\n%s\n%s", r0.code, r0.stdout, r0.stderr)
 	}
 	if _, err := kubernetes.NewForConfigOrDie(e.dst.Config).CoreV1().Namespaces().Get(context.Background(), "shop", metav1.GetOptions{}); err == nil {
@@ -418,7 +418,7 @@ spec:
 		}
 	}
 	d := e.run(t, "backup", "describe", "mig")
-	for _, want := range []string{"Warning: image quay.io/other/cron-init:1: no --image-registry-mappings entry matches it",
+	for _, want := range []string{"Warning: image quay.io/other/cron-init:1: no image registry mapping (spec.imageRegistryMappings) matches it",
 		`Warning: image "` + src.Host + `/shop/Bad_Name:1" in Deployment shop/bad containers[app]: malformed reference`} {
 		if !strings.Contains(d.stdout, want) {
 			t.Errorf("backup describe lacks %q:\n%s", want, d.stdout)
@@ -427,7 +427,7 @@ spec:
 
 	// --images-required: the unreachable init images fail the backup.
 	r = e.run(t, "backup", "create", "req", "--context", "src", "--include-namespaces", "shop", "--images-required", "--image-retries", "1", "-o", "json")
-	if r.code != 1 || !strings.Contains(r.stdout, `"phase": "Failed"`) || !strings.Contains(r.stdout, "images failed (--images-required)") {
+	if r.code != 1 || !strings.Contains(r.stdout, `"phase": "Failed"`) || !strings.Contains(r.stdout, "images failed (spec.imagesRequired)") {
 		t.Errorf("--images-required with unreachable images: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	if _, rr := e.restore(t, "req", "req"); rr.code == 0 || !strings.Contains(rr.stderr, "not restorable") {

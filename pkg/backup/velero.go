@@ -1,4 +1,4 @@
-package restore
+package backup
 
 import (
 	"context"
@@ -43,17 +43,17 @@ func LoadVelero(ctx context.Context, loc *store.Location, name string) (*archive
 	var vb veleroBackup
 	if err := loc.GetJSON(ctx, store.BackupDir(name)+"velero-backup.json", &vb); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return nil, nil, fmt.Errorf("%w: Velero backup %q not found in %s (no backups/%s/velero-backup.json)", ErrBackupNotRestorable, name, loc.URL(), name)
+			return nil, nil, fmt.Errorf("%w: Velero backup %q in %s (no backups/%s/velero-backup.json): %w", ErrNotRestorable, name, loc.URL(), name, store.ErrNotFound)
 		}
 		return nil, nil, fmt.Errorf("backup %q (Velero): %w", name, err)
 	}
 	if vb.Status.Phase != "Completed" && vb.Status.Phase != "PartiallyFailed" {
-		return nil, nil, fmt.Errorf("%w: Velero backup %q is %q", ErrBackupNotRestorable, name, vb.Status.Phase)
+		return nil, nil, fmt.Errorf("%w: Velero backup %q is %q", ErrNotRestorable, name, vb.Status.Phase)
 	}
 	key := store.BackupDir(name) + name + ".tar.gz"
 	rd, err := loc.NewOpenedReader(ctx, key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: Velero backup %q: %v", ErrBackupNotRestorable, name, err)
+		return nil, nil, fmt.Errorf("%w: Velero backup %q: %w", ErrNotRestorable, name, err)
 	}
 	defer rd.Close()
 	a, err := archive.Read(rd, key, archive.Expect{AllowNoManifest: true})
