@@ -9,11 +9,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/nodeagent"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -71,55 +69,16 @@ writes each one's outcome into its status.`,
 			if err != nil {
 				return err
 			}
-			records := map[string]*volumes.BackupRecord{}
-			failures := 0
-			for {
-				opts := metav1.ListOptions{}
-				if node != "" {
-					opts.FieldSelector = "spec.nodeName=" + node
-				}
-				pods, err := cluster.Typed.CoreV1().Pods(corev1.NamespaceAll).List(ctx, opts)
-				if err != nil {
-					g.log.Warn("listing pods", "node", node, "err", err)
-				} else {
-					pending := volumes.PendingRestores(pods.Items, vf.hostPodsDir)
-					if len(pending) > 0 {
-						// Snapshots made since the repository was opened
-						// are seen only after a refresh of its indexes.
-						if err := repo.Refresh(ctx); err != nil {
-							g.log.Warn("refreshing the volume repository", "err", err)
-						}
-					}
-					for _, p := range pending {
-						rec, ok := records[p.Backup]
-						if !ok {
-							if rec, err = backupVolumeRecord(ctx, loc, p.Backup); err != nil || rec == nil {
-								g.log.Warn("reading the backup's volume records", "backup", p.Backup, "pod", p.Pod.Namespace+"/"+p.Pod.Name, "err", err)
-								continue
-							}
-							records[p.Backup] = rec
-						}
-						res := repo.RestorePending(ctx, cluster.Typed, vf.hostPodsDir, p, rec, vf.wait)
-						for _, r := range res {
-							if r.Error != "" {
-								failures++
-							}
-						}
-						fmt.Fprintf(g.stdout, "pod %s/%s: %s\n", p.Pod.Namespace, p.Pod.Name, volumes.Summary(res))
-					}
-				}
-				if once {
-					if failures > 0 {
-						return &exitError{code: ExitFailed, msg: fmt.Sprintf("%d pod volumes failed", failures)}
-					}
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(interval):
-				}
+			poller := &nodeagent.Poller{Location: loc, Repo: repo, Client: cluster.Typed, Node: node, HostPodsDir: vf.hostPodsDir,
+				Wait: vf.wait, Interval: interval, Out: g.stdout, Log: g.log}
+			failures, err := poller.Run(ctx, once)
+			if err != nil {
+				return err
 			}
+			if once && failures > 0 {
+				return &exitError{code: ExitFailed, msg: fmt.Sprintf("%d pod volumes failed", failures)}
+			}
+			return nil
 		},
 	}
 	vf.registerHostPodsDir(cmd, "restore")
@@ -151,7 +110,7 @@ func runNodeAgentServer(cmd *cobra.Command, g *globals, vf *volumeFlags, node, n
 	if err != nil {
 		return err
 	}
-	mgr, err := controller.NewNodeAgentManager(controller.NodeAgentOptions{
+	mgr, err := nodeagent.NewManager(nodeagent.Options{
 		Namespace: namespace, Node: node, HostPodsDir: vf.hostPodsDir, Config: cfg, Password: pw,
 		Wait: vf.wait, SparseFiles: vf.sparse, MetricsAddr: metricsAddr, ProbeAddr: probeAddr, Log: log,
 		PodName: os.Getenv("POD_NAME"), PodUID: os.Getenv("POD_UID"),

@@ -20,6 +20,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -102,7 +103,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	if err := validateTemplate(b.Spec.TTL, b.Spec); err != nil {
 		return r.fail(ctx, b, v1alpha1.ReasonInvalidSpec, err.Error())
 	}
-	bsl, err := resolveLocation(ctx, r.Client, b.Namespace, b.Spec.StorageLocationName)
+	bsl, err := storagelocation.Resolve(ctx, r.Client, b.Namespace, b.Spec.StorageLocationName)
 	if err != nil {
 		return r.fail(ctx, b, v1alpha1.ReasonLocationNotFound, err.Error())
 	}
@@ -133,7 +134,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	defer backupsInProgress.Dec()
 	event(r.Events, b, false, EventStarted, "Backup", "backing up into location %s", bsl.Name)
 
-	loc, err := openLocation(ctx, r.APIReader, bsl)
+	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err != nil {
 		return r.fail(ctx, b, v1alpha1.ReasonLocationUnavailable, err.Error())
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/nodeagent"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -33,7 +34,7 @@ const repoPassword = "server-mode-volumes"
 // test ends.
 func startAgent(t *testing.T, s *site, node, podsDir, password string) {
 	t.Helper()
-	mgr, err := controller.NewNodeAgentManager(controller.NodeAgentOptions{
+	mgr, err := nodeagent.NewManager(nodeagent.Options{
 		Namespace: ns, Node: node, HostPodsDir: podsDir, Config: s.c.Config, Password: password,
 		Wait: 30 * time.Second, MetricsAddr: "0", ProbeAddr: "0", SeveralPerProcess: true,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("agent", s.c.Name+"/"+node),
@@ -78,9 +79,9 @@ func volumePod(t *testing.T, cs kubernetes.Interface, ns, name, node string) *co
 // an agent that is alive but never takes its objects would.
 func fakeLease(ctx context.Context, s *site, node string) {
 	for ctx.Err() == nil {
-		dur := int32(controller.LeaseDurationSecs)
+		dur := int32(nodeagent.LeaseDurationSecs)
 		now := metav1.NewMicroTime(time.Now())
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controller.NodeAgentLeaseName(node)},
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: nodeagent.LeaseName(node)},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &dur, RenewTime: &now}}
 		if err := s.cl.Create(ctx, l); apierrors.IsAlreadyExists(err) {
 			_ = s.cl.Get(ctx, client.ObjectKeyFromObject(l), l)
@@ -345,7 +346,7 @@ func TestServerPodVolumes(t *testing.T) {
 			t.Fatalf("record %+v", rec.Volumes)
 		}
 		for _, v := range rec.Volumes {
-			if !strings.Contains(v.Error, "no node agent runs on node "+v.Node) || !strings.Contains(v.Error, controller.NodeAgentLeaseName(v.Node)) {
+			if !strings.Contains(v.Error, "no node agent runs on node "+v.Node) || !strings.Contains(v.Error, nodeagent.LeaseName(v.Node)) {
 				t.Errorf("record error %q", v.Error)
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -79,7 +80,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	if err := opts.Validate(); err != nil {
 		return r.fail(ctx, rs, v1alpha1.ReasonInvalidSpec, err.Error())
 	}
-	bsl, err := resolveLocation(ctx, r.Client, rs.Namespace, rs.Spec.StorageLocationName)
+	bsl, err := storagelocation.Resolve(ctx, r.Client, rs.Namespace, rs.Spec.StorageLocationName)
 	if err != nil {
 		return r.fail(ctx, rs, v1alpha1.ReasonLocationNotFound, err.Error())
 	}
@@ -95,7 +96,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	restoresInProgress.Inc()
 	defer restoresInProgress.Dec()
 	event(r.Events, rs, false, EventStarted, "Restore", "restoring backup %s from location %s", rs.Spec.BackupName, bsl.Name)
-	loc, err := openLocation(ctx, r.APIReader, bsl)
+	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err != nil {
 		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, err.Error())
 	}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/nodeagent"
 )
 
 // Options configure the server. Zero values take the defaults given.
@@ -78,7 +79,7 @@ type Options struct {
 	// DefaultPodVolumeTimeout).
 	PodVolumeTimeout time.Duration
 	// AgentGrace is how long a node agent may take to show up (its heartbeat
-	// Lease) before its volumes fail (default AgentGrace).
+	// Lease) before its volumes fail (default nodeagent.Grace).
 	AgentGrace time.Duration
 	// RestoreHelperImage is ferry's image: it runs the ferry-restore-wait
 	// init container of restored pods that wait for their volume data, and
@@ -103,7 +104,7 @@ func (o *Options) defaults() error {
 	def(&o.ValidationPeriod, time.Minute)
 	def(&o.MaxWait, time.Minute)
 	def(&o.PodVolumeTimeout, DefaultPodVolumeTimeout)
-	def(&o.AgentGrace, AgentGrace)
+	def(&o.AgentGrace, nodeagent.Grace)
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = ":8085"
 	}

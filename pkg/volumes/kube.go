@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -75,7 +76,7 @@ func Targets(ctx context.Context, client kubernetes.Interface, backup string, re
 			// Only a pod that waits for its data gets it: writing into the
 			// volume of a pod that runs would change live data under it.
 			uid := pod.Annotations[transform.AnnotationRestoreUID]
-			if uid == "" || !hasInitContainer(pod, transform.RestoreWaitContainer) {
+			if uid == "" || !slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == transform.RestoreWaitContainer }) {
 				failed = append(failed, PodVolumeRestore{RestoreTarget: t, Error: fmt.Sprintf("%v: pod %s/%s exists and does not wait for its volume data (it was not made by a ferry restore), so its running volume is not overwritten", ErrNotWaiting, t.Namespace, t.Pod)})
 				continue
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/nodeagent"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -112,7 +113,7 @@ func TestInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	podsDir := t.TempDir()
-	agent, err := controller.NewNodeAgentManager(controller.NodeAgentOptions{Namespace: "ferry", Node: "node-1", HostPodsDir: podsDir, Config: as("ferry-node-agent"),
+	agent, err := nodeagent.NewManager(nodeagent.Options{Namespace: "ferry", Node: "node-1", HostPodsDir: podsDir, Config: as("ferry-node-agent"),
 		Password: password, Wait: 30 * time.Second, MetricsAddr: "0", ProbeAddr: "0", Log: quiet, SeveralPerProcess: true})
 	if err != nil {
 		cancel()
