@@ -21,14 +21,6 @@ import (
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
-// Labels on PodVolumeBackups and PodVolumeRestores: the Backup or Restore
-// they belong to (transform.LabelValue of its name: cut and hashed past
-// 63 characters).
-const (
-	LabelPodVolumeBackup  = "ferry.dev/backup-name"
-	LabelPodVolumeRestore = "ferry.dev/restore-name"
-)
-
 // DefaultPodVolumeTimeout bounds how long a backup or restore waits for
 // the node agents to finish its pod volumes (Velero's --fs-backup-timeout
 // default, 4h).
@@ -107,7 +99,7 @@ func (p *podVolumes) backup(ctx context.Context, backup string, vols []volumes.P
 		}
 		pvb := &v1alpha1.PodVolumeBackup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: kube.ObjectName(backup, v.Key()),
-				Labels: map[string]string{LabelPodVolumeBackup: transform.LabelValue(backup)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
+				Labels: map[string]string{v1alpha1.LabelPodVolumeBackup: transform.LabelValue(backup)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
 			Spec: v1alpha1.PodVolumeBackupSpec{
 				Pod:    v1alpha1.PodReference{Namespace: v.Namespace, Name: v.Pod, UID: v.PodUID},
 				Volume: v.Volume, Node: v.Node, BackupName: backup, StorageLocationName: p.location,
@@ -241,7 +233,7 @@ func (p *podVolumes) restore(ctx context.Context, restoreName, restoreUID string
 			}
 			pvr := &v1alpha1.PodVolumeRestore{
 				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: kube.ObjectName(restoreName, t.Key()),
-					Labels: map[string]string{LabelPodVolumeRestore: transform.LabelValue(restoreName)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
+					Labels: map[string]string{v1alpha1.LabelPodVolumeRestore: transform.LabelValue(restoreName)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
 				Spec: v1alpha1.PodVolumeRestoreSpec{
 					Pod:    v1alpha1.PodReference{Namespace: t.Namespace, Name: t.Pod, UID: t.PodUID},
 					Volume: t.Volume, Node: node, RestoreName: restoreName, BackupName: p.backupName,

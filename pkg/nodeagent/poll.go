@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/store"
-	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -117,7 +117,7 @@ func backupVolumeRecord(ctx context.Context, loc *store.Location, name string) (
 type PendingRestore struct {
 	Pod *corev1.Pod
 	// Backup, RestoreUID and SourceNamespace come from the pod's
-	// annotations (transform.AnnotationRestore*).
+	// annotations (v1alpha1.AnnotationRestore*).
 	Backup, RestoreUID, SourceNamespace string
 	Volumes                             []string
 }
@@ -125,26 +125,26 @@ type PendingRestore struct {
 // PendingRestores returns the pods among pods that wait for volume data
 // which is not yet in podsDir (the kubelet pods directory of this node),
 // and that a restore left to a polling node agent
-// (transform.AnnotationRestoreVolumesBy).
+// (v1alpha1.AnnotationRestoreVolumesBy).
 // Volumes whose directory is not there yet (not mounted) count as pending.
 func PendingRestores(pods []corev1.Pod, podsDir string) []PendingRestore {
 	var out []PendingRestore
 	for i := range pods {
 		p := &pods[i]
-		uid := p.Annotations[transform.AnnotationRestoreUID]
-		waits := slices.ContainsFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == transform.RestoreWaitContainer })
+		uid := p.Annotations[v1alpha1.AnnotationRestoreUID]
+		waits := slices.ContainsFunc(p.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == v1alpha1.RestoreWaitContainer })
 		if uid == "" || !waits {
 			continue
 		}
-		if by := p.Annotations[transform.AnnotationRestoreVolumesBy]; by != "" && by != transform.RestoreByNodeAgent {
+		if by := p.Annotations[v1alpha1.AnnotationRestoreVolumesBy]; by != "" && by != v1alpha1.RestoreByNodeAgent {
 			continue // the restore itself, or a PodVolumeRestore, writes it
 		}
-		vols := volumeNames(p.Annotations[transform.AnnotationRestoreVolumes])
+		vols := volumeNames(p.Annotations[v1alpha1.AnnotationRestoreVolumes])
 		if markersPresent(podsDir, p, uid) >= len(vols) {
 			continue
 		}
-		out = append(out, PendingRestore{Pod: p, Backup: p.Annotations[transform.AnnotationRestoreBackup], RestoreUID: uid,
-			SourceNamespace: p.Annotations[transform.AnnotationSourceNamespace], Volumes: vols})
+		out = append(out, PendingRestore{Pod: p, Backup: p.Annotations[v1alpha1.AnnotationRestoreBackup], RestoreUID: uid,
+			SourceNamespace: p.Annotations[v1alpha1.AnnotationSourceNamespace], Volumes: vols})
 	}
 	return out
 }
@@ -166,8 +166,8 @@ func volumeNames(s string) []string {
 func markersPresent(podsDir string, p *corev1.Pod, uid string) int {
 	n := 0
 	for _, pattern := range []string{
-		filepath.Join(podsDir, string(p.UID), "volumes", "*", "*", volumes.MarkerDir, uid),
-		filepath.Join(podsDir, string(p.UID), "volumes", "*", "*", "mount", volumes.MarkerDir, uid),
+		filepath.Join(podsDir, string(p.UID), "volumes", "*", "*", v1alpha1.DoneMarkerDir, uid),
+		filepath.Join(podsDir, string(p.UID), "volumes", "*", "*", "mount", v1alpha1.DoneMarkerDir, uid),
 	} {
 		m, _ := filepath.Glob(pattern)
 		n += len(m)

@@ -139,7 +139,7 @@ func TestInstall(t *testing.T) {
 		}
 	}
 	// A pod on node-1 with an emptyDir whose data is backed up.
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", Annotations: map[string]string{volumes.AnnotationBackupVolumes: "cache"}},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", Annotations: map[string]string{v1alpha1.AnnotationBackupVolumes: "cache"}},
 		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "busybox:1.37"}},
 			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}}
 	if err := cl.Create(ctx, pod); err != nil {
