@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/helperpod"
+	"github.com/kubeferry/ferry/pkg/install"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -22,10 +23,10 @@ import (
 // whatever they left.
 func helpers(ctx context.Context, secrets client.Reader, cluster *kube.Cluster, bsl *v1alpha1.BackupStorageLocation, image, password string, timeout time.Duration, log *slog.Logger) (*volumes.Helpers, error) {
 	if password == "" {
-		return nil, fmt.Errorf("the ferry server has no volume repository password ($%s, from the Secret that `ferry install --repository-password-file` creates)", volumes.EnvPassword)
+		return nil, fmt.Errorf("the ferry server has no volume repository password ($%s, from key %q of Secret %s, which the Helm-less install creates)", volumes.EnvPassword, install.RepositorySecretKey, install.RepositorySecretName)
 	}
 	if image == "" {
-		return nil, errors.New("the ferry server has no helper image (ferry server --restore-helper-image)")
+		return nil, errors.New("the ferry server has no helper image (controller.Options.RestoreHelperImage)")
 	}
 	creds, err := storagelocation.Credentials(ctx, secrets, bsl)
 	if err != nil {

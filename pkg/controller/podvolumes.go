@@ -22,8 +22,8 @@ import (
 )
 
 // DefaultPodVolumeTimeout bounds how long a backup or restore waits for
-// the node agents to finish its pod volumes (Velero's --fs-backup-timeout
-// default, 4h).
+// the node agents to finish its pod volumes (the default of Velero's
+// fs-backup timeout, 4h).
 const DefaultPodVolumeTimeout = 4 * time.Hour
 
 // podVolumePoll is how often a backup or restore looks at the state of

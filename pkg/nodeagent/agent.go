@@ -67,7 +67,7 @@ type Options struct {
 	// Wait bounds the wait for a volume's folder to appear (the kubelet
 	// mounts it before the pod's init containers run; default 10m).
 	Wait time.Duration
-	// SparseFiles restores files sparsely (kopia's --write-sparse-files).
+	// SparseFiles restores files sparsely (kopia's write-sparse-files option).
 	SparseFiles bool
 	// PodName and PodUID, when set (the DaemonSet gives them), make the
 	// agent's Pod the owner of its heartbeat Lease, so that the Lease goes
@@ -91,9 +91,9 @@ func NewManager(opts Options) (manager.Manager, error) {
 	case opts.Namespace == "":
 		return nil, errors.New("node agent: no namespace")
 	case opts.Node == "":
-		return nil, errors.New("node agent: no node name (--node, or $NODE_NAME from the pod's spec.nodeName)")
+		return nil, errors.New("node agent: no nodeagent.Options.Node (the node's name; the DaemonSet gives it as $NODE_NAME, from the pod's spec.nodeName)")
 	case opts.HostPodsDir == "":
-		return nil, errors.New("node agent: no --host-pods-dir")
+		return nil, errors.New("node agent: no nodeagent.Options.HostPodsDir (the kubelet's pods directory)")
 	case opts.Config == nil:
 		return nil, errors.New("node agent: no cluster config")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kubeferry/ferry/pkg/install"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -20,7 +21,7 @@ type agentRepo struct {
 // other processes wrote since it was opened. Errors name the location.
 func (a *Reconciler) repository(ctx context.Context, ns, name string) (*volumes.Repository, error) {
 	if a.Opts.Password == "" {
-		return nil, fmt.Errorf("the node agent has no volume repository password ($%s, from the Secret that `ferry install --repository-password-file` creates): %w", volumes.EnvPassword, volumes.ErrNoPassword)
+		return nil, fmt.Errorf("the node agent has no volume repository password ($%s, from key %q of Secret %s, which the Helm-less install creates): %w", volumes.EnvPassword, install.RepositorySecretKey, install.RepositorySecretName, volumes.ErrNoPassword)
 	}
 	bsl, err := storagelocation.Resolve(ctx, a.Client, ns, name)
 	if err != nil {

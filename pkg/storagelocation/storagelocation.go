@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -18,7 +19,8 @@ import (
 
 // Resolve returns the BackupStorageLocation called name in ns, or
 // for name "" the one marked default (the first by name if several are).
-// Errors name the location, or say that none is default.
+// Errors name the location, or are a *field.Error for
+// spec.storageLocationName saying that none is default.
 func Resolve(ctx context.Context, c client.Reader, ns, name string) (*v1alpha1.BackupStorageLocation, error) {
 	if name != "" {
 		bsl := &v1alpha1.BackupStorageLocation{}
@@ -37,7 +39,7 @@ func Resolve(ctx context.Context, c client.Reader, ns, name string) (*v1alpha1.B
 			return &list.Items[i], nil
 		}
 	}
-	return nil, fmt.Errorf("no storage location named (spec.storageLocationName) and no BackupStorageLocation in namespace %s is default", ns)
+	return nil, field.Required(field.NewPath("spec", "storageLocationName"), fmt.Sprintf("no BackupStorageLocation in namespace %s is default", ns))
 }
 
 // Open opens bsl's store with the credentials of its Secret (read

@@ -48,7 +48,7 @@ const Splitter = "DYNAMIC-1M-BUZHASH"
 
 // ErrNoPassword is returned when volume data is asked for without a
 // repository password.
-var ErrNoPassword = errors.New("no repository password: give --repository-password-file FILE or set " + EnvPassword)
+var ErrNoPassword = errors.New("no repository password: no password file given, and $" + EnvPassword + " is not set")
 
 // ErrWrongPassword is returned (wrapped) when the password does not open
 // the location's repository.
@@ -70,11 +70,11 @@ func ReadPassword(file string) (string, error) {
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("--repository-password-file: %w", err)
+		return "", fmt.Errorf("repository password file: %w", err)
 	}
 	p := strings.TrimRight(string(data), "\r\n")
 	if p == "" {
-		return "", fmt.Errorf("--repository-password-file %s: the file is empty", file)
+		return "", fmt.Errorf("repository password file %s: the file is empty", file)
 	}
 	return p, nil
 }
@@ -83,7 +83,7 @@ func ReadPassword(file string) (string, error) {
 // writing. Close it when done: it holds a local cache directory.
 type Repository struct {
 	// SparseFiles makes Restore write files sparsely: blocks of zeros
-	// become holes, as in a sparse source (kopia's --write-sparse-files).
+	// become holes, as in a sparse source (kopia's write-sparse-files option).
 	// Off by default, as in kopia and Velero: it writes block by block,
 	// which is slower, and a volume's filesystem may not need it.
 	SparseFiles bool

@@ -100,7 +100,7 @@ func splitList(s string) map[string]bool {
 // backup rules, docs "File System Backup"):
 //
 //   - backup.ferry.dev/backup-volumes=a,b opts volumes a and b in;
-//   - with defaultToFS (--default-volumes-to-fs-backup) every volume is in
+//   - with defaultToFS (spec.defaultVolumesToFsBackup) every volume is in
 //     unless listed in backup.ferry.dev/backup-volumes-excludes;
 //   - hostPath, secret, configMap, projected, downwardAPI and image volumes
 //     are always skipped, and emptyDir volumes unless the annotation names
