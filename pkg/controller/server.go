@@ -3,6 +3,9 @@
 // BackupStorageLocations (validation) and store sync. Each reconciler
 // calls the same engine as the CLI (pkg/backup, pkg/restore, pkg/store);
 // the manager, caches, leader election, probes and metrics are wiring.
+// The pod volume data of a Backup or Restore is handed to the node agents
+// as PodVolumeBackups and PodVolumeRestores (podVolumes); the node agent
+// that carries them out is pkg/nodeagent.
 package controller
 
 import (

@@ -1,10 +1,13 @@
-// Package volumes backs up and restores the data of pod volumes with kopia
-// (github.com/kopia/kopia v0.22.3, used as a library): one encrypted,
+// Package volumes owns pod volume data: its backup and restore with kopia
+// (github.com/kopia/kopia v0.22.3, used as a library), in one encrypted,
 // deduplicated kopia repository per backup storage location, under
 // volumes/ in the same bucket (DESIGN.md §4), snapshots made by kopia's
 // uploader (snapshot/upload) and restored by its restorer
-// (snapshot/restore). It also chooses which volumes of which pods to back
-// up, and finds their data in a node's kubelet pods directory.
+// (snapshot/restore). Around the repository: which volumes of which pods
+// a backup takes (Select), where their data is in a node's kubelet pods
+// directory (HostPath), the volume records of a backup, and the jobs that
+// ferry's helper pods run to read or write a claim (Helpers, HelperJob).
+// Who runs that work on a node is elsewhere: pkg/nodeagent, pkg/helperpod.
 package volumes
 
 import (
