@@ -12,7 +12,6 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/controller"
-	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // Schedules exist only in server mode: these commands always talk to the
@@ -75,7 +74,7 @@ func newScheduleCreateCmd(g *globals, namespace *string) *cobra.Command {
 	fl.StringVar(&schedule, "schedule", "", "cron expression, UTC (robfig/cron: five fields, or @hourly, @daily, @every 1h) (required)")
 	fl.StringVar(&location, "storage-location", "", "the BackupStorageLocation (default: the one marked default)")
 	fl.DurationVar(&ttl, "ttl", 0, "delete each backup (store and cluster) this long after it starts (default: keep)")
-	fl.BoolVar(&defaultToFS, "default-volumes-to-fs-backup", false, "back up the data of every pod volume through the node agents (the same exclusions as for backup create); without it, only the volumes named in a pod's "+volumes.AnnotationBackupVolumes+" annotation")
+	fl.BoolVar(&defaultToFS, "default-volumes-to-fs-backup", false, "back up the data of every pod volume through the node agents (the same exclusions as for backup create); without it, only the volumes named in a pod's "+v1alpha1.AnnotationBackupVolumes+" annotation")
 	fl.BoolVar(&paused, "paused", false, "create it paused")
 	_ = cmd.MarkFlagRequired("schedule")
 	f.register(cmd)

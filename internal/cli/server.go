@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"os"
@@ -28,9 +29,16 @@ func serverNamespace() string {
 	return DefaultNamespace
 }
 
+// serverOptions are the flags of ferry server, in kubectl's shape:
+// Complete, a pure Validate, then Run.
+type serverOptions struct {
+	g            *globals
+	opts         controller.Options
+	passwordFile string
+}
+
 func newServerCmd(g *globals) *cobra.Command {
-	opts := controller.Options{}
-	var passwordFile string
+	o := &serverOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run ferry's controllers (server mode): Backups, Restores, Schedules, expiry, location validation and store sync",
@@ -43,27 +51,16 @@ carries out. It serves /healthz
 and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := kube.RESTConfig(g.kubeconfig, g.context)
-			if err != nil {
+			if err := o.Complete(args); err != nil {
 				return err
 			}
-			opts.Config = cfg
-			opts.Log = slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			if pw, err := volumes.ReadPassword(passwordFile); err == nil {
-				opts.RepositoryPassword = pw
-			} else if passwordFile != "" || !errors.Is(err, volumes.ErrNoPassword) {
-				return err
-			} else {
-				opts.Log.Warn("no volume repository password: pod volume data cannot be backed up (backups naming volumes end PartiallyFailed)", "env", volumes.EnvPassword)
-			}
-			mgr, err := controller.NewManager(cmd.Context(), opts)
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			opts.Log.Info("ferry server starting", "version", Version, "namespace", opts.Namespace, "leaderElect", opts.LeaderElect)
-			return mgr.Start(cmd.Context())
+			return o.Run(cmd.Context())
 		},
 	}
+	opts := &o.opts
 	fl := cmd.Flags()
 	fl.StringVarP(&opts.Namespace, "namespace", "n", serverNamespace(), "namespace of the server's objects, their Secrets and its leader-election Lease (env "+EnvNamespace+")")
 	fl.StringVar(&opts.MetricsAddr, "metrics-addr", ":8085", "address for Prometheus metrics on /metrics (0 disables)")
@@ -71,9 +68,43 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 	fl.BoolVar(&opts.LeaderElect, "leader-elect", true, "run the controllers only while holding the Lease ferry-server in --namespace, so that replicas never both run (without it, run one replica only)")
 	fl.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a stopped leader's Lease blocks the next one (renewal deadline 2/3 of it)")
 	fl.DurationVar(&opts.SyncPeriod, "sync-period", time.Minute, "how often each location's backups are synced into the cluster")
-	fl.StringVar(&passwordFile, "repository-password-file", "", "file holding the password of the locations' volume repositories (kopia; default $"+volumes.EnvPassword+"), for pod volume backups")
+	fl.StringVar(&o.passwordFile, "repository-password-file", "", "file holding the password of the locations' volume repositories (kopia; default $"+volumes.EnvPassword+"), for pod volume backups")
 	fl.DurationVar(&opts.PodVolumeTimeout, "pod-volume-timeout", controller.DefaultPodVolumeTimeout, "how long a backup or restore waits for the node agents to finish its pod volumes, and a restore for a restored pod to be scheduled")
 	fl.StringVar(&opts.RestoreHelperImage, "restore-helper-image", defaultImage(), "ferry's image: runs the ferry-restore-wait init container of restored pods and the helper pods that move claims' data")
 	fl.DurationVar(&opts.ValidationPeriod, "location-validation-period", time.Minute, "how often a BackupStorageLocation is validated when its spec.validationFrequency is not set")
 	return cmd
+}
+
+// Complete builds the cluster config and the log, and reads the volume
+// repository password (a missing one is a warning: pod volume data then
+// cannot be backed up).
+func (o *serverOptions) Complete(_ []string) error {
+	cfg, err := kube.RESTConfig(o.g.kubeconfig, o.g.context)
+	if err != nil {
+		return err
+	}
+	o.opts.Config = cfg
+	o.opts.Log = slog.New(slog.NewTextHandler(o.g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if pw, err := volumes.ReadPassword(o.passwordFile); err == nil {
+		o.opts.RepositoryPassword = pw
+	} else if o.passwordFile != "" || !errors.Is(err, volumes.ErrNoPassword) {
+		return err
+	} else {
+		o.opts.Log.Warn("no volume repository password: pod volume data cannot be backed up (backups naming volumes end PartiallyFailed)", "env", volumes.EnvPassword)
+	}
+	return nil
+}
+
+// Validate has nothing to refuse that the flags' types do not: the
+// manager checks its options (controller.NewManager).
+func (o *serverOptions) Validate() error { return nil }
+
+// Run runs the server's controllers until ctx ends.
+func (o *serverOptions) Run(ctx context.Context) error {
+	mgr, err := controller.NewManager(ctx, o.opts)
+	if err != nil {
+		return err
+	}
+	o.opts.Log.Info("ferry server starting", "version", Version, "namespace", o.opts.Namespace, "leaderElect", o.opts.LeaderElect)
+	return mgr.Start(ctx)
 }

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -11,36 +14,78 @@ import (
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
+// volumeHelperOptions are what ferry's volume helper pods run, in
+// kubectl's shape: Complete reads the job from $FERRY_VOLUME_JOB, Run does
+// it and writes its outcome to the termination message.
+type volumeHelperOptions struct {
+	job volumes.HelperJob
+	// terminationPath is where the outcome goes ($FERRY_TERMINATION_MESSAGE,
+	// default the pod's termination message path).
+	terminationPath string
+	out             io.Writer
+}
+
 // newVolumeHelperCmd is what ferry's volume helper pods run: one job from
 // $FERRY_VOLUME_JOB, its outcome written to the termination message.
 func newVolumeHelperCmd() *cobra.Command {
+	o := &volumeHelperOptions{}
 	return &cobra.Command{
 		Use:    "volume-helper",
 		Short:  "Run one volume job inside a helper pod (started by ferry backup, restore and migrate)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var job volumes.HelperJob
-			if err := json.Unmarshal([]byte(os.Getenv(volumes.EnvHelperJob)), &job); err != nil {
-				return fmt.Errorf("$%s: %w", volumes.EnvHelperJob, err)
-			}
-			out := volumes.RunHelperJob(cmd.Context(), job, cmd.OutOrStdout())
-			b, err := json.Marshal(out)
-			if err != nil {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd.OutOrStdout(), args); err != nil {
 				return err
 			}
-			path := helperpod.TerminationMessagePath
-			if p := os.Getenv("FERRY_TERMINATION_MESSAGE"); p != "" {
-				path = p
+			if err := o.Validate(); err != nil {
+				return err
 			}
-			if err := os.WriteFile(path, b, 0o644); err != nil {
-				return fmt.Errorf("writing the outcome: %w", err)
-			}
-			if (out.Backup != nil && out.Backup.Error != "") || (out.Restore != nil && out.Restore.Error != "") {
+			err := o.Run(cmd.Context())
+			var failed jobFailed
+			if errors.As(err, &failed) {
 				cmd.SilenceUsage = true
-				return fmt.Errorf("%s", string(b))
 			}
-			return nil
+			return err
 		},
 	}
 }
+
+// Complete reads the job and where its outcome goes from the environment.
+func (o *volumeHelperOptions) Complete(out io.Writer, _ []string) error {
+	o.out = out
+	if err := json.Unmarshal([]byte(os.Getenv(volumes.EnvHelperJob)), &o.job); err != nil {
+		return fmt.Errorf("$%s: %w", volumes.EnvHelperJob, err)
+	}
+	o.terminationPath = helperpod.TerminationMessagePath
+	if p := os.Getenv("FERRY_TERMINATION_MESSAGE"); p != "" {
+		o.terminationPath = p
+	}
+	return nil
+}
+
+// Validate has nothing to check: volumes.RunHelperJob reports a bad job
+// in its outcome.
+func (o *volumeHelperOptions) Validate() error { return nil }
+
+// Run does the job and writes its outcome (JSON) to the termination
+// message; a job that failed is a jobFailed error holding the outcome.
+func (o *volumeHelperOptions) Run(ctx context.Context) error {
+	out := volumes.RunHelperJob(ctx, o.job, o.out)
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(o.terminationPath, b, 0o644); err != nil {
+		return fmt.Errorf("writing the outcome: %w", err)
+	}
+	if (out.Backup != nil && out.Backup.Error != "") || (out.Restore != nil && out.Restore.Error != "") {
+		return jobFailed(b)
+	}
+	return nil
+}
+
+// jobFailed is the outcome (JSON) of a helper job that failed.
+type jobFailed string
+
+func (e jobFailed) Error() string { return string(e) }

@@ -113,7 +113,7 @@ func (f *volumeFlags) registerMigrate(cmd *cobra.Command) {
 func (f *volumeFlags) registerVolumes(cmd *cobra.Command) {
 	f.registerPassword(cmd)
 	f.registerHelpers(cmd)
-	cmd.Flags().BoolVar(&f.defaultToFS, "default-volumes-to-fs-backup", false, "back up the data of every pod volume (except those in a pod's "+volumes.AnnotationExcludeVolumes+" annotation, and hostPath, secret, configMap, projected, downwardAPI, image and unnamed emptyDir volumes); without it, only the volumes named in a pod's "+volumes.AnnotationBackupVolumes+" annotation")
+	cmd.Flags().BoolVar(&f.defaultToFS, "default-volumes-to-fs-backup", false, "back up the data of every pod volume (except those in a pod's "+v1alpha1.AnnotationExcludeVolumes+" annotation, and hostPath, secret, configMap, projected, downwardAPI, image and unnamed emptyDir volumes); without it, only the volumes named in a pod's "+v1alpha1.AnnotationBackupVolumes+" annotation")
 }
 
 func (f *volumeFlags) registerSparse(cmd *cobra.Command) {

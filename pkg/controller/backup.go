@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/install"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -99,10 +102,10 @@ func (r *BackupReconciler) orphaned(ctx context.Context, req reconcile.Request) 
 // Backup's own status (retried by the workqueue); everything else ends in
 // the status.
 func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
-	if err := validateTemplate(b.Spec.TTL, b.Spec); err != nil {
+	if err := validateTemplate(field.NewPath("spec"), b.Spec.TTL, field.NewPath("spec"), b.Spec); err != nil {
 		return r.fail(ctx, b, v1alpha1.ReasonInvalidSpec, err.Error())
 	}
-	bsl, err := resolveLocation(ctx, r.Client, b.Namespace, b.Spec.StorageLocationName)
+	bsl, err := storagelocation.Resolve(ctx, r.Client, b.Namespace, b.Spec.StorageLocationName)
 	if err != nil {
 		return r.fail(ctx, b, v1alpha1.ReasonLocationNotFound, err.Error())
 	}
@@ -133,7 +136,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	defer backupsInProgress.Dec()
 	event(r.Events, b, false, EventStarted, "Backup", "backing up into location %s", bsl.Name)
 
-	loc, err := openLocation(ctx, r.APIReader, bsl)
+	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err != nil {
 		return r.fail(ctx, b, v1alpha1.ReasonLocationUnavailable, err.Error())
 	}
@@ -213,7 +216,7 @@ func (r *BackupReconciler) podVolumeBackup(loc *store.Location, b *v1alpha1.Back
 			return out
 		}
 		if r.RepositoryPassword == "" {
-			return failAll(fmt.Sprintf("volume data not backed up: the ferry server has no volume repository password ($%s, from the Secret that `ferry install --repository-password-file` creates)", volumes.EnvPassword))
+			return failAll(fmt.Sprintf("volume data not backed up: the ferry server has no volume repository password ($%s, from key %q of Secret %s, which the Helm-less install creates)", volumes.EnvPassword, install.RepositorySecretKey, install.RepositorySecretName))
 		}
 		repo, err := volumes.Open(ctx, loc, r.RepositoryPassword, volumes.OpenOptions{Create: true})
 		if err != nil {

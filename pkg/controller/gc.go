@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -82,11 +83,11 @@ func (r *GCReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 		}
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	bsl, err := resolveLocation(ctx, r.Client, b.Namespace, locationOf(b))
+	bsl, err := storagelocation.Resolve(ctx, r.Client, b.Namespace, locationOf(b))
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
 	}
-	loc, err := openLocation(ctx, r.APIReader, bsl)
+	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
 	}

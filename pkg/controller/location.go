@@ -5,78 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/helperpod"
+	"github.com/kubeferry/ferry/pkg/install"
 	"github.com/kubeferry/ferry/pkg/kube"
-	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
-
-// resolveLocation returns the BackupStorageLocation called name in ns, or
-// for name "" the one marked default (the first by name if several are).
-// Errors name the location, or say that none is default.
-func resolveLocation(ctx context.Context, c client.Reader, ns, name string) (*v1alpha1.BackupStorageLocation, error) {
-	if name != "" {
-		bsl := &v1alpha1.BackupStorageLocation{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bsl); err != nil {
-			return nil, fmt.Errorf("backup storage location %q: %w", name, err)
-		}
-		return bsl, nil
-	}
-	list := &v1alpha1.BackupStorageLocationList{}
-	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-		return nil, fmt.Errorf("listing backup storage locations: %w", err)
-	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	for i := range list.Items {
-		if list.Items[i].Spec.Default {
-			return &list.Items[i], nil
-		}
-	}
-	return nil, fmt.Errorf("no storage location named (spec.storageLocationName) and no BackupStorageLocation in namespace %s is default", ns)
-}
-
-// openLocation opens bsl's store with the credentials of its Secret (read
-// with secrets, an uncached reader, so the server needs only "get" on
-// Secrets in its namespace). pkg/store checks that the bucket can be listed.
-func openLocation(ctx context.Context, secrets client.Reader, bsl *v1alpha1.BackupStorageLocation) (*store.Location, error) {
-	env, err := locationCredentials(ctx, secrets, bsl)
-	if err != nil {
-		return nil, err
-	}
-	var opts []store.OpenOption
-	if env != nil {
-		opts = append(opts, store.WithCredentials(env))
-	}
-	return store.Open(ctx, bsl.Spec.URL, opts...)
-}
-
-// locationCredentials reads the credentials of bsl from its Secret (nil
-// when it names none).
-func locationCredentials(ctx context.Context, secrets client.Reader, bsl *v1alpha1.BackupStorageLocation) (map[string]string, error) {
-	ref := bsl.Spec.Credential
-	if ref == nil {
-		return nil, nil
-	}
-	s := &corev1.Secret{}
-	if err := secrets.Get(ctx, client.ObjectKey{Namespace: bsl.Namespace, Name: ref.Name}, s); err != nil {
-		return nil, fmt.Errorf("credential Secret %s/%s of backup storage location %s: %w", bsl.Namespace, ref.Name, bsl.Name, err)
-	}
-	env := map[string]string{}
-	for k, v := range s.Data {
-		env[k] = string(v)
-	}
-	for k, v := range s.StringData {
-		env[k] = v
-	}
-	return env, nil
-}
 
 // helpers returns the helper pods (pkg/volumes.Helpers) of a backup or
 // restore through bsl in cluster: they run image, with the location's URL,
@@ -84,12 +23,12 @@ func locationCredentials(ctx context.Context, secrets client.Reader, bsl *v1alph
 // whatever they left.
 func helpers(ctx context.Context, secrets client.Reader, cluster *kube.Cluster, bsl *v1alpha1.BackupStorageLocation, image, password string, timeout time.Duration, log *slog.Logger) (*volumes.Helpers, error) {
 	if password == "" {
-		return nil, fmt.Errorf("the ferry server has no volume repository password ($%s, from the Secret that `ferry install --repository-password-file` creates)", volumes.EnvPassword)
+		return nil, fmt.Errorf("the ferry server has no volume repository password ($%s, from key %q of Secret %s, which the Helm-less install creates)", volumes.EnvPassword, install.RepositorySecretKey, install.RepositorySecretName)
 	}
 	if image == "" {
-		return nil, errors.New("the ferry server has no helper image (ferry server --restore-helper-image)")
+		return nil, errors.New("the ferry server has no helper image (controller.Options.RestoreHelperImage)")
 	}
-	creds, err := locationCredentials(ctx, secrets, bsl)
+	creds, err := storagelocation.Credentials(ctx, secrets, bsl)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/storagelocation"
 )
 
 // LocationReconciler validates each BackupStorageLocation when it changes
@@ -40,7 +41,7 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	}
 	orig := bsl.DeepCopy()
 	cond := metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Validated", Message: "the store can be listed", ObservedGeneration: bsl.Generation}
-	loc, err := openLocation(ctx, r.APIReader, bsl)
+	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err == nil {
 		loc.Close()
 		bsl.Status.Phase = v1alpha1.LocationAvailable

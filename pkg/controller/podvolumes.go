@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"strings"
 	"sync"
@@ -16,21 +15,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/nodeagent"
 	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
-// Labels on PodVolumeBackups and PodVolumeRestores: the Backup or Restore
-// they belong to (transform.LabelValue of its name: cut and hashed past
-// 63 characters).
-const (
-	LabelPodVolumeBackup  = "ferry.dev/backup-name"
-	LabelPodVolumeRestore = "ferry.dev/restore-name"
-)
-
 // DefaultPodVolumeTimeout bounds how long a backup or restore waits for
-// the node agents to finish its pod volumes (Velero's --fs-backup-timeout
-// default, 4h).
+// the node agents to finish its pod volumes (the default of Velero's
+// fs-backup timeout, 4h).
 const DefaultPodVolumeTimeout = 4 * time.Hour
 
 // podVolumePoll is how often a backup or restore looks at the state of
@@ -42,7 +35,7 @@ const podVolumePoll = 500 * time.Millisecond
 // server's namespace, named <backup or restore>-<hash of the volume>,
 // labelled with its owner's name and owned by it (deleting a Backup or
 // Restore deletes them). The node agent of spec.node reconciles each
-// (NodeAgentReconciler); podVolumes waits for all of them to end. A
+// (pkg/nodeagent); podVolumes waits for all of them to end. A
 // volume on a node whose agent is not running (its heartbeat Lease is
 // missing or expired) fails at once, without an object.
 type podVolumes struct {
@@ -55,24 +48,13 @@ type podVolumes struct {
 	timeout    time.Duration
 	clock      clock.PassiveClock
 	log        *slog.Logger
-	grace      time.Duration // see AgentGrace
+	grace      time.Duration // see nodeagent.Grace
 	// gone, if set, is called (and the wait ends) when a PodVolumeBackup
 	// or PodVolumeRestore vanishes and ownerGone says the Backup or
 	// Restore itself was deleted: its objects went with it.
 	gone      func()
 	ownerGone func(context.Context) bool
-	agents    map[string]agentAnswer // node -> agentAlive's last answer
-}
-
-// objectName is <owner>-<16 hex digits of the FNV-1a hash of key>, the
-// owner cut so that it stays a valid object name (253 characters).
-func objectName(owner, key string) string {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(key))
-	if len(owner) > 230 {
-		owner = owner[:230]
-	}
-	return fmt.Sprintf("%s-%016x", strings.TrimRight(owner, "-."), h.Sum64())
+	agents    map[string]agentAnswer // node -> nodeagent.Alive's last answer
 }
 
 // adopt decides about an object of the wanted name that already exists:
@@ -116,8 +98,8 @@ func (p *podVolumes) backup(ctx context.Context, backup string, vols []volumes.P
 			continue
 		}
 		pvb := &v1alpha1.PodVolumeBackup{
-			ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: objectName(backup, v.Key()),
-				Labels: map[string]string{LabelPodVolumeBackup: transform.LabelValue(backup)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: kube.ObjectName(backup, v.Key()),
+				Labels: map[string]string{v1alpha1.LabelPodVolumeBackup: transform.LabelValue(backup)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
 			Spec: v1alpha1.PodVolumeBackupSpec{
 				Pod:    v1alpha1.PodReference{Namespace: v.Namespace, Name: v.Pod, UID: v.PodUID},
 				Volume: v.Volume, Node: v.Node, BackupName: backup, StorageLocationName: p.location,
@@ -174,7 +156,7 @@ func (p *podVolumes) checkAgents(ctx context.Context, vols []volumes.PodVolume) 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := agentAlive(ctx, p.reader, p.ns, node, p.grace)
+			err := nodeagent.Alive(ctx, p.reader, p.ns, node, p.grace)
 			mu.Lock()
 			answers[node] = agentAnswer{err: err, at: time.Now()}
 			mu.Unlock()
@@ -198,7 +180,7 @@ func runUID(t volumes.RestoreTarget, restoreUID string) string {
 	return ""
 }
 
-// agentAlive is agentAlive for p's namespace, with p's grace.
+// agentAlive is nodeagent.Alive for p's namespace, with p's grace.
 // A node found alive is not asked again in this run; a node found without
 // an agent is not asked again for grace (so many volumes on it wait once),
 // then again: its agent may have started since.
@@ -206,7 +188,7 @@ func (p *podVolumes) agentAlive(ctx context.Context, node string) error {
 	if a, ok := p.agents[node]; ok && (a.err == nil || time.Since(a.at) < p.grace) {
 		return a.err
 	}
-	err := agentAlive(ctx, p.reader, p.ns, node, p.grace)
+	err := nodeagent.Alive(ctx, p.reader, p.ns, node, p.grace)
 	if p.agents == nil {
 		p.agents = map[string]agentAnswer{}
 	}
@@ -250,8 +232,8 @@ func (p *podVolumes) restore(ctx context.Context, restoreName, restoreUID string
 				continue
 			}
 			pvr := &v1alpha1.PodVolumeRestore{
-				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: objectName(restoreName, t.Key()),
-					Labels: map[string]string{LabelPodVolumeRestore: transform.LabelValue(restoreName)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
+				ObjectMeta: metav1.ObjectMeta{Namespace: p.ns, Name: kube.ObjectName(restoreName, t.Key()),
+					Labels: map[string]string{v1alpha1.LabelPodVolumeRestore: transform.LabelValue(restoreName)}, OwnerReferences: []metav1.OwnerReference{p.owner}},
 				Spec: v1alpha1.PodVolumeRestoreSpec{
 					Pod:    v1alpha1.PodReference{Namespace: t.Namespace, Name: t.Pod, UID: t.PodUID},
 					Volume: t.Volume, Node: node, RestoreName: restoreName, BackupName: p.backupName,

@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/nodeagent"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -26,7 +28,7 @@ func TestPodVolumeBackupAdoption(t *testing.T) {
 	vol := volumes.PodVolume{Namespace: "app", Pod: "db", PodUID: "pod-1", Node: "n1", Volume: "data", Identity: "pod/app/db/data"}
 	existing := func(owner string, volume string) *v1alpha1.PodVolumeBackup {
 		return &v1alpha1.PodVolumeBackup{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ferry", Name: objectName("b1", vol.Key()),
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ferry", Name: kube.ObjectName("b1", vol.Key()),
 				OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Backup", Name: "b1", UID: types.UID("uid-" + owner)}}},
 			Spec:   v1alpha1.PodVolumeBackupSpec{Pod: v1alpha1.PodReference{Namespace: "app", Name: "db", UID: "pod-1"}, Volume: volume, Node: "n1", BackupName: "b1", Identity: vol.Identity},
 			Status: v1alpha1.PodVolumeStatus{Phase: v1alpha1.PhaseCompleted, SnapshotID: "snap-of-" + owner, BytesDone: 7},
@@ -44,8 +46,8 @@ func TestPodVolumeBackupAdoption(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			now := metav1.NewMicroTime(time.Now())
-			node, dur := "n1", int32(LeaseDurationSecs)
-			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ferry", Name: NodeAgentLeaseName("n1")},
+			node, dur := "n1", int32(nodeagent.LeaseDurationSecs)
+			lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ferry", Name: nodeagent.LeaseName("n1")},
 				Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, RenewTime: &now, LeaseDurationSeconds: &dur}}
 			cl := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(c.obj, lease).WithStatusSubresource(c.obj).Build()
 			p := &podVolumes{client: cl, reader: cl, ns: "ferry", location: "default", backupName: "b1",

@@ -21,6 +21,7 @@ import (
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/nodeagent"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -33,7 +34,7 @@ const repoPassword = "server-mode-volumes"
 // test ends.
 func startAgent(t *testing.T, s *site, node, podsDir, password string) {
 	t.Helper()
-	mgr, err := controller.NewNodeAgentManager(controller.NodeAgentOptions{
+	mgr, err := nodeagent.NewManager(nodeagent.Options{
 		Namespace: ns, Node: node, HostPodsDir: podsDir, Config: s.c.Config, Password: password,
 		Wait: 30 * time.Second, MetricsAddr: "0", ProbeAddr: "0", SeveralPerProcess: true,
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("agent", s.c.Name+"/"+node),
@@ -57,7 +58,7 @@ func volumePod(t *testing.T, cs kubernetes.Interface, ns, name, node string) *co
 	t.Helper()
 	ctx := context.Background()
 	p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{volumes.AnnotationBackupVolumes: "data,cache"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{v1alpha1.AnnotationBackupVolumes: "data,cache"}},
 		Spec: corev1.PodSpec{
 			NodeName:   node,
 			Containers: []corev1.Container{{Name: "app", Image: "busybox:1.37", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "cache", MountPath: "/cache"}}}},
@@ -78,9 +79,9 @@ func volumePod(t *testing.T, cs kubernetes.Interface, ns, name, node string) *co
 // an agent that is alive but never takes its objects would.
 func fakeLease(ctx context.Context, s *site, node string) {
 	for ctx.Err() == nil {
-		dur := int32(controller.LeaseDurationSecs)
+		dur := int32(nodeagent.LeaseDurationSecs)
 		now := metav1.NewMicroTime(time.Now())
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controller.NodeAgentLeaseName(node)},
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: nodeagent.LeaseName(node)},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &dur, RenewTime: &now}}
 		if err := s.cl.Create(ctx, l); apierrors.IsAlreadyExists(err) {
 			_ = s.cl.Get(ctx, client.ObjectKeyFromObject(l), l)
@@ -175,7 +176,7 @@ func TestServerPodVolumes(t *testing.T) {
 	// One PodVolumeBackup per volume, done on node-a, owned by the Backup,
 	// and the store's volume record names the same snapshots.
 	pvbs := &v1alpha1.PodVolumeBackupList{}
-	must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb"}))
+	must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelPodVolumeBackup: "vb"}))
 	loc, err := store.Open(ctx, s3.URL("ferry"), store.WithCredentials(map[string]string{store.EnvAWSAccessKeyID: s3.AccessKey, store.EnvAWSSecretAccessKey: s3.SecretKey}))
 	must(t, err)
 	defer loc.Close()
@@ -220,16 +221,16 @@ func TestServerPodVolumes(t *testing.T) {
 		}
 		got, err := dstCS.CoreV1().Pods("app").Get(ctx, "db", metav1.GetOptions{})
 		must(t, err)
-		if got.Annotations[transform.AnnotationRestoreVolumesBy] != transform.RestoreByPodVolumeRestore || got.Spec.InitContainers[0].Name != transform.RestoreWaitContainer {
+		if got.Annotations[v1alpha1.AnnotationRestoreVolumesBy] != v1alpha1.RestoreByPodVolumeRestore || got.Spec.InitContainers[0].Name != v1alpha1.RestoreWaitContainer {
 			t.Errorf("restored pod: annotations %v, init containers %+v", got.Annotations, got.Spec.InitContainers)
 		}
-		uid := got.Annotations[transform.AnnotationRestoreUID]
+		uid := got.Annotations[v1alpha1.AnnotationRestoreUID]
 		to := filepath.Join(hostDst, string(got.UID), "volumes")
 		for from, into := range map[string]string{
 			dataDir:  filepath.Join(to, "kubernetes.io~csi", "data", "mount"),
 			cacheDir: filepath.Join(to, "kubernetes.io~empty-dir", "cache"),
 		} {
-			if diffs, err := volumetest.Compare(from, into, volumes.MarkerDir); err != nil || len(diffs) > 0 {
+			if diffs, err := volumetest.Compare(from, into, v1alpha1.DoneMarkerDir); err != nil || len(diffs) > 0 {
 				t.Errorf("%s restored differently: %v %v", into, err, diffs)
 			}
 			if _, err := os.Stat(volumes.MarkerPath(into, uid)); err != nil {
@@ -237,7 +238,7 @@ func TestServerPodVolumes(t *testing.T) {
 			}
 		}
 		pvrs := &v1alpha1.PodVolumeRestoreList{}
-		must(t, dst.cl.List(ctx, pvrs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeRestore: transform.LabelValue(name)}))
+		must(t, dst.cl.List(ctx, pvrs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelPodVolumeRestore: transform.LabelValue(name)}))
 		if len(pvrs.Items) != 2 {
 			t.Fatalf("%d PodVolumeRestores", len(pvrs.Items))
 		}
@@ -264,7 +265,7 @@ func TestServerPodVolumes(t *testing.T) {
 			t.Fatalf("second restore %s, pod volumes %+v, warnings %d", r.Status.Phase, r.Status.PodVolumes, r.Status.Warnings)
 		}
 		pvrs := &v1alpha1.PodVolumeRestoreList{}
-		must(t, dst.cl.List(ctx, pvrs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeRestore: "vr-again"}))
+		must(t, dst.cl.List(ctx, pvrs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelPodVolumeRestore: "vr-again"}))
 		if len(pvrs.Items) != 2 {
 			t.Fatalf("%d PodVolumeRestores of vr-again, want 2", len(pvrs.Items))
 		}
@@ -335,7 +336,7 @@ func TestServerPodVolumes(t *testing.T) {
 			t.Errorf("backup took %s: it waited a grace per node, or for the pod volume timeout", took)
 		}
 		pvbs := &v1alpha1.PodVolumeBackupList{}
-		must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb-lost"}))
+		must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelPodVolumeBackup: "vb-lost"}))
 		if len(pvbs.Items) != 0 {
 			t.Errorf("%d PodVolumeBackups for a node without an agent", len(pvbs.Items))
 		}
@@ -345,7 +346,7 @@ func TestServerPodVolumes(t *testing.T) {
 			t.Fatalf("record %+v", rec.Volumes)
 		}
 		for _, v := range rec.Volumes {
-			if !strings.Contains(v.Error, "no node agent runs on node "+v.Node) || !strings.Contains(v.Error, controller.NodeAgentLeaseName(v.Node)) {
+			if !strings.Contains(v.Error, "no node agent runs on node "+v.Node) || !strings.Contains(v.Error, nodeagent.LeaseName(v.Node)) {
 				t.Errorf("record error %q", v.Error)
 			}
 		}
@@ -370,7 +371,7 @@ func TestServerPodVolumes(t *testing.T) {
 			t.Fatalf("backup %s, pod volumes %+v", b.Status.Phase, b.Status.PodVolumes)
 		}
 		pvbs := &v1alpha1.PodVolumeBackupList{}
-		must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb-slow"}))
+		must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelPodVolumeBackup: "vb-slow"}))
 		if len(pvbs.Items) != 2 {
 			t.Fatalf("%d PodVolumeBackups of vb-slow, want 2", len(pvbs.Items))
 		}
@@ -396,7 +397,7 @@ func TestServerPodVolumes(t *testing.T) {
 		must(t, src.cl.Create(ctx, b))
 		eventually(t, 30*time.Second, "PodVolumeBackups of vb-del", func() error {
 			pvbs := &v1alpha1.PodVolumeBackupList{}
-			must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{controller.LabelPodVolumeBackup: "vb-del"}))
+			must(t, src.cl.List(ctx, pvbs, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelPodVolumeBackup: "vb-del"}))
 			if len(pvbs.Items) != 2 {
 				return fmt.Errorf("%d", len(pvbs.Items))
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -79,7 +80,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	if err := opts.Validate(); err != nil {
 		return r.fail(ctx, rs, v1alpha1.ReasonInvalidSpec, err.Error())
 	}
-	bsl, err := resolveLocation(ctx, r.Client, rs.Namespace, rs.Spec.StorageLocationName)
+	bsl, err := storagelocation.Resolve(ctx, r.Client, rs.Namespace, rs.Spec.StorageLocationName)
 	if err != nil {
 		return r.fail(ctx, rs, v1alpha1.ReasonLocationNotFound, err.Error())
 	}
@@ -95,7 +96,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	restoresInProgress.Inc()
 	defer restoresInProgress.Dec()
 	event(r.Events, rs, false, EventStarted, "Restore", "restoring backup %s from location %s", rs.Spec.BackupName, bsl.Name)
-	loc, err := openLocation(ctx, r.APIReader, bsl)
+	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err != nil {
 		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, err.Error())
 	}
@@ -108,31 +109,8 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		loc.SetEncryption(&store.Encryption{Identities: ids, Recipients: store.RecipientsOf(ids)})
 	}
 
-	// The volume data goes to the node agents, one PodVolumeRestore per
-	// volume; the restored pods wait for it in their init container.
-	pv := &podVolumes{client: r.Client, reader: r.APIReader, ns: rs.Namespace, location: bsl.Name, backupName: rs.Spec.BackupName,
-		owner: ownerRef("Restore", rs), timeout: r.PodVolumeTimeout, grace: r.AgentGrace, clock: r.Clock, log: r.Log,
-		ownerGone: func(ctx context.Context) bool { return objectGone(ctx, r.APIReader, rs) }}
-	opts.PodVolumes = &restore.PodVolumeOptions{HelperImage: r.HelperImage, Wait: r.PodVolumeTimeout,
-		Restore: func(ctx context.Context, uid string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore {
-			return pv.restore(ctx, rs.Name, uid, targets, wait, onProgress)
-		}}
-	// Claims are filled by helper pods before their workloads exist: no
-	// pod mounts them yet, so no node agent can reach them.
-	h, herr := helpers(ctx, r.APIReader, r.Cluster, bsl, r.HelperImage, r.RepositoryPassword, r.PodVolumeTimeout, r.Log)
-	if herr == nil {
-		defer h.Run.Close(ctx)
-		opts.PodVolumes.Claims = h.RestoreClaims
-		opts.PodVolumes.Check = func(ctx context.Context) error {
-			repo, err := volumes.Open(ctx, loc, r.RepositoryPassword, volumes.OpenOptions{})
-			if err != nil {
-				return err
-			}
-			return repo.Close(context.WithoutCancel(ctx))
-		}
-	} else {
-		opts.PodVolumes.Claims = failClaims(herr)
-	}
+	pv, cleanup := r.podVolumes(ctx, rs, bsl, loc, &opts)
+	defer cleanup()
 
 	var done, total atomic.Int64
 	opts.OnProgress = func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) }
@@ -166,6 +144,12 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		}
 		return r.fail(ctx, rs, why, err.Error())
 	}
+	return r.finish(ctx, rs, start, res)
+}
+
+// finish writes the outcome res of rs's run (started at start) into its
+// status, with its condition, event and metrics.
+func (r *RestoreReconciler) finish(ctx context.Context, rs *v1alpha1.Restore, start metav1.Time, res *v1alpha1.Restore) error {
 	orig := rs.DeepCopy()
 	rs.Status = res.Status
 	rs.Status.StartTimestamp = &start
@@ -188,6 +172,38 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		restoreDuration.Observe(e.Sub(res.Status.StartTimestamp.Time).Seconds())
 	}
 	return nil
+}
+
+// podVolumes sets opts.PodVolumes for rs: the volume data goes to the
+// node agents, one PodVolumeRestore per volume (the restored pods wait for
+// it in their init container); claims are filled by helper pods before
+// their workloads exist: no pod mounts them yet, so no node agent can
+// reach them. cleanup removes what the helper pods left.
+func (r *RestoreReconciler) podVolumes(ctx context.Context, rs *v1alpha1.Restore, bsl *v1alpha1.BackupStorageLocation, loc *store.Location, opts *restore.Options) (pv *podVolumes, cleanup func()) {
+	pv = &podVolumes{client: r.Client, reader: r.APIReader, ns: rs.Namespace, location: bsl.Name, backupName: rs.Spec.BackupName,
+		owner: ownerRef("Restore", rs), timeout: r.PodVolumeTimeout, grace: r.AgentGrace, clock: r.Clock, log: r.Log,
+		ownerGone: func(ctx context.Context) bool { return objectGone(ctx, r.APIReader, rs) }}
+	opts.PodVolumes = &restore.PodVolumeOptions{HelperImage: r.HelperImage, Wait: r.PodVolumeTimeout,
+		Restore: func(ctx context.Context, uid string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore {
+			return pv.restore(ctx, rs.Name, uid, targets, wait, onProgress)
+		}}
+	h, herr := helpers(ctx, r.APIReader, r.Cluster, bsl, r.HelperImage, r.RepositoryPassword, r.PodVolumeTimeout, r.Log)
+	cleanup = func() {}
+	if herr == nil {
+		cleanup = func() { h.Run.Close(ctx) }
+		opts.PodVolumes.Claims = h.RestoreClaims
+		opts.PodVolumes.Check = func(ctx context.Context) error {
+			repo, err := volumes.Open(ctx, loc, r.RepositoryPassword, volumes.OpenOptions{})
+			if err != nil {
+				return err
+			}
+			return repo.Close(context.WithoutCancel(ctx))
+		}
+	} else {
+		opts.PodVolumes.Claims = failClaims(herr)
+	}
+
+	return pv, cleanup
 }
 
 // identities reads the age identities of spec.encryptionIdentitySecret

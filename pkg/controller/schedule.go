@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -53,10 +54,10 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 			err = fmt.Errorf("schedule name %q is too long: its backups' names would have %d characters, more than %d", s.Name, n, store.MaxBackupNameLength)
 		}
 	} else {
-		err = fmt.Errorf("invalid schedule %q: %v", s.Spec.Schedule, err)
+		err = field.Invalid(field.NewPath("spec", "schedule"), s.Spec.Schedule, err.Error())
 	}
 	if err == nil {
-		err = validateTemplate(s.Spec.TTL, s.Spec.Template)
+		err = validateTemplate(field.NewPath("spec"), s.Spec.TTL, field.NewPath("spec", "template"), s.Spec.Template)
 	}
 	if err != nil {
 		s.Status.Phase = v1alpha1.SchedulePhaseFailedValidation
@@ -128,12 +129,13 @@ func (r *ScheduleReconciler) createBackup(ctx context.Context, s *v1alpha1.Sched
 // not say in server mode: a negative TTL (it would mean "keep" silently),
 // or spec.storageLocation, which ferry writes itself (the location's
 // URL; Velero's field of that name is spec.storageLocationName here).
-func validateTemplate(ttl *metav1.Duration, spec v1alpha1.BackupSpec) error {
+// Errors are *field.Error: ttl is at ttlParent.ttl, spec at specPath.
+func validateTemplate(ttlParent *field.Path, ttl *metav1.Duration, specPath *field.Path, spec v1alpha1.BackupSpec) error {
 	if ttl != nil && ttl.Duration < 0 {
-		return fmt.Errorf("ttl %s is negative (omit it to keep the backup)", ttl.Duration)
+		return field.Invalid(ttlParent.Child("ttl"), ttl.Duration.String(), "negative (omit it to keep the backup)")
 	}
 	if spec.StorageLocation != "" {
-		return fmt.Errorf("spec.storageLocation %q is set by ferry (the location's URL): name the BackupStorageLocation in spec.storageLocationName", spec.StorageLocation)
+		return field.Forbidden(specPath.Child("storageLocation"), fmt.Sprintf("%q: set by ferry (the location's URL): name the BackupStorageLocation in %s", spec.StorageLocation, specPath.Child("storageLocationName")))
 	}
 	return nil
 }

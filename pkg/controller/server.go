@@ -3,6 +3,9 @@
 // BackupStorageLocations (validation) and store sync. Each reconciler
 // calls the same engine as the CLI (pkg/backup, pkg/restore, pkg/store);
 // the manager, caches, leader election, probes and metrics are wiring.
+// The pod volume data of a Backup or Restore is handed to the node agents
+// as PodVolumeBackups and PodVolumeRestores (podVolumes); the node agent
+// that carries them out is pkg/nodeagent.
 package controller
 
 import (
@@ -31,6 +34,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/nodeagent"
 )
 
 // Options configure the server. Zero values take the defaults given.
@@ -78,7 +82,7 @@ type Options struct {
 	// DefaultPodVolumeTimeout).
 	PodVolumeTimeout time.Duration
 	// AgentGrace is how long a node agent may take to show up (its heartbeat
-	// Lease) before its volumes fail (default AgentGrace).
+	// Lease) before its volumes fail (default nodeagent.Grace).
 	AgentGrace time.Duration
 	// RestoreHelperImage is ferry's image: it runs the ferry-restore-wait
 	// init container of restored pods that wait for their volume data, and
@@ -103,7 +107,7 @@ func (o *Options) defaults() error {
 	def(&o.ValidationPeriod, time.Minute)
 	def(&o.MaxWait, time.Minute)
 	def(&o.PodVolumeTimeout, DefaultPodVolumeTimeout)
-	def(&o.AgentGrace, AgentGrace)
+	def(&o.AgentGrace, nodeagent.Grace)
 	if o.MetricsAddr == "" {
 		o.MetricsAddr = ":8085"
 	}

@@ -441,7 +441,7 @@ func TestServer(t *testing.T) {
 			spec v1alpha1.BackupSpec
 			want string
 		}{
-			"negttl":   {v1alpha1.BackupSpec{TTL: &metav1.Duration{Duration: -time.Hour}}, "ttl -1h0m0s is negative"},
+			"negttl":   {v1alpha1.BackupSpec{TTL: &metav1.Duration{Duration: -time.Hour}}, `spec.ttl: Invalid value: "-1h0m0s": negative`},
 			"velerobk": {v1alpha1.BackupSpec{StorageLocation: "default"}, "name the BackupStorageLocation in spec.storageLocationName"},
 		} {
 			b := v1alpha1.NewBackup(name)
@@ -499,7 +499,7 @@ func TestServer(t *testing.T) {
 			}
 			return nil
 		})
-		if len(sc.Status.ValidationErrors) != 1 || !strings.Contains(sc.Status.ValidationErrors[0], `invalid schedule "every tuesday"`) {
+		if len(sc.Status.ValidationErrors) != 1 || !strings.Contains(sc.Status.ValidationErrors[0], `spec.schedule: Invalid value: "every tuesday"`) {
 			t.Errorf("validation errors %q", sc.Status.ValidationErrors)
 		}
 		// A Restore of a missing backup.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/storagelocation"
 )
 
 // AnnotationStoreUID on a Backup that store sync created is the UID the
@@ -52,7 +53,7 @@ func (r *SyncReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	if bsl.Status.Phase != v1alpha1.LocationAvailable {
 		return again, nil
 	}
-	loc, err := openLocation(ctx, r.APIReader, bsl)
+	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err != nil {
 		return again, nil // the location reconciler reports it
 	}

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 func annotated(ann map[string]string) *corev1.Pod {
@@ -228,7 +230,7 @@ func TestInjectInitContainer(t *testing.T) {
 	}{
 		{nil, []string{"prep"}},
 		{[]string{"app-init"}, []string{"prep", "app-init"}},
-		{[]string{restoreWaitContainer, "app-init"}, []string{restoreWaitContainer, "prep", "app-init"}},
+		{[]string{v1alpha1.RestoreWaitContainer, "app-init"}, []string{v1alpha1.RestoreWaitContainer, "prep", "app-init"}},
 		{[]string{"app-init", "prep"}, []string{"app-init", "prep"}}, // there already
 	} {
 		u := podObject(t, ann, tc.inits...)

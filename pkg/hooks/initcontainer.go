@@ -8,12 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-)
 
-// restoreWaitContainer is pkg/transform.RestoreWaitContainer (a test
-// checks they agree): the init container that waits for a pod's volume
-// data, which a hook's init container runs after, as in Velero.
-const restoreWaitContainer = "ferry-restore-wait"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+)
 
 // InitContainer returns the init container a pod's init-container hook
 // annotations ask a restore to add, nil when they ask for none. ferry's
@@ -86,7 +83,7 @@ func InjectInitContainer(u *unstructured.Unstructured) (changed bool, err error)
 		if m["name"] == c.Name {
 			return false, nil
 		}
-		if i == 0 && m["name"] == restoreWaitContainer {
+		if i == 0 && m["name"] == v1alpha1.RestoreWaitContainer {
 			at = 1
 		}
 	}

@@ -1,6 +1,9 @@
-// Package kube builds Kubernetes clients from kubeconfig contexts and
-// discovers what a cluster serves: GroupVersionResources and the preferred
-// version of each API group.
+// Package kube is ferry's access to a Kubernetes API server, whatever the
+// objects: clients built from kubeconfig contexts, discovery of what a
+// cluster serves (GroupVersionResources and the preferred version of each
+// API group), exec into a pod's container, the count of requests
+// client-go retried, where each workload kind keeps its pod spec
+// (PodSpecPaths), and valid object names from long keys (ObjectName).
 package kube
 
 import (

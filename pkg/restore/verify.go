@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
@@ -222,7 +223,7 @@ func liveForCompare(cur *unstructured.Unstructured) *unstructured.Unstructured {
 	if inits, ok, _ := unstructured.NestedSlice(live.Object, "spec", "initContainers"); ok {
 		kept := inits[:0]
 		for _, c := range inits {
-			if m, _ := c.(map[string]any); m["name"] != transform.RestoreWaitContainer {
+			if m, _ := c.(map[string]any); m["name"] != v1alpha1.RestoreWaitContainer {
 				kept = append(kept, c)
 			}
 		}

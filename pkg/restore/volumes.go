@@ -64,15 +64,15 @@ func (o *PodVolumeOptions) byClaim(v volumes.PodVolume) bool {
 	return o.Claims != nil && v.ClaimName != "" && v.Type != "ephemeral"
 }
 
-// by is the transform.AnnotationRestoreVolumesBy value of these options.
+// by is the v1alpha1.AnnotationRestoreVolumesBy value of these options.
 func (o *PodVolumeOptions) by() string {
 	switch {
 	case o.ByNodeAgent:
-		return transform.RestoreByNodeAgent
+		return v1alpha1.RestoreByNodeAgent
 	case o.Restore != nil:
-		return transform.RestoreByPodVolumeRestore
+		return v1alpha1.RestoreByPodVolumeRestore
 	}
-	return transform.RestoreByRestore
+	return v1alpha1.RestoreByRestore
 }
 
 // loadVolumeRecord reads the backup's pod volume records; nil when the

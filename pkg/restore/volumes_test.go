@@ -12,6 +12,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/transform"
@@ -24,8 +25,8 @@ import (
 func TestSharedClaimFirstPodNotRestored(t *testing.T) {
 	waiting := func(name, volume string) *corev1.Pod {
 		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, UID: k8stypes.UID("uid-" + name), Annotations: map[string]string{transform.AnnotationRestoreUID: "r-uid", transform.AnnotationRestoreBackup: "b1"}},
-			Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: transform.RestoreWaitContainer}},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: name, UID: k8stypes.UID("uid-" + name), Annotations: map[string]string{v1alpha1.AnnotationRestoreUID: "r-uid", v1alpha1.AnnotationRestoreBackup: "b1"}},
+			Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: v1alpha1.RestoreWaitContainer}},
 				Volumes: []corev1.Volume{{Name: volume, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "shared"}}}}},
 		}
 	}

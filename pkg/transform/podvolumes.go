@@ -7,42 +7,12 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-)
 
-// RestoreWaitContainer is the name of the init container a restore adds
-// to pods whose volume data it restores (Velero's restore-wait approach).
-const RestoreWaitContainer = "ferry-restore-wait"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+)
 
 // restoreMountRoot is where the init container mounts each volume.
 const restoreMountRoot = "/restores"
-
-// markerDir is pkg/volumes.MarkerDir: the volume's folder of done-markers.
-const markerDir = ".ferry"
-
-// Annotations on a pod that waits for its volume data: what a node agent
-// needs to restore it (pkg/volumes.PendingRestores).
-const (
-	AnnotationRestoreUID      = "ferry.dev/restore-uid"
-	AnnotationRestoreBackup   = "ferry.dev/restore-backup"
-	AnnotationSourceNamespace = "ferry.dev/source-namespace"
-	AnnotationRestoreVolumes  = "ferry.dev/restore-volumes"
-	// AnnotationRestoreVolumesBy says who writes the data: one of the
-	// RestoreBy* values. Only pods marked RestoreByNodeAgent (or, from
-	// before this annotation, unmarked) are taken by a polling node agent.
-	AnnotationRestoreVolumesBy = "ferry.dev/restore-volumes-by"
-)
-
-// Values of AnnotationRestoreVolumesBy.
-const (
-	// RestoreByRestore: the restore process itself (restore.PodVolumeOptions).
-	RestoreByRestore = "restore"
-	// RestoreByNodeAgent: a node agent polling for waiting pods
-	// (restore.PodVolumeOptions.ByNodeAgent).
-	RestoreByNodeAgent = "node-agent"
-	// RestoreByPodVolumeRestore: the server, through PodVolumeRestore
-	// objects that the node agent of the pod's node reconciles.
-	RestoreByPodVolumeRestore = "PodVolumeRestore"
-)
 
 // PodVolumeRestore says which restored pods wait for their volume data.
 type PodVolumeRestore struct {
@@ -57,7 +27,7 @@ type PodVolumeRestore struct {
 	// namespace back to its source.
 	Backup           string
 	SourceNamespaces map[string]string
-	// By is the AnnotationRestoreVolumesBy value (a RestoreBy* constant).
+	// By is the v1alpha1.AnnotationRestoreVolumesBy value (a RestoreBy* constant).
 	By string
 }
 
@@ -91,10 +61,10 @@ func PodVolumes(c *Context, u *unstructured.Unstructured) []string {
 	for _, v := range vols {
 		mp := path.Join(restoreMountRoot, v)
 		mounts = append(mounts, map[string]any{"name": v, "mountPath": mp})
-		markers = append(markers, path.Join(mp, markerDir, pvr.RestoreUID))
+		markers = append(markers, path.Join(mp, v1alpha1.DoneMarkerDir, pvr.RestoreUID))
 	}
 	ic := map[string]any{
-		"name":            RestoreWaitContainer,
+		"name":            v1alpha1.RestoreWaitContainer,
 		"image":           pvr.Image,
 		"imagePullPolicy": "IfNotPresent",
 		"command":         []any{"/bin/sh", "-c", WaitScript(markers)},
@@ -107,7 +77,7 @@ func PodVolumes(c *Context, u *unstructured.Unstructured) []string {
 	inits, _, _ := unstructured.NestedSlice(u.Object, "spec", "initContainers")
 	kept := []any{ic}
 	for _, c := range inits {
-		if m, ok := c.(map[string]any); ok && m["name"] == RestoreWaitContainer {
+		if m, ok := c.(map[string]any); ok && m["name"] == v1alpha1.RestoreWaitContainer {
 			continue // from an earlier restore of a restored pod
 		}
 		kept = append(kept, c)
@@ -121,13 +91,13 @@ func PodVolumes(c *Context, u *unstructured.Unstructured) []string {
 	if s, ok := pvr.SourceNamespaces[srcNS]; ok {
 		srcNS = s
 	}
-	ann[AnnotationRestoreUID] = pvr.RestoreUID
-	ann[AnnotationRestoreBackup] = pvr.Backup
-	ann[AnnotationSourceNamespace] = srcNS
-	ann[AnnotationRestoreVolumes] = strings.Join(vols, ",")
+	ann[v1alpha1.AnnotationRestoreUID] = pvr.RestoreUID
+	ann[v1alpha1.AnnotationRestoreBackup] = pvr.Backup
+	ann[v1alpha1.AnnotationSourceNamespace] = srcNS
+	ann[v1alpha1.AnnotationRestoreVolumes] = strings.Join(vols, ",")
 	if pvr.By != "" {
-		ann[AnnotationRestoreVolumesBy] = pvr.By
+		ann[v1alpha1.AnnotationRestoreVolumesBy] = pvr.By
 	}
 	u.SetAnnotations(ann)
-	return []string{fmt.Sprintf("init container %s added: waits for the data of volumes %s", RestoreWaitContainer, strings.Join(vols, ", "))}
+	return []string{fmt.Sprintf("init container %s added: waits for the data of volumes %s", v1alpha1.RestoreWaitContainer, strings.Join(vols, ", "))}
 }

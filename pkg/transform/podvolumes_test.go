@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 func TestPodVolumes(t *testing.T) {
@@ -12,7 +14,7 @@ func TestPodVolumes(t *testing.T) {
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"name": "db", "namespace": "prod-new"},
 		"spec": map[string]any{"initContainers": []any{
-			map[string]any{"name": RestoreWaitContainer, "image": "old"},
+			map[string]any{"name": v1alpha1.RestoreWaitContainer, "image": "old"},
 			map[string]any{"name": "migrate", "image": "app"},
 		}},
 	}}
@@ -31,14 +33,14 @@ func TestPodVolumes(t *testing.T) {
 	}
 	ic := inits[0].(map[string]any)
 	cmd := ic["command"].([]any)
-	if ic["name"] != RestoreWaitContainer || ic["image"] != "busybox:1.37" || cmd[2] != WaitScript([]string{"/restores/data/.ferry/uid-1", "/restores/logs/.ferry/uid-1"}) {
+	if ic["name"] != v1alpha1.RestoreWaitContainer || ic["image"] != "busybox:1.37" || cmd[2] != WaitScript([]string{"/restores/data/.ferry/uid-1", "/restores/logs/.ferry/uid-1"}) {
 		t.Errorf("init container %v", ic)
 	}
 	if inits[1].(map[string]any)["name"] != "migrate" {
 		t.Errorf("the pod's own init container moved: %v", inits)
 	}
 	a := u.GetAnnotations()
-	if a[AnnotationRestoreUID] != "uid-1" || a[AnnotationSourceNamespace] != "prod" || a[AnnotationRestoreBackup] != "b1" || a[AnnotationRestoreVolumes] != "data,logs" {
+	if a[v1alpha1.AnnotationRestoreUID] != "uid-1" || a[v1alpha1.AnnotationSourceNamespace] != "prod" || a[v1alpha1.AnnotationRestoreBackup] != "b1" || a[v1alpha1.AnnotationRestoreVolumes] != "data,logs" {
 		t.Errorf("annotations %v", a)
 	}
 	other := &unstructured.Unstructured{Object: map[string]any{"kind": "Pod", "metadata": map[string]any{"name": "web", "namespace": "prod-new"}}}

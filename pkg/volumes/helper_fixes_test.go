@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/volumes/volumetest"
 )
 
@@ -27,7 +28,7 @@ func TestRestoreRemovesStaleStaging(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()
-	stale := filepath.Join(dst, MarkerDir, "restore-dead00000000.partial")
+	stale := filepath.Join(dst, v1alpha1.DoneMarkerDir, "restore-dead00000000.partial")
 	if err := os.MkdirAll(filepath.Join(stale, "half"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestRestoreRemovesStaleStaging(t *testing.T) {
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Errorf("the killed restore's staging folder is still there: %v", err)
 	}
-	if diffs, err := volumetest.Compare(src, dst, MarkerDir); err != nil || len(diffs) > 0 {
+	if diffs, err := volumetest.Compare(src, dst, v1alpha1.DoneMarkerDir); err != nil || len(diffs) > 0 {
 		t.Errorf("restored differently: %v %v", err, diffs)
 	}
 }

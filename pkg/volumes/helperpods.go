@@ -62,7 +62,7 @@ func HelperEnv(locURL, password string, credentials map[string]string) (map[stri
 		return nil, fmt.Errorf("backup storage location %q: not a URL", store.Redact(locURL))
 	}
 	if u.Scheme == "file" || u.Scheme == "mem" {
-		return nil, fmt.Errorf("backup storage location %s: helper pods in the cluster cannot reach a %s:// location; use an object store (s3://, gs://, azblob://), or run on the node with --host-pods-dir", store.Redact(locURL), u.Scheme)
+		return nil, fmt.Errorf("backup storage location %s: helper pods in the cluster cannot reach a %s:// location; use an object store (s3://, gs://, azblob://), or run on the node, reading and writing its kubelet pods directory (HostPodsDir of backup.PodVolumeOptions or restore.PodVolumeOptions)", store.Redact(locURL), u.Scheme)
 	}
 	if ep := u.Query().Get("endpoint"); ep != "" {
 		host := ep

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeferry/ferry/pkg/transform"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 // ResolveClaims sets PVName on each claim-backed volume from its
@@ -74,12 +75,12 @@ func Targets(ctx context.Context, client kubernetes.Interface, backup string, re
 			t.PodUID = string(pod.UID)
 			// Only a pod that waits for its data gets it: writing into the
 			// volume of a pod that runs would change live data under it.
-			uid := pod.Annotations[transform.AnnotationRestoreUID]
-			if uid == "" || !hasInitContainer(pod, transform.RestoreWaitContainer) {
+			uid := pod.Annotations[v1alpha1.AnnotationRestoreUID]
+			if uid == "" || !slices.ContainsFunc(pod.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == v1alpha1.RestoreWaitContainer }) {
 				failed = append(failed, PodVolumeRestore{RestoreTarget: t, Error: fmt.Sprintf("%v: pod %s/%s exists and does not wait for its volume data (it was not made by a ferry restore), so its running volume is not overwritten", ErrNotWaiting, t.Namespace, t.Pod)})
 				continue
 			}
-			if other := pod.Annotations[transform.AnnotationRestoreBackup]; other != backup {
+			if other := pod.Annotations[v1alpha1.AnnotationRestoreBackup]; other != backup {
 				failed = append(failed, PodVolumeRestore{RestoreTarget: t, Error: fmt.Sprintf("%v: pod %s/%s waits for the data of backup %s, not of %s, so it is not written", ErrNotWaiting, t.Namespace, t.Pod, other, backup)})
 				continue
 			}

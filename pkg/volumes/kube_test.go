@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubeferry/ferry/pkg/transform"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 // Targets gives volume data only to pods that wait for it, with the
@@ -19,11 +19,11 @@ import (
 // and nothing targets it.
 func TestTargetsOnlyWaitingPods(t *testing.T) {
 	waiting := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "waits", UID: "u1", Annotations: map[string]string{transform.AnnotationRestoreUID: "earlier-restore", transform.AnnotationRestoreBackup: "b1"}},
-		Spec:       corev1.PodSpec{InitContainers: []corev1.Container{{Name: transform.RestoreWaitContainer}}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "waits", UID: "u1", Annotations: map[string]string{v1alpha1.AnnotationRestoreUID: "earlier-restore", v1alpha1.AnnotationRestoreBackup: "b1"}},
+		Spec:       corev1.PodSpec{InitContainers: []corev1.Container{{Name: v1alpha1.RestoreWaitContainer}}},
 	}
 	other := waiting.DeepCopy()
-	other.Name, other.UID, other.Annotations = "other", "u3", map[string]string{transform.AnnotationRestoreUID: "x", transform.AnnotationRestoreBackup: "b0"}
+	other.Name, other.UID, other.Annotations = "other", "u3", map[string]string{v1alpha1.AnnotationRestoreUID: "x", v1alpha1.AnnotationRestoreBackup: "b0"}
 	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "runs", UID: "u2"}}
 	cs := fake.NewClientset(waiting, running, other)
 	snap := &SnapshotResult{SnapshotID: "s"}

@@ -116,7 +116,7 @@ type RestoreTarget struct {
 	SnapshotID string `json:"snapshotID"`
 	MarkerOnly bool   `json:"markerOnly,omitempty"`
 	// RestoreUID is the done-marker the pod waits for (its
-	// transform.AnnotationRestoreUID), when an earlier restore of the same
+	// v1alpha1.AnnotationRestoreUID), when an earlier restore of the same
 	// backup made it wait; empty: the running restore's own.
 	RestoreUID string `json:"restoreUID,omitempty"`
 }

@@ -1,10 +1,13 @@
-// Package volumes backs up and restores the data of pod volumes with kopia
-// (github.com/kopia/kopia v0.22.3, used as a library): one encrypted,
+// Package volumes owns pod volume data: its backup and restore with kopia
+// (github.com/kopia/kopia v0.22.3, used as a library), in one encrypted,
 // deduplicated kopia repository per backup storage location, under
 // volumes/ in the same bucket (docs/design.md#the-store-layout), snapshots made by kopia's
 // uploader (snapshot/upload) and restored by its restorer
-// (snapshot/restore). It also chooses which volumes of which pods to back
-// up, and finds their data in a node's kubelet pods directory.
+// (snapshot/restore). Around the repository: which volumes of which pods
+// a backup takes (Select), where their data is in a node's kubelet pods
+// directory (HostPath), the volume records of a backup, and the jobs that
+// ferry's helper pods run to read or write a claim (Helpers, HelperJob).
+// Who runs that work on a node is elsewhere: pkg/nodeagent, pkg/helperpod.
 package volumes
 
 import (
@@ -48,7 +51,7 @@ const Splitter = "DYNAMIC-1M-BUZHASH"
 
 // ErrNoPassword is returned when volume data is asked for without a
 // repository password.
-var ErrNoPassword = errors.New("no repository password: give --repository-password-file FILE or set " + EnvPassword)
+var ErrNoPassword = errors.New("no repository password: no password file given, and $" + EnvPassword + " is not set")
 
 // ErrWrongPassword is returned (wrapped) when the password does not open
 // the location's repository.
@@ -70,11 +73,11 @@ func ReadPassword(file string) (string, error) {
 	}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return "", fmt.Errorf("--repository-password-file: %w", err)
+		return "", fmt.Errorf("repository password file: %w", err)
 	}
 	p := strings.TrimRight(string(data), "\r\n")
 	if p == "" {
-		return "", fmt.Errorf("--repository-password-file %s: the file is empty", file)
+		return "", fmt.Errorf("repository password file %s: the file is empty", file)
 	}
 	return p, nil
 }
@@ -83,7 +86,7 @@ func ReadPassword(file string) (string, error) {
 // writing. Close it when done: it holds a local cache directory.
 type Repository struct {
 	// SparseFiles makes Restore write files sparsely: blocks of zeros
-	// become holes, as in a sparse source (kopia's --write-sparse-files).
+	// become holes, as in a sparse source (kopia's write-sparse-files option).
 	// Off by default, as in kopia and Velero: it writes block by block,
 	// which is slower, and a volume's filesystem may not need it.
 	SparseFiles bool

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kopia/kopia/repo/maintenance"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes/volumetest"
 )
@@ -77,7 +78,7 @@ func TestRoundTripAndEncryption(t *testing.T) {
 	if rr.Files != res.Files || rr.Bytes != res.Bytes {
 		t.Errorf("restored %+v, backed up %+v", rr, res)
 	}
-	diffs, err := volumetest.Compare(src, dst, MarkerDir)
+	diffs, err := volumetest.Compare(src, dst, v1alpha1.DoneMarkerDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +91,7 @@ func TestRoundTripAndEncryption(t *testing.T) {
 	if _, err := os.Stat(MarkerPath(dst, "old-restore")); err == nil {
 		t.Errorf("the source's own marker folder was backed up")
 	}
-	entries, _ := os.ReadDir(filepath.Join(dst, MarkerDir))
+	entries, _ := os.ReadDir(filepath.Join(dst, v1alpha1.DoneMarkerDir))
 	if len(entries) != 1 {
 		t.Errorf("marker folder holds %d entries, want only the marker (staging left behind?)", len(entries))
 	}
@@ -198,7 +199,7 @@ func TestIncrementalAndDelete(t *testing.T) {
 	if _, err := r3.Restore(ctx, second.SnapshotID, dst, "r2", nil); err != nil {
 		t.Fatal(err)
 	}
-	if diffs, _ := volumetest.Compare(src, dst, MarkerDir); len(diffs) > 0 {
+	if diffs, _ := volumetest.Compare(src, dst, v1alpha1.DoneMarkerDir); len(diffs) > 0 {
 		t.Fatalf("second backup after deleting the first: %v", diffs)
 	}
 	if vr, err := r3.Verify(ctx, second.SnapshotID); err != nil || len(vr.Errors) > 0 {
@@ -368,7 +369,7 @@ func TestBadInput(t *testing.T) {
 	if !regexp.MustCompile(`(file "[^"]+"|snapshot file for [^: ]+): .*invalid checksum at p[0-9a-f]+`).MatchString(err.Error()) {
 		t.Errorf("error does not name the volume's file and the pack blob: %v", err)
 	}
-	if entries, _ := os.ReadDir(dst); len(entries) != 1 || entries[0].Name() != MarkerDir {
+	if entries, _ := os.ReadDir(dst); len(entries) != 1 || entries[0].Name() != v1alpha1.DoneMarkerDir {
 		t.Errorf("a failed restore left data in the volume: %v", entries)
 	}
 	if _, err := os.Stat(MarkerPath(dst, "r")); err == nil {

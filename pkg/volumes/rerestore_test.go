@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 // TestRestoreNeverOverwritesRestoredData: a volume that already holds the
@@ -49,7 +51,7 @@ func TestRestoreNeverOverwritesRestoredData(t *testing.T) {
 	}
 	// A .ferry symlink pointing elsewhere: refused, nothing written there.
 	vol, outside := t.TempDir(), t.TempDir()
-	if err := os.Symlink(outside, filepath.Join(vol, MarkerDir)); err != nil {
+	if err := os.Symlink(outside, filepath.Join(vol, v1alpha1.DoneMarkerDir)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Restore(ctx, snap.SnapshotID, vol, "r3", nil); err == nil {

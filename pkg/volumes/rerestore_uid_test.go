@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubeferry/ferry/pkg/transform"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 // A pod that restore r1 of backup b1 made, whose volume r1 filled and
@@ -34,8 +34,8 @@ func TestLaterRestoreOfARestoredPod(t *testing.T) {
 	}
 	pods := t.TempDir()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", UID: "pu", Annotations: map[string]string{transform.AnnotationRestoreUID: "r1", transform.AnnotationRestoreBackup: "b1"}},
-		Spec:       corev1.PodSpec{InitContainers: []corev1.Container{{Name: transform.RestoreWaitContainer}}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", UID: "pu", Annotations: map[string]string{v1alpha1.AnnotationRestoreUID: "r1", v1alpha1.AnnotationRestoreBackup: "b1"}},
+		Spec:       corev1.PodSpec{InitContainers: []corev1.Container{{Name: v1alpha1.RestoreWaitContainer}}},
 	}
 	dir := filepath.Join(pods, "pu", "volumes", "kubernetes.io~empty-dir", "cache")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

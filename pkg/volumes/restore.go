@@ -16,6 +16,8 @@ import (
 	"github.com/kopia/kopia/snapshot"
 	"github.com/kopia/kopia/snapshot/restore"
 	"github.com/kopia/kopia/snapshot/snapshotfs"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 // RestoreResult is what one volume restore wrote.
@@ -38,7 +40,7 @@ var ErrAlreadyRestored = errors.New("volume already holds restored data")
 // restore would write through it, outside the volume), and it returns the
 // restore UIDs whose done-markers it holds.
 func markerState(dir string) ([]string, error) {
-	md := filepath.Join(dir, MarkerDir)
+	md := filepath.Join(dir, v1alpha1.DoneMarkerDir)
 	fi, err := os.Lstat(md)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -106,7 +108,7 @@ func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, pr
 		}
 	}
 	if len(done) > 0 {
-		return nil, fmt.Errorf("%w: %s has the done-marker of restore %s; the data is not overwritten (restore into a new pod, or remove %s to force it)", ErrAlreadyRestored, dir, done[0], filepath.Join(dir, MarkerDir))
+		return nil, fmt.Errorf("%w: %s has the done-marker of restore %s; the data is not overwritten (restore into a new pod, or remove %s to force it)", ErrAlreadyRestored, dir, done[0], filepath.Join(dir, v1alpha1.DoneMarkerDir))
 	}
 	man, err := r.loadSnapshot(ctx, id)
 	if err != nil {
@@ -116,7 +118,7 @@ func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, pr
 	if err != nil {
 		return nil, fmt.Errorf("snapshot %s: %w", id, err)
 	}
-	markers := filepath.Join(dir, MarkerDir)
+	markers := filepath.Join(dir, v1alpha1.DoneMarkerDir)
 	if err := os.MkdirAll(markers, 0o755); err != nil {
 		return nil, err
 	}
@@ -189,7 +191,7 @@ func moveInto(from, to string) error {
 		return err
 	}
 	for _, e := range entries {
-		if e.Name() == MarkerDir {
+		if e.Name() == v1alpha1.DoneMarkerDir {
 			continue
 		}
 		dst := filepath.Join(to, e.Name())
@@ -208,7 +210,7 @@ func moveInto(from, to string) error {
 // MarkerPath is where the done-marker of restore restoreUID lives in a
 // volume mounted at dir.
 func MarkerPath(dir, restoreUID string) string {
-	return filepath.Join(dir, MarkerDir, restoreUID)
+	return filepath.Join(dir, v1alpha1.DoneMarkerDir, restoreUID)
 }
 
 // WriteMarker writes the done-marker of restore restoreUID into the volume

@@ -6,14 +6,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-)
 
-// Pod annotations that choose volumes for file-system backup, Velero's
-// convention under ferry's domain: a comma-separated list of the pod's
-// volume names.
-const (
-	AnnotationBackupVolumes  = "backup.ferry.dev/backup-volumes"
-	AnnotationExcludeVolumes = "backup.ferry.dev/backup-volumes-excludes"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 // PodVolume is one volume of one pod chosen for backup: where its data
@@ -106,7 +100,7 @@ func splitList(s string) map[string]bool {
 // backup rules, docs "File System Backup"):
 //
 //   - backup.ferry.dev/backup-volumes=a,b opts volumes a and b in;
-//   - with defaultToFS (--default-volumes-to-fs-backup) every volume is in
+//   - with defaultToFS (spec.defaultVolumesToFsBackup) every volume is in
 //     unless listed in backup.ferry.dev/backup-volumes-excludes;
 //   - hostPath, secret, configMap, projected, downwardAPI and image volumes
 //     are always skipped, and emptyDir volumes unless the annotation names
@@ -133,8 +127,8 @@ func Select(pods []corev1.Pod, defaultToFS, unmountedClaims bool) ([]PodVolume, 
 	var skipped []SkippedVolume
 	byClaim := map[string]int{}
 	for _, pod := range sorted {
-		in := splitList(pod.Annotations[AnnotationBackupVolumes])
-		out := splitList(pod.Annotations[AnnotationExcludeVolumes])
+		in := splitList(pod.Annotations[v1alpha1.AnnotationBackupVolumes])
+		out := splitList(pod.Annotations[v1alpha1.AnnotationExcludeVolumes])
 		finished := pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 		have := map[string]bool{}
 		for _, v := range pod.Spec.Volumes {
@@ -149,7 +143,7 @@ func Select(pods []corev1.Pod, defaultToFS, unmountedClaims bool) ([]PodVolume, 
 		sort.Strings(missing)
 		for _, name := range missing {
 			skipped = append(skipped, SkippedVolume{Namespace: pod.Namespace, Pod: pod.Name, Volume: name, Requested: true,
-				Reason: "named in " + AnnotationBackupVolumes + ", but the pod has no volume of that name"})
+				Reason: "named in " + v1alpha1.AnnotationBackupVolumes + ", but the pod has no volume of that name"})
 		}
 		for _, v := range pod.Spec.Volumes {
 			skip := func(reason string) {
@@ -159,13 +153,13 @@ func Select(pods []corev1.Pod, defaultToFS, unmountedClaims bool) ([]PodVolume, 
 			case !in[v.Name] && !defaultToFS:
 				continue // not asked for: not a skip worth reporting
 			case out[v.Name]:
-				skip("excluded by " + AnnotationExcludeVolumes)
+				skip("excluded by " + v1alpha1.AnnotationExcludeVolumes)
 				continue
 			case neverCopied(v) != "":
 				skip(neverCopied(v))
 				continue
 			case v.EmptyDir != nil && !in[v.Name]:
-				skip("emptyDir: not named in " + AnnotationBackupVolumes)
+				skip("emptyDir: not named in " + v1alpha1.AnnotationBackupVolumes)
 				continue
 			case finished && !(unmountedClaims && v.PersistentVolumeClaim != nil):
 				skip(fmt.Sprintf("pod is %s: its volumes are not mounted", pod.Status.Phase))

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 func pod(ns, name string, ann map[string]string, vols ...corev1.Volume) corev1.Pod {
@@ -23,7 +25,7 @@ func vol(name string, src corev1.VolumeSource) corev1.Volume {
 // A name in the annotation that is no volume of the pod (a typo) is a
 // requested skip with the reason, not silently nothing.
 func TestSelectUnknownName(t *testing.T) {
-	p := pod("a", "db", map[string]string{AnnotationBackupVolumes: "data,dta"}, vol("data", corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}))
+	p := pod("a", "db", map[string]string{v1alpha1.AnnotationBackupVolumes: "data,dta"}, vol("data", corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}))
 	vols, skipped := Select([]corev1.Pod{p}, false, false)
 	if len(vols) != 1 || vols[0].Volume != "data" {
 		t.Errorf("volumes %+v", vols)
@@ -49,8 +51,8 @@ func TestSelect(t *testing.T) {
 		vol("logs", claim("logs")),
 	}
 	pods := []corev1.Pod{
-		pod("b", "web-1", map[string]string{AnnotationBackupVolumes: "data, cache", AnnotationExcludeVolumes: "logs"}, all...),
-		pod("b", "web-0", map[string]string{AnnotationBackupVolumes: "data,cache,host"}, all...),
+		pod("b", "web-1", map[string]string{v1alpha1.AnnotationBackupVolumes: "data, cache", v1alpha1.AnnotationExcludeVolumes: "logs"}, all...),
+		pod("b", "web-0", map[string]string{v1alpha1.AnnotationBackupVolumes: "data,cache,host"}, all...),
 		pod("a", "other", nil, vol("data", claim("own"))),
 	}
 	pods[2].Status.Phase = corev1.PodRunning

@@ -15,11 +15,9 @@ import (
 	"github.com/kopia/kopia/snapshot"
 	"github.com/kopia/kopia/snapshot/policy"
 	"github.com/kopia/kopia/snapshot/upload"
-)
 
-// MarkerDir is the folder ferry keeps at the root of a restored volume for
-// its done-markers (MarkerDir/<restore UID>). It is never backed up.
-const MarkerDir = ".ferry"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+)
 
 // Snapshot tags ferry puts on every kopia snapshot it takes.
 const (
@@ -164,11 +162,11 @@ func (r *Repository) Snapshot(ctx context.Context, dir, identity string, tags ma
 	return res, nil
 }
 
-// withoutMarkers hides MarkerDir at the root of a volume from the uploader.
+// withoutMarkers hides v1alpha1.DoneMarkerDir at the root of a volume from the uploader.
 type withoutMarkers struct{ fs.Directory }
 
 func (d withoutMarkers) Child(ctx context.Context, name string) (fs.Entry, error) {
-	if name == MarkerDir {
+	if name == v1alpha1.DoneMarkerDir {
 		return nil, fs.ErrEntryNotFound
 	}
 	return d.Directory.Child(ctx, name)
@@ -187,7 +185,7 @@ type skipMarkers struct{ fs.DirectoryIterator }
 func (s skipMarkers) Next(ctx context.Context) (fs.Entry, error) {
 	for {
 		e, err := s.DirectoryIterator.Next(ctx)
-		if err != nil || e == nil || e.Name() != MarkerDir {
+		if err != nil || e == nil || e.Name() != v1alpha1.DoneMarkerDir {
 			return e, err
 		}
 	}

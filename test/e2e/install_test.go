@@ -26,6 +26,7 @@ import (
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/nodeagent"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -112,7 +113,7 @@ func TestInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	podsDir := t.TempDir()
-	agent, err := controller.NewNodeAgentManager(controller.NodeAgentOptions{Namespace: "ferry", Node: "node-1", HostPodsDir: podsDir, Config: as("ferry-node-agent"),
+	agent, err := nodeagent.NewManager(nodeagent.Options{Namespace: "ferry", Node: "node-1", HostPodsDir: podsDir, Config: as("ferry-node-agent"),
 		Password: password, Wait: 30 * time.Second, MetricsAddr: "0", ProbeAddr: "0", Log: quiet, SeveralPerProcess: true})
 	if err != nil {
 		cancel()
@@ -138,7 +139,7 @@ func TestInstall(t *testing.T) {
 		}
 	}
 	// A pod on node-1 with an emptyDir whose data is backed up.
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", Annotations: map[string]string{volumes.AnnotationBackupVolumes: "cache"}},
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "web", Annotations: map[string]string{v1alpha1.AnnotationBackupVolumes: "cache"}},
 		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "busybox:1.37"}},
 			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}}}
 	if err := cl.Create(ctx, pod); err != nil {

@@ -119,7 +119,7 @@ func volumeRoundTrip(t *testing.T, e *env, env []string, s3Dir string, extra boo
 	newData := filepath.Join(hostDst, string(got.UID), "volumes", "kubernetes.io~csi", "pv-app", "mount")
 	newCache := filepath.Join(hostDst, string(got.UID), "volumes", "kubernetes.io~empty-dir", "cache")
 	for from, to := range map[string]string{dataDir: newData, cacheDir: newCache} {
-		diffs, err := volumetest.Compare(from, to, volumes.MarkerDir)
+		diffs, err := volumetest.Compare(from, to, v1alpha1.DoneMarkerDir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,7 +257,7 @@ func volumeRoundTrip(t *testing.T, e *env, env []string, s3Dir string, extra boo
 		t.Fatalf("target data volume dirs: %v", dirs)
 	}
 	entries, _ := os.ReadDir(dirs[0])
-	if len(entries) != 1 || entries[0].Name() != volumes.MarkerDir {
+	if len(entries) != 1 || entries[0].Name() != v1alpha1.DoneMarkerDir {
 		t.Errorf("a failed volume restore left data in the volume: %v", entries)
 	}
 	if _, err := os.Stat(volumes.MarkerPath(dirs[0], string(rs3.UID))); err == nil {
@@ -329,7 +329,7 @@ func createVolumePod(t *testing.T, cs kubernetes.Interface, ns, name, pv string)
 	}
 	waitClaimBound(t, cs, ns, claim)
 	p, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{volumes.AnnotationBackupVolumes: "data,cache,config"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{v1alpha1.AnnotationBackupVolumes: "data,cache,config"}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{Name: "app", Image: "busybox:1.37", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}, {Name: "cache", MountPath: "/cache"}}}},
 			Volumes: []corev1.Volume{
@@ -406,7 +406,7 @@ func TestNodeAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	to := filepath.Join(hostDst, string(got.UID), "volumes", "kubernetes.io~csi", "pv-db", "mount")
-	if diffs, err := volumetest.Compare(dataDir, to, volumes.MarkerDir); err != nil || len(diffs) > 0 {
+	if diffs, err := volumetest.Compare(dataDir, to, v1alpha1.DoneMarkerDir); err != nil || len(diffs) > 0 {
 		t.Fatalf("node agent restored differently: %v %v", err, diffs)
 	}
 	if _, err := os.Stat(volumes.MarkerPath(to, string(rs.UID))); err != nil {
@@ -424,7 +424,7 @@ func TestNodeAgent(t *testing.T) {
 	// (which once left them waiting for ever).
 	createNamespace(t, src, "twice")
 	web, err := src.CoreV1().Pods("twice").Create(ctx, &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{volumes.AnnotationBackupVolumes: "cache"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{v1alpha1.AnnotationBackupVolumes: "cache"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox:1.37"}},
 			Volumes: []corev1.Volume{{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
 	}, metav1.CreateOptions{})
@@ -459,7 +459,7 @@ func TestNodeAgent(t *testing.T) {
 	if _, err := os.Stat(volumes.MarkerPath(cacheDst, string(first.UID))); err != nil {
 		t.Errorf("the marker the pod waits for (restore tw1's): %v", err)
 	}
-	if diffs, err := volumetest.Compare(cacheSrc, cacheDst, volumes.MarkerDir); err != nil || len(diffs) > 0 {
+	if diffs, err := volumetest.Compare(cacheSrc, cacheDst, v1alpha1.DoneMarkerDir); err != nil || len(diffs) > 0 {
 		t.Errorf("restored differently: %v %v", err, diffs)
 	}
 

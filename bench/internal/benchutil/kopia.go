@@ -12,6 +12,7 @@ import (
 
 	"github.com/kopia/kopia/repo/content"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/volumes"
 	"github.com/kubeferry/ferry/pkg/volumes/volumetest"
 )
@@ -159,7 +160,7 @@ func InstallKopia(program string) (string, error) {
 // (ferry's done-marker folder is not part of the data). Any difference is
 // an error.
 func CheckRestore(tool, data, restored string) error {
-	diffs, err := volumetest.Compare(data, restored, volumes.MarkerDir)
+	diffs, err := volumetest.Compare(data, restored, v1alpha1.DoneMarkerDir)
 	if err != nil {
 		return fmt.Errorf("comparing %s's restore with the data set: %w", tool, err)
 	}

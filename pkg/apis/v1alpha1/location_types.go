@@ -42,7 +42,7 @@ type BackupStorageLocationSpec struct {
 	// +optional
 	Default bool `json:"default,omitempty"`
 	// ValidationFrequency is how often the server checks the location
-	// (default: the server's --location-validation-period, 1m).
+	// (default: the server's controller.Options.ValidationPeriod, 1m).
 	// +optional
 	ValidationFrequency *metav1.Duration `json:"validationFrequency,omitempty"`
 }

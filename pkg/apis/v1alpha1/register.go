@@ -1,6 +1,12 @@
+// Package v1alpha1 is ferry's API, group ferry.dev, version v1alpha1: the
+// types of server mode (Backup, Restore, Schedule, BackupStorageLocation,
+// PodVolumeBackup, PodVolumeRestore), and the names that ferry's parts and
+// its users agree on: labels, annotations, condition reasons, and the
+// pod-volume handshake between a restore and whoever writes the data
+// (podvolume_names.go).
+//
 // +kubebuilder:object:generate=true
 // +groupName=ferry.dev
-
 package v1alpha1
 
 import (

@@ -36,7 +36,7 @@ const (
 // ConditionSucceeded is set on a Backup or Restore when it ends (server
 // mode): True when Completed; False otherwise, with one of the Reason*
 // reasons and the failure as the message, so that
-// `kubectl wait --for=condition=Succeeded` works.
+// kubectl wait can wait for condition Succeeded.
 const ConditionSucceeded = "Succeeded"
 
 // Reasons of ConditionSucceeded.
@@ -146,7 +146,7 @@ type BackupStatus struct {
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
 	// Images summarizes the images file (backups/<name>/<name>-images.json);
-	// nil with --images=none.
+	// nil when spec.images is none.
 	Images *ImagesSummary `json:"images,omitempty"`
 	// PodVolumes summarizes the pod volume data backed up (nil when the
 	// backup did not back up volume data); the per-volume records are in
@@ -164,7 +164,7 @@ type BackupStatus struct {
 // ImagesSummary pins a backup's images file: its key and SHA-256 (hex),
 // checked before a restore uses it; how many distinct image references
 // the workloads name, and how many could not be resolved, copied or
-// bundled. For --images=bundle, IndexKey and IndexSHA256 pin the OCI
+// bundled. When spec.images is bundle, IndexKey and IndexSHA256 pin the OCI
 // image index of the bundled images, and the blob counts say how many
 // blobs the backup wrote to images/blobs/ and how many it found there.
 type ImagesSummary struct {
@@ -299,7 +299,7 @@ type RestoreSpec struct {
 	// references of every pod template, keeping the tag and pinning the
 	// digest the backup recorded.
 	ImageRegistryMappings []string `json:"imageRegistryMappings,omitempty"`
-	// PushImages pushes the images a --images=bundle backup holds to the
+	// PushImages pushes the images a backup of spec.images bundle holds to the
 	// registries ImageRegistryMappings name, before any object is written.
 	PushImages bool `json:"pushImages,omitempty"`
 	// ImagesRequired makes a failed image push, or an image reference that
@@ -315,8 +315,8 @@ type RestoreSpec struct {
 	CRDTimeout *metav1.Duration `json:"crdTimeout,omitempty"`
 	// EncryptionIdentitySecret (server mode) names a Secret in the
 	// server's namespace whose key holds the age identities (an age key
-	// file) that decrypt an encrypted backup: the CLI's
-	// --encryption-identity FILE.
+	// file) that decrypt an encrypted backup, as the CLI's identity file
+	// does.
 	// +optional
 	EncryptionIdentitySecret *SecretKeyReference `json:"encryptionIdentitySecret,omitempty"`
 }
@@ -347,7 +347,7 @@ type RestoreStatus struct {
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
 	// ImagesPushed and ImagesFailed count the images pushed from the
-	// store (--push-images), those the target already had included.
+	// store (spec.pushImages), those the target already had included.
 	ImagesPushed int `json:"imagesPushed,omitempty"`
 	ImagesFailed int `json:"imagesFailed,omitempty"`
 	// PodVolumes summarizes the pod volume data restored (nil when none was).

@@ -39,46 +39,23 @@ var baseTime = time.Date(2024, 2, 29, 12, 34, 56, 789000000, time.UTC)
 // file name with non-ASCII characters. It returns the number of regular
 // files written.
 func MakeTree(dir string, o TreeOptions) (int, error) {
-	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
-	files := 0
-	write := func(rel string, data []byte, mode os.FileMode) error {
-		p := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
+	t := &tree{dir: dir, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))}
+	for _, f := range []struct {
+		rel  string
+		data []byte
+		mode os.FileMode
+	}{
+		{"a/b/c/d/deep.txt", []byte("deep file\n" + o.Marker + "\n"), 0o644},
+		{"secret/marker.txt", []byte(o.Marker + " " + o.Marker + "\n"), 0o600},
+		{"bin/tool.sh", []byte("#!/bin/sh\necho hi\n"), 0o755},
+		{"readonly.txt", []byte("read only\n"), 0o444},
+		{"empty", nil, 0o644},
+		{"a/empty-too", nil, 0o600},
+		{"données/日本語-ファイル-ñ.txt", []byte("non-ASCII name\n"), 0o644},
+	} {
+		if err := t.write(f.rel, f.data, f.mode); err != nil {
+			return 0, err
 		}
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			return err
-		}
-		files++
-		return os.Chmod(p, mode)
-	}
-	random := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte(rng.Uint32())
-		}
-		return b
-	}
-	if err := write("a/b/c/d/deep.txt", []byte("deep file\n"+o.Marker+"\n"), 0o644); err != nil {
-		return 0, err
-	}
-	if err := write("secret/marker.txt", []byte(o.Marker+" "+o.Marker+"\n"), 0o600); err != nil {
-		return 0, err
-	}
-	if err := write("bin/tool.sh", []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
-		return 0, err
-	}
-	if err := write("readonly.txt", []byte("read only\n"), 0o444); err != nil {
-		return 0, err
-	}
-	if err := write("empty", nil, 0o644); err != nil {
-		return 0, err
-	}
-	if err := write("a/empty-too", nil, 0o600); err != nil {
-		return 0, err
-	}
-	if err := write("données/日本語-ファイル-ñ.txt", []byte("non-ASCII name\n"), 0o644); err != nil {
-		return 0, err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "empty-dir"), 0o755); err != nil {
 		return 0, err
@@ -86,51 +63,19 @@ func MakeTree(dir string, o TreeOptions) (int, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "private"), 0o700); err != nil {
 		return 0, err
 	}
-	if err := write("private/key", random(300), 0o600); err != nil {
+	if err := t.write("private/key", t.random(300), 0o600); err != nil {
 		return 0, err
 	}
-	// Sparse: 8 MiB hole, 64 KiB data, 8 MiB hole, 1 byte.
-	sp := filepath.Join(dir, "sparse.img")
-	f, err := os.Create(sp)
-	if err != nil {
+	if err := t.sparse("sparse.img"); err != nil {
 		return 0, err
 	}
-	if _, err := f.WriteAt(random(64<<10), 8<<20); err != nil {
-		return 0, err
-	}
-	if _, err := f.WriteAt([]byte{1}, 16<<20+64<<10); err != nil {
-		return 0, err
-	}
-	if err := f.Close(); err != nil {
-		return 0, err
-	}
-	files++
 	if o.BigFile > 0 {
-		bf, err := os.Create(filepath.Join(dir, "big.bin"))
-		if err != nil {
+		if err := t.big("big.bin", o.BigFile); err != nil {
 			return 0, err
 		}
-		buf := make([]byte, 1<<20)
-		for left := o.BigFile; left > 0; {
-			n := min(left, int64(len(buf)))
-			for i := 0; i < int(n); i += 8 {
-				v := rng.Uint64()
-				for j := 0; j < 8 && i+j < int(n); j++ {
-					buf[i+j] = byte(v >> (8 * j))
-				}
-			}
-			if _, err := bf.Write(buf[:n]); err != nil {
-				return 0, err
-			}
-			left -= n
-		}
-		if err := bf.Close(); err != nil {
-			return 0, err
-		}
-		files++
 	}
 	for i := 0; i < o.SmallFiles; i++ {
-		if err := write(fmt.Sprintf("many/%02d/f%05d.dat", i%100, i), random(100+rng.IntN(3900)), 0o644); err != nil {
+		if err := t.write(fmt.Sprintf("many/%02d/f%05d.dat", i%100, i), t.random(100+t.rng.IntN(3900)), 0o644); err != nil {
 			return 0, err
 		}
 	}
@@ -139,10 +84,96 @@ func MakeTree(dir string, o TreeOptions) (int, error) {
 			return 0, err
 		}
 	}
-	// Times last: bottom-up so that setting a file's time does not change
-	// its directory's afterwards.
+	if err := setTimes(dir); err != nil {
+		return 0, err
+	}
+	return t.files, nil
+}
+
+// tree is a tree MakeTree is writing: its folder, the random source of
+// its content, and the number of regular files written so far.
+type tree struct {
+	dir   string
+	rng   *rand.Rand
+	files int
+}
+
+// write writes the regular file rel with data and mode.
+func (t *tree) write(rel string, data []byte, mode os.FileMode) error {
+	p := filepath.Join(t.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		return err
+	}
+	t.files++
+	return os.Chmod(p, mode)
+}
+
+// random returns n random bytes.
+func (t *tree) random(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(t.rng.Uint32())
+	}
+	return b
+}
+
+// sparse writes rel as a sparse file: 8 MiB hole, 64 KiB data, 8 MiB
+// hole, 1 byte.
+func (t *tree) sparse(rel string) error {
+	f, err := os.Create(filepath.Join(t.dir, rel))
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(t.random(64<<10), 8<<20); err != nil {
+		return err
+	}
+	if _, err := f.WriteAt([]byte{1}, 16<<20+64<<10); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	t.files++
+	return nil
+}
+
+// big writes rel with size random bytes, a MiB at a time.
+func (t *tree) big(rel string, size int64) error {
+	bf, err := os.Create(filepath.Join(t.dir, rel))
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 1<<20)
+	for left := size; left > 0; {
+		n := min(left, int64(len(buf)))
+		for i := 0; i < int(n); i += 8 {
+			v := t.rng.Uint64()
+			for j := 0; j < 8 && i+j < int(n); j++ {
+				buf[i+j] = byte(v >> (8 * j))
+			}
+		}
+		if _, err := bf.Write(buf[:n]); err != nil {
+			return err
+		}
+		left -= n
+	}
+	if err := bf.Close(); err != nil {
+		return err
+	}
+	t.files++
+	return nil
+}
+
+// setTimes sets the modification times of the entries of dir, bottom-up
+// so that setting a file's time does not change its directory's
+// afterwards. Symlinks keep theirs: Go cannot set a symlink's own times
+// portably.
+func setTimes(dir string) error {
 	var paths []string
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -150,22 +181,22 @@ func MakeTree(dir string, o TreeOptions) (int, error) {
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return err
 	}
 	for i := len(paths) - 1; i >= 0; i-- {
 		t := baseTime.Add(time.Duration(i) * time.Second)
 		st, err := os.Lstat(paths[i])
 		if err != nil {
-			return 0, err
+			return err
 		}
 		if st.Mode()&os.ModeSymlink != 0 {
-			continue // Go cannot set a symlink's own times portably
+			continue
 		}
 		if err := os.Chtimes(paths[i], t, t); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return files, nil
+	return nil
 }
 
 // entry is what Compare checks of one path.

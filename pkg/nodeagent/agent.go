@@ -1,4 +1,17 @@
-package controller
+// Package nodeagent is ferry's node agent: the process that runs on each
+// node (the ferry-node-agent DaemonSet) and reads and writes pod volume
+// data in the kubelet's pods directory, with pkg/volumes. It runs in one
+// of two modes:
+//
+//   - server mode (NewManager): controller-runtime reconcilers carry out
+//     the PodVolumeBackups and PodVolumeRestores of its node that the
+//     server creates, keep each location's volume repository open between
+//     objects, and renew the agent's heartbeat Lease, which the server reads
+//     (Alive) before it hands a node any work;
+//   - polling (Poller): it finds the restored pods of its node that wait
+//     for their volume data (PendingRestores) and restores it from the
+//     backup's volume record.
+package nodeagent
 
 import (
 	"context"
@@ -11,7 +24,10 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
@@ -26,17 +42,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
-// NodeAgentOptions configure the node agent's controllers.
-type NodeAgentOptions struct {
+// Options configure the node agent's controllers.
+type Options struct {
 	// Namespace holds the PodVolumeBackups, PodVolumeRestores, locations
 	// and credential Secrets (the server's namespace). Required.
 	Namespace string
@@ -53,13 +67,13 @@ type NodeAgentOptions struct {
 	// Wait bounds the wait for a volume's folder to appear (the kubelet
 	// mounts it before the pod's init containers run; default 10m).
 	Wait time.Duration
-	// SparseFiles restores files sparsely (kopia's --write-sparse-files).
+	// SparseFiles restores files sparsely (kopia's write-sparse-files option).
 	SparseFiles bool
 	// PodName and PodUID, when set (the DaemonSet gives them), make the
 	// agent's Pod the owner of its heartbeat Lease, so that the Lease goes
 	// with the Pod.
 	PodName, PodUID string
-	// MetricsAddr and ProbeAddr as in Options ("0" disables; defaults
+	// MetricsAddr and ProbeAddr as in the server's controller.Options ("0" disables; defaults
 	// ":8085" and ":8086").
 	MetricsAddr, ProbeAddr string
 	Clock                  clock.PassiveClock
@@ -68,18 +82,18 @@ type NodeAgentOptions struct {
 	SeveralPerProcess bool
 }
 
-// NewNodeAgentManager returns a manager that runs the node agent's two
+// NewManager returns a manager that runs the node agent's two
 // reconcilers (PodVolumeBackups and PodVolumeRestores of this node) until
 // its Start's ctx ends. It does no leader election: each node has its
 // own agent, and an object is taken by the agent of its spec.node only.
-func NewNodeAgentManager(opts NodeAgentOptions) (manager.Manager, error) {
+func NewManager(opts Options) (manager.Manager, error) {
 	switch {
 	case opts.Namespace == "":
 		return nil, errors.New("node agent: no namespace")
 	case opts.Node == "":
-		return nil, errors.New("node agent: no node name (--node, or $NODE_NAME from the pod's spec.nodeName)")
+		return nil, errors.New("node agent: no nodeagent.Options.Node (the node's name; the DaemonSet gives it as $NODE_NAME, from the pod's spec.nodeName)")
 	case opts.HostPodsDir == "":
-		return nil, errors.New("node agent: no --host-pods-dir")
+		return nil, errors.New("node agent: no nodeagent.Options.HostPodsDir (the kubelet's pods directory)")
 	case opts.Config == nil:
 		return nil, errors.New("node agent: no cluster config")
 	}
@@ -99,7 +113,7 @@ func NewNodeAgentManager(opts NodeAgentOptions) (manager.Manager, error) {
 		opts.ProbeAddr = ":8086"
 	}
 	mgr, err := ctrl.NewManager(opts.Config, ctrl.Options{
-		Scheme:                 Scheme(),
+		Scheme:                 scheme(),
 		Controller:             config.Controller{SkipNameValidation: &opts.SeveralPerProcess},
 		Logger:                 logr.FromSlogHandler(opts.Log.Handler()),
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{opts.Namespace: {}}},
@@ -110,7 +124,7 @@ func NewNodeAgentManager(opts NodeAgentOptions) (manager.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node agent: %w", err)
 	}
-	a := &NodeAgentReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts, Log: opts.Log.With("node", opts.Node)}
+	a := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Opts: opts, Log: opts.Log.With("node", opts.Node)}
 	mine := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		switch x := o.(type) {
 		case *v1alpha1.PodVolumeBackup:
@@ -148,7 +162,7 @@ func NewNodeAgentManager(opts NodeAgentOptions) (manager.Manager, error) {
 	return mgr, nil
 }
 
-// NodeAgentReconciler backs up and restores the pod volumes that
+// Reconciler backs up and restores the pod volumes that
 // PodVolumeBackups and PodVolumeRestores of its node ask for, with
 // pkg/volumes, in the kubelet pods directory.
 //
@@ -157,10 +171,10 @@ func NewNodeAgentManager(opts NodeAgentOptions) (manager.Manager, error) {
 // InProgress that this agent is not running was left by an agent that
 // stopped: it is marked Failed with the reason (its Backup or Restore
 // names the volume as failed), never left InProgress.
-type NodeAgentReconciler struct {
+type Reconciler struct {
 	Client    client.Client
 	APIReader client.Reader
-	Opts      NodeAgentOptions
+	Opts      Options
 	Log       *slog.Logger
 
 	mu        sync.Mutex
@@ -168,14 +182,8 @@ type NodeAgentReconciler struct {
 	unwritten map[types.UID]*v1alpha1.PodVolumeStatus // outcomes not yet written
 }
 
-// agentRepo is a location's volume repository, kept open between objects.
-type agentRepo struct {
-	loc  *store.Location
-	repo *volumes.Repository
-}
-
 // ReconcileBackup reconciles one PodVolumeBackup.
-func (a *NodeAgentReconciler) ReconcileBackup(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (a *Reconciler) ReconcileBackup(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pvb := &v1alpha1.PodVolumeBackup{}
 	if err := a.Client.Get(ctx, req.NamespacedName, pvb); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -212,7 +220,7 @@ func (a *NodeAgentReconciler) ReconcileBackup(ctx context.Context, req reconcile
 }
 
 // ReconcileRestore reconciles one PodVolumeRestore.
-func (a *NodeAgentReconciler) ReconcileRestore(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (a *Reconciler) ReconcileRestore(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pvr := &v1alpha1.PodVolumeRestore{}
 	if err := a.Client.Get(ctx, req.NamespacedName, pvr); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -262,13 +270,16 @@ func (a *NodeAgentReconciler) ReconcileRestore(ctx context.Context, req reconcil
 // claim moves a new object to InProgress (false when another writer won,
 // or the object has ended). An object InProgress in the API server was
 // left by a stopped agent: it is marked Failed.
-func (a *NodeAgentReconciler) claim(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus) (bool, error) {
+func (a *Reconciler) claim(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus) (bool, error) {
 	switch st.Phase {
 	case "", v1alpha1.PhaseNew:
 		now := metav1.NewTime(a.Opts.Clock.Now())
 		st.Phase, st.StartTimestamp = v1alpha1.PhaseInProgress, &now
 		if err := a.Client.Status().Update(ctx, o); err != nil {
-			return false, ignoreConflict(err)
+			if apierrors.IsConflict(err) {
+				return false, nil // another writer won; its update triggers a new reconcile
+			}
+			return false, err
 		}
 		return true, nil
 	case v1alpha1.PhaseInProgress:
@@ -292,7 +303,7 @@ func (a *NodeAgentReconciler) claim(ctx context.Context, o client.Object, st *v1
 }
 
 // finish ends the object: Completed, or Failed with message failure.
-func (a *NodeAgentReconciler) finish(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus, failure string) error {
+func (a *Reconciler) finish(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus, failure string) error {
 	now := metav1.NewTime(a.Opts.Clock.Now())
 	st.CompletionTimestamp = &now
 	st.Phase, st.Message = v1alpha1.PhaseCompleted, ""
@@ -308,7 +319,7 @@ func (a *NodeAgentReconciler) finish(ctx context.Context, o client.Object, st *v
 // that version, so that a change in between is a conflict. An outcome
 // that cannot be written is kept, so that the retried reconcile writes it
 // rather than taking the object for one a stopped agent left.
-func (a *NodeAgentReconciler) write(ctx context.Context, o client.Object, outcome *v1alpha1.PodVolumeStatus) error {
+func (a *Reconciler) write(ctx context.Context, o client.Object, outcome *v1alpha1.PodVolumeStatus) error {
 	err := retry.OnError(retry.DefaultBackoff, func(err error) bool { return !apierrors.IsNotFound(err) }, func() error {
 		cur := o.DeepCopyObject().(client.Object)
 		if err := a.APIReader.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
@@ -338,6 +349,22 @@ func (a *NodeAgentReconciler) write(ctx context.Context, o client.Object, outcom
 	return nil
 }
 
+// progressPeriod is how often a running volume's byte and file counts
+// are written into its status.
+const progressPeriod = time.Second
+
+// errEnded is patchProgress's answer when the object it works on is gone:
+// deleted, replaced by another of its name, or ended by the server.
+var errEnded = errors.New("deleted, or ended by the server, while this agent worked on it")
+
+// scheme holds the Kubernetes core types and ferry.dev/v1alpha1.
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	_ = clientgoscheme.AddToScheme(s)
+	_ = v1alpha1.AddToScheme(s)
+	return s
+}
+
 // statusOf is the status of a PodVolumeBackup or PodVolumeRestore.
 func statusOf(o client.Object) *v1alpha1.PodVolumeStatus {
 	switch x := o.(type) {
@@ -353,37 +380,44 @@ func statusOf(o client.Object) *v1alpha1.PodVolumeStatus {
 // file counts every progressPeriod. f's context is cancelled when the
 // object is deleted, or was ended by the server (it gave up on it), so
 // that the agent stops uploading or writing for nobody.
-func (a *NodeAgentReconciler) withProgress(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus, f func(context.Context, func(volumes.Totals))) {
+func (a *Reconciler) withProgress(ctx context.Context, o client.Object, st *v1alpha1.PodVolumeStatus, f func(context.Context, func(volumes.Totals))) {
 	var mu sync.Mutex
 	var last volumes.Totals
 	work, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stop := every(ctx, progressPeriod, func() {
-		mu.Lock()
-		t := last
-		mu.Unlock()
-		err := a.patchProgress(ctx, o, t)
-		switch {
-		case errors.Is(err, errGone):
-			a.Log.Warn("pod volume deleted, or ended by the server, while this agent worked on it: stopped", "name", o.GetName(), "phase", st.Phase)
-			cancel()
-		case err != nil:
-			a.Log.Info("writing pod volume progress", "name", o.GetName(), "err", err)
-		}
-	})
+	ticking, stopTicking := context.WithCancel(ctx)
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
+		_ = wait.PollUntilContextCancel(ticking, progressPeriod, false, func(context.Context) (bool, error) {
+			mu.Lock()
+			t := last
+			mu.Unlock()
+			err := a.patchProgress(ctx, o, t)
+			switch {
+			case errors.Is(err, errEnded):
+				a.Log.Warn("pod volume deleted, or ended by the server, while this agent worked on it: stopped", "name", o.GetName(), "phase", st.Phase)
+				cancel()
+			case err != nil:
+				a.Log.Info("writing pod volume progress", "name", o.GetName(), "err", err)
+			}
+			return false, nil
+		})
+	}()
 	f(work, func(t volumes.Totals) {
 		mu.Lock()
 		last = t
 		mu.Unlock()
 	})
-	stop()
+	stopTicking()
+	<-ticked
 }
 
 // patchProgress writes the running counts into o's status with a JSON
 // patch that first tests o's UID and that the phase is still InProgress,
 // so that it never lands on another object of the name, nor undoes the
-// server's giving up. errGone when o is deleted, replaced or ended.
-func (a *NodeAgentReconciler) patchProgress(ctx context.Context, o client.Object, t volumes.Totals) error {
+// server's giving up. errEnded when o is deleted, replaced or ended.
+func (a *Reconciler) patchProgress(ctx context.Context, o client.Object, t volumes.Totals) error {
 	ops := []map[string]any{
 		{"op": "test", "path": "/metadata/uid", "value": string(o.GetUID())},
 		{"op": "test", "path": "/status/phase", "value": string(v1alpha1.PhaseInProgress)},
@@ -396,177 +430,15 @@ func (a *NodeAgentReconciler) patchProgress(ctx context.Context, o client.Object
 	}
 	err = a.Client.Status().Patch(ctx, o.DeepCopyObject().(client.Object), client.RawPatch(types.JSONPatchType, data))
 	if apierrors.IsNotFound(err) {
-		return errGone
+		return errEnded
 	}
 	if err != nil {
 		// A failed test (422), or another error: look.
 		cur := o.DeepCopyObject().(client.Object)
 		gerr := a.APIReader.Get(ctx, client.ObjectKeyFromObject(o), cur)
 		if apierrors.IsNotFound(gerr) || (gerr == nil && (cur.GetUID() != o.GetUID() || statusOf(cur).Phase != v1alpha1.PhaseInProgress)) {
-			return errGone
+			return errEnded
 		}
 	}
 	return err
-}
-
-// repository returns the open volume repository of location name in ns
-// (the default location for ""), refreshed so that it sees the snapshots
-// other processes wrote since it was opened. Errors name the location.
-func (a *NodeAgentReconciler) repository(ctx context.Context, ns, name string) (*volumes.Repository, error) {
-	if a.Opts.Password == "" {
-		return nil, fmt.Errorf("the node agent has no volume repository password ($%s, from the Secret that `ferry install --repository-password-file` creates): %w", volumes.EnvPassword, volumes.ErrNoPassword)
-	}
-	bsl, err := resolveLocation(ctx, a.Client, ns, name)
-	if err != nil {
-		return nil, err
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if r, ok := a.repos[bsl.Name]; ok {
-		if err := r.repo.Refresh(ctx); err != nil {
-			return nil, err
-		}
-		return r.repo, nil
-	}
-	loc, err := openLocation(ctx, a.APIReader, bsl)
-	if err != nil {
-		return nil, fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
-	}
-	repo, err := volumes.Open(ctx, loc, a.Opts.Password, volumes.OpenOptions{})
-	if err != nil {
-		loc.Close()
-		return nil, fmt.Errorf("backup storage location %s: %w", bsl.Name, err)
-	}
-	repo.SparseFiles = a.Opts.SparseFiles
-	if a.repos == nil {
-		a.repos = map[string]*agentRepo{}
-	}
-	a.repos[bsl.Name] = &agentRepo{loc: loc, repo: repo}
-	return repo, nil
-}
-
-func (a *NodeAgentReconciler) close() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for name, r := range a.repos {
-		_ = r.repo.Close(context.Background())
-		r.loc.Close()
-		delete(a.repos, name)
-	}
-}
-
-// Node agent heartbeat: each agent keeps a Lease (coordination.k8s.io)
-// named NodeAgentLeaseName(node) in its namespace, renewed every
-// LeaseRenewPeriod, so that the server can tell at once that a node has no
-// agent (no Lease, or one not renewed within its duration), the way the
-// kubelet's node Lease tells the control plane a node is alive.
-const (
-	LeaseRenewPeriod   = 10 * time.Second
-	LeaseDurationSecs  = 40
-	nodeAgentLeaseBase = "ferry-node-agent-"
-)
-
-// NodeAgentLeaseName is the Lease of node's agent: ferry-node-agent-<node>,
-// the node cut and hashed so that the name stays within 253 characters.
-func NodeAgentLeaseName(node string) string {
-	if len(nodeAgentLeaseBase)+len(node) <= 253 {
-		return nodeAgentLeaseBase + node
-	}
-	return objectName(nodeAgentLeaseBase+node[:200], node)
-}
-
-// heartbeat renews the agent's Lease until the manager stops.
-type heartbeat struct{ a *NodeAgentReconciler }
-
-// NeedLeaderElection implements manager.LeaderElectionRunnable: every agent
-// runs it.
-func (heartbeat) NeedLeaderElection() bool { return false }
-
-// Start implements manager.Runnable.
-func (h heartbeat) Start(ctx context.Context) error {
-	for {
-		if err := h.a.renewLease(ctx); err != nil && ctx.Err() == nil {
-			h.a.Log.Warn("renewing the node agent's Lease", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(LeaseRenewPeriod):
-		}
-	}
-}
-
-func (a *NodeAgentReconciler) renewLease(ctx context.Context) error {
-	now := metav1.NewMicroTime(time.Now())
-	dur := int32(LeaseDurationSecs)
-	node := a.Opts.Node
-	l := &coordinationv1.Lease{}
-	key := client.ObjectKey{Namespace: a.Opts.Namespace, Name: NodeAgentLeaseName(node)}
-	err := a.APIReader.Get(ctx, key, l)
-	if apierrors.IsNotFound(err) {
-		l = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels: map[string]string{"app.kubernetes.io/name": "ferry", "app.kubernetes.io/component": "ferry-node-agent"}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &node, LeaseDurationSeconds: &dur, AcquireTime: &now, RenewTime: &now}}
-		if a.Opts.PodName != "" && a.Opts.PodUID != "" {
-			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: a.Opts.PodName, UID: types.UID(a.Opts.PodUID)}}
-		}
-		return a.Client.Create(ctx, l)
-	}
-	if err != nil {
-		return err
-	}
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &node, &dur, &now
-	if a.Opts.PodName != "" && a.Opts.PodUID != "" {
-		l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: a.Opts.PodName, UID: types.UID(a.Opts.PodUID)}}
-	}
-	return a.Client.Update(ctx, l)
-}
-
-// AgentGrace is how long the server watches a node agent's Lease before
-// it calls the agent missing: an agent that is starting (a new node, a
-// DaemonSet rollout, a slow image pull) has no Lease yet, or an old one.
-const AgentGrace = 2 * time.Minute
-
-// agentAlive reports whether node's agent is alive: its Lease was renewed
-// within the Lease's duration by the server's clock, or, since the node's
-// clock may be off, its renewTime changes while the server watches it
-// (every second, for up to grace: the node lifecycle controller's way of
-// judging node Leases). The error says why not, for the volume's record.
-func agentAlive(ctx context.Context, c client.Reader, ns, node string, grace time.Duration) error {
-	name := NodeAgentLeaseName(node)
-	deadline := time.Now().Add(grace)
-	var first *metav1.MicroTime
-	seen := false
-	for {
-		l := &coordinationv1.Lease{}
-		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, l)
-		switch {
-		case err == nil:
-			rt := l.Spec.RenewTime
-			if rt != nil && l.Spec.LeaseDurationSeconds != nil && time.Since(rt.Time) <= time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
-				return nil
-			}
-			if seen && rt != nil && (first == nil || !rt.Equal(first)) {
-				return nil // renewed while watched: alive, its clock is off
-			}
-			if !seen {
-				first, seen = rt, true
-			}
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("the node agent of node %s: reading its Lease %s/%s: %w", node, ns, name, err)
-		}
-		if !time.Now().Before(deadline) {
-			if !seen {
-				return fmt.Errorf("no node agent runs on node %s (no Lease %s/%s appeared within %s): is the ferry-node-agent DaemonSet installed, and can it run there (taints, node selector)?", node, ns, name, grace)
-			}
-			last := "never"
-			if first != nil {
-				last = first.UTC().Format(time.RFC3339)
-			}
-			return fmt.Errorf("the node agent of node %s is not running: its Lease %s/%s was last renewed %s, and not within %s", node, ns, name, last, grace)
-		}
-		if err := sleepCtx(ctx, time.Second); err != nil {
-			return err
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package controller
+package nodeagent
 
 import (
 	"context"
@@ -24,20 +24,20 @@ import (
 // the object being taken for one a stopped agent left.
 func TestNodeAgentWork(t *testing.T) {
 	ctx := context.Background()
-	newAgent := func() (*NodeAgentReconciler, *v1alpha1.PodVolumeBackup) {
+	newAgent := func() (*Reconciler, *v1alpha1.PodVolumeBackup) {
 		pvb := &v1alpha1.PodVolumeBackup{ObjectMeta: metav1.ObjectMeta{Namespace: "ferry", Name: "p", UID: "u1"},
 			Status: v1alpha1.PodVolumeStatus{Phase: v1alpha1.PhaseInProgress}}
-		cl := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(pvb).WithStatusSubresource(pvb).Build()
-		a := &NodeAgentReconciler{Client: cl, APIReader: cl, Opts: NodeAgentOptions{Clock: clock.RealClock{}}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		cl := fake.NewClientBuilder().WithScheme(scheme()).WithObjects(pvb).WithStatusSubresource(pvb).Build()
+		a := &Reconciler{Client: cl, APIReader: cl, Opts: Options{Clock: clock.RealClock{}}, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		got := &v1alpha1.PodVolumeBackup{}
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(pvb), got); err != nil {
 			t.Fatal(err)
 		}
 		return a, got
 	}
-	for name, end := range map[string]func(a *NodeAgentReconciler, p *v1alpha1.PodVolumeBackup){
-		"deleted": func(a *NodeAgentReconciler, p *v1alpha1.PodVolumeBackup) { _ = a.Client.Delete(ctx, p.DeepCopy()) },
-		"ended by the server": func(a *NodeAgentReconciler, p *v1alpha1.PodVolumeBackup) {
+	for name, end := range map[string]func(a *Reconciler, p *v1alpha1.PodVolumeBackup){
+		"deleted": func(a *Reconciler, p *v1alpha1.PodVolumeBackup) { _ = a.Client.Delete(ctx, p.DeepCopy()) },
+		"ended by the server": func(a *Reconciler, p *v1alpha1.PodVolumeBackup) {
 			q := p.DeepCopy()
 			q.Status.Phase, q.Status.Message = v1alpha1.PhaseFailed, "not finished within 4h"
 			_ = a.Client.Status().Update(ctx, q)

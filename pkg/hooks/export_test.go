@@ -1,4 +1,0 @@
-package hooks
-
-// RestoreWaitContainer exports restoreWaitContainer to hooks_test.
-const RestoreWaitContainer = restoreWaitContainer

@@ -1,0 +1,79 @@
+// Package storagelocation owns the BackupStorageLocation as a cluster holds
+// it: finding the object a Backup, Restore or pod volume names (or the
+// default one), and opening its store (pkg/store) with the credentials of
+// its Secret. The server's controllers and the node agents share it.
+package storagelocation
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// Resolve returns the BackupStorageLocation called name in ns, or
+// for name "" the one marked default (the first by name if several are).
+// Errors name the location, or are a *field.Error for
+// spec.storageLocationName saying that none is default.
+func Resolve(ctx context.Context, c client.Reader, ns, name string) (*v1alpha1.BackupStorageLocation, error) {
+	if name != "" {
+		bsl := &v1alpha1.BackupStorageLocation{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, bsl); err != nil {
+			return nil, fmt.Errorf("backup storage location %q: %w", name, err)
+		}
+		return bsl, nil
+	}
+	list := &v1alpha1.BackupStorageLocationList{}
+	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
+		return nil, fmt.Errorf("listing backup storage locations: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	for i := range list.Items {
+		if list.Items[i].Spec.Default {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, field.Required(field.NewPath("spec", "storageLocationName"), fmt.Sprintf("no BackupStorageLocation in namespace %s is default", ns))
+}
+
+// Open opens bsl's store with the credentials of its Secret (read
+// with secrets, an uncached reader, so the server needs only "get" on
+// Secrets in its namespace). pkg/store checks that the bucket can be listed.
+func Open(ctx context.Context, secrets client.Reader, bsl *v1alpha1.BackupStorageLocation) (*store.Location, error) {
+	env, err := Credentials(ctx, secrets, bsl)
+	if err != nil {
+		return nil, err
+	}
+	var opts []store.OpenOption
+	if env != nil {
+		opts = append(opts, store.WithCredentials(env))
+	}
+	return store.Open(ctx, bsl.Spec.URL, opts...)
+}
+
+// Credentials reads the credentials of bsl from its Secret (nil
+// when it names none).
+func Credentials(ctx context.Context, secrets client.Reader, bsl *v1alpha1.BackupStorageLocation) (map[string]string, error) {
+	ref := bsl.Spec.Credential
+	if ref == nil {
+		return nil, nil
+	}
+	s := &corev1.Secret{}
+	if err := secrets.Get(ctx, client.ObjectKey{Namespace: bsl.Namespace, Name: ref.Name}, s); err != nil {
+		return nil, fmt.Errorf("credential Secret %s/%s of backup storage location %s: %w", bsl.Namespace, ref.Name, bsl.Name, err)
+	}
+	env := map[string]string{}
+	for k, v := range s.Data {
+		env[k] = string(v)
+	}
+	for k, v := range s.StringData {
+		env[k] = v
+	}
+	return env, nil
+}
