@@ -51,7 +51,6 @@ type globals struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	log        *slog.Logger
-	ctx        context.Context
 	cpuProfile string
 	stopProf   func()
 }
@@ -98,7 +97,6 @@ into another cluster, with nothing installed in either cluster.`,
 			}
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			g.ctx = cmd.Context()
 			if g.cpuProfile != "" {
 				f, err := os.Create(g.cpuProfile)
 				if err != nil {

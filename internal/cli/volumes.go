@@ -128,11 +128,22 @@ func (f *volumeFlags) registerRestore(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.byNodeAgent, "volumes-by-node-agent", false, "leave the volume data to `ferry node-agent` on each node: the restored pods wait for it in their ferry-restore-wait init container (no --host-pods-dir or password needed here)")
 }
 
-func (f *volumeFlags) validate() error {
+// complete checks, when every pod volume's data is to go through helper
+// pods, that the repository password can be read (its file, or the
+// environment).
+func (f *volumeFlags) complete() error {
 	if f.defaultToFS && f.hostPodsDir == "" {
 		if _, err := volumes.ReadPassword(f.passwordFile); err != nil {
 			return fmt.Errorf("--default-volumes-to-fs-backup: %w", err)
 		}
+	}
+	return nil
+}
+
+// validate refuses two ways of restoring the data at once.
+func (f *volumeFlags) validate() error {
+	if f.byNodeAgent && f.hostPodsDir != "" {
+		return errors.New("--volumes-by-node-agent and --host-pods-dir: give one (the node agents, or this process, restore the data)")
 	}
 	return nil
 }
@@ -198,9 +209,6 @@ func failVolumes(err error) func(context.Context, string, []volumes.PodVolume, f
 // before its workloads are created.
 func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, cluster *kube.Cluster, log *slog.Logger) (*restore.PodVolumeOptions, func(), error) {
 	if f.byNodeAgent {
-		if f.hostPodsDir != "" {
-			return nil, nil, errors.New("--volumes-by-node-agent and --host-pods-dir: give one (the node agents, or this process, restore the data)")
-		}
 		return &restore.PodVolumeOptions{ByNodeAgent: true, HelperImage: f.helperImage}, func() {}, nil
 	}
 	pw, err := volumes.ReadPassword(f.passwordFile)
@@ -394,9 +402,9 @@ func restoreVolumeRecords(ctx context.Context, loc *store.Location, name string)
 }
 
 // printMigratedVolumes prints the bytes and files of each claim a migrate
-// moved (nothing when it moved no volume data).
-func printMigratedVolumes(ctx context.Context, w io.Writer, loc *store.Location, name string) {
-	recs, err := restoreVolumeRecords(ctx, loc, name)
+// moved (nothing when it moved no volume data), from the restore's volume
+// records recs, or why they were not read.
+func printMigratedVolumes(w io.Writer, name string, recs []volumes.PodVolumeRestore, err error) {
 	if err != nil {
 		fmt.Fprintf(w, "Volume records of restore %s not read: %v\n", name, err)
 		return
