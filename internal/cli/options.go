@@ -27,9 +27,16 @@ func runE(o command) func(*cobra.Command, []string) error {
 		if err := o.Validate(); err != nil {
 			return err
 		}
+		if cmd.Context().Value(validateOnly{}) != nil {
+			return nil
+		}
 		return o.Run(cmd.Context())
 	}
 }
+
+// validateOnly, as a context key, stops commands after Validate: the unit
+// tests check flags through NewRoot that way, with no cluster or store.
+type validateOnly struct{}
 
 // changedFlags returns which of names were set on the command line
 // (inherited flags included), in the order given, for Validate to check
