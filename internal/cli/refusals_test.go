@@ -111,20 +111,43 @@ func newRefusalFiles(t *testing.T) refusalFiles {
 	return f
 }
 
-// TestValidate: every flag refusal that needs no cluster, through NewRoot
-// and each command's Complete and Validate; want "" is a combination that
-// passes them. Engine checks (restore.Options.Validate) are asserted by
-// the flag and the value only, which the engine's message and the CLI's
-// field-to-flag table both keep.
-func TestValidate(t *testing.T) {
+// validateCase is ferry's arguments and the parts of the error they must
+// give; no want: they must pass Complete and Validate.
+type validateCase struct {
+	args []string
+	want []string
+}
+
+// checkValidate runs each case through NewRoot and each command's
+// Complete and Validate. Engine checks (restore.Options.Validate) are
+// asserted by the flag and the value only, which both the engine's message
+// and the CLI's field-to-flag table keep.
+func checkValidate(t *testing.T, cases []validateCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			err := validateArgs(c.args...)
+			switch {
+			case c.want == nil && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.want != nil && err == nil:
+				t.Fatalf("accepted; want %q", c.want)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q; want %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestValidateBackupCreate: every refusal of backup create that needs no cluster.
+func TestValidateBackupCreate(t *testing.T) {
 	cleanEnv(t)
 	f := newRefusalFiles(t)
 	s := "--storage=file://" + f.dir
-	for _, c := range []struct {
-		args []string
-		want []string
-	}{
-		// backup create
+	checkValidate(t, []validateCase{
 		{[]string{"backup", "create", "b", s}, nil},
 		{[]string{"backup", "create", "B_AD", s}, []string{`backup name "B_AD"`}},
 		{[]string{"backup", "create", "b", s, "--encryption-recipient", "nope"}, []string{`--encryption-recipient "nope": not an age public key`}},
@@ -142,7 +165,16 @@ func TestValidate(t *testing.T) {
 		{[]string{"backup", "create", "b", s, "--default-volumes-to-fs-backup", "--repository-password-file", f.empty}, nil},
 		{[]string{"backup", "create", "b", s, "--default-volumes-to-fs-backup", "--repository-password-file", f.password}, nil},
 		{[]string{"backup", "create", "b", s, "--default-volumes-to-fs-backup", "--host-pods-dir", f.dir}, nil},
-		// backup create: the flags of the other mode
+	})
+}
+
+// TestValidateBackupCreateModes: backup create refuses the flags of the
+// mode (direct or --server) it is not in.
+func TestValidateBackupCreateModes(t *testing.T) {
+	cleanEnv(t)
+	f := newRefusalFiles(t)
+	s := "--storage=file://" + f.dir
+	checkValidate(t, []validateCase{
 		{[]string{"backup", "create", "b", s, "--namespace", "x"}, []string{"--namespace is for server mode (--server or FERRY_MODE=server)"}},
 		{[]string{"backup", "create", "b", s, "--storage-location", "x"}, []string{"--storage-location is for server mode"}},
 		{[]string{"backup", "create", "b", s, "--wait"}, []string{"--wait is for server mode"}},
@@ -157,7 +189,15 @@ func TestValidate(t *testing.T) {
 		{[]string{"backup", "create", "b", "--server", "--helper-image", "x"}, []string{"--helper-image is not supported in server mode"}},
 		{[]string{"backup", "create", "b", "--server", "--image-jobs", "2"}, []string{"--image-jobs is not supported in server mode: the server's image settings apply"}},
 		{[]string{"backup", "create", "b", "--server", "--insecure"}, []string{"--insecure is not supported in server mode"}},
-		// restore create
+	})
+}
+
+// TestValidateRestoreCreate: every refusal of restore create that needs no cluster.
+func TestValidateRestoreCreate(t *testing.T) {
+	cleanEnv(t)
+	f := newRefusalFiles(t)
+	s := "--storage=file://" + f.dir
+	checkValidate(t, []validateCase{
 		{[]string{"restore", "create", s}, []string{"--from-backup (or --from-velero-backup) is required"}},
 		{[]string{"restore", "create", s, "--from-backup", "a", "--from-velero-backup", "b"}, []string{"--from-backup and --from-velero-backup: give one"}},
 		{[]string{"restore", "create", s, "--from-backup", "b"}, nil},
@@ -182,7 +222,16 @@ func TestValidate(t *testing.T) {
 		{[]string{"restore", "create", s, "--from-backup", "b", "--push-images", "--image-registry-mappings", "a.io=b.io"}, nil},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--volumes-by-node-agent", "--host-pods-dir", f.dir}, []string{"--volumes-by-node-agent and --host-pods-dir: give one"}},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--volumes-by-node-agent"}, nil},
-		// restore create: the flags of the other mode
+	})
+}
+
+// TestValidateRestoreCreateModes: restore create refuses the flags of the
+// mode (direct or --server) it is not in.
+func TestValidateRestoreCreateModes(t *testing.T) {
+	cleanEnv(t)
+	f := newRefusalFiles(t)
+	s := "--storage=file://" + f.dir
+	checkValidate(t, []validateCase{
 		{[]string{"restore", "create", s, "--from-backup", "b", "--encryption-identity-secret", "age"}, []string{"--encryption-identity-secret is for server mode (--server or FERRY_MODE=server)"}},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--wait"}, []string{"--wait is for server mode"}},
 		{[]string{"restore", "create", "--from-backup", "b", "--server", "--encryption-identity-secret", ":key"}, []string{`--encryption-identity-secret ":key": want NAME[:KEY]`}},
@@ -192,7 +241,15 @@ func TestValidate(t *testing.T) {
 		{[]string{"restore", "create", "--from-backup", "b", "--server", "--volumes-by-node-agent"}, []string{"--volumes-by-node-agent is not supported in server mode"}},
 		{[]string{"restore", "create", "--from-backup", "b", "--server", "--write-sparse-files"}, []string{"--write-sparse-files is not supported in server mode: set it on the node agents"}},
 		{[]string{"restore", "create", "--from-backup", "b", "--server", "--volume-timeout", "1m"}, []string{"--volume-timeout is not supported in server mode"}},
-		// migrate
+	})
+}
+
+// TestValidateMigrate: every refusal of migrate that needs no cluster.
+func TestValidateMigrate(t *testing.T) {
+	cleanEnv(t)
+	f := newRefusalFiles(t)
+	s := "--storage=file://" + f.dir
+	checkValidate(t, []validateCase{
 		{[]string{"migrate", s}, []string{"migrate needs two clusters: set --from-context and --to-context (or --from-kubeconfig and --to-kubeconfig)"}},
 		{[]string{"migrate", s, "--from-kubeconfig", "a", "--to-kubeconfig", "a"}, []string{"migrate needs two clusters"}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "a"}, []string{`--from-context and --to-context name the same cluster ("a"); migrate moves between two clusters`}},
@@ -212,7 +269,15 @@ func TestValidate(t *testing.T) {
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--encryption-identity", filepath.Join(f.dir, "none")}, []string{"--encryption-identity"}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--existing-resource-policy", "merge"}, []string{"--existing-resource-policy", `"merge"`}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--push-images"}, []string{"--push-images needs --image-registry-mappings"}},
-		// verify
+	})
+}
+
+// TestValidateVerify: every refusal of verify that needs no cluster.
+func TestValidateVerify(t *testing.T) {
+	cleanEnv(t)
+	f := newRefusalFiles(t)
+	s := "--storage=file://" + f.dir
+	checkValidate(t, []validateCase{
 		{[]string{"verify", s}, []string{"--backup is required"}},
 		{[]string{"verify", s, "--backup", "b"}, nil},
 		{[]string{"verify", s, "--backup", "b", "--restore", "r"}, nil},
@@ -221,7 +286,14 @@ func TestValidate(t *testing.T) {
 		{[]string{"verify", s, "--backup", "b", "--namespace-mappings", "x"}, []string{`--namespace-mappings "x": want SRC:DST`}},
 		{[]string{"verify", s, "--backup", "b", "--resource-modifiers", filepath.Join(f.dir, "none")}, []string{"--resource-modifiers: open"}},
 		{[]string{"verify", s, "--backup", "b", "--encryption-identity", filepath.Join(f.dir, "none")}, []string{"--encryption-identity"}},
-		// image sync
+	})
+}
+
+// TestValidateImageSync: every refusal of image sync that needs no cluster.
+func TestValidateImageSync(t *testing.T) {
+	cleanEnv(t)
+	f := newRefusalFiles(t)
+	checkValidate(t, []validateCase{
 		{[]string{"image", "sync"}, []string{"give --config FILE or --from SRC --to DST"}},
 		{[]string{"image", "sync", "--from", "a.io/x"}, []string{"--from and --to go together"}},
 		{[]string{"image", "sync", "--to", "b.io/x"}, []string{"--from and --to go together"}},
@@ -234,14 +306,27 @@ func TestValidate(t *testing.T) {
 		{[]string{"image", "sync", "--config", f.empty}, []string{"--config " + f.empty + ": "}},
 		{[]string{"image", "sync", "--from", "a.io/x", "--to", "b.io/x", "--concurrency", "0"}, []string{"the image concurrency, --image-jobs and --image-retries must be at least 1"}},
 		{[]string{"image", "sync", "--from", "a.io/x", "--to", "b.io/x", "--platform", "linux"}, []string{`--platform "linux": want os/arch[/variant]`}},
-		// schedule create
+	})
+}
+
+// TestValidateScheduleCreate: every refusal of schedule create that needs no cluster.
+func TestValidateScheduleCreate(t *testing.T) {
+	cleanEnv(t)
+	checkValidate(t, []validateCase{
 		{[]string{"schedule", "create", "s"}, []string{`required flag(s) "schedule" not set`}},
 		{[]string{"schedule", "create", "s", "--schedule", "bogus"}, []string{`--schedule "bogus": `}},
 		{[]string{"schedule", "create", "s", "--schedule", "@every 0s"}, []string{"runs must be at least 1m0s apart"}},
 		{[]string{"schedule", "create", "s", "--schedule", "@hourly", "--ttl", "-1h"}, []string{"--ttl -1h0m0s is negative (omit it to keep the backups)"}},
 		{[]string{"schedule", "create", "s", "--schedule", "@hourly", "--encryption-recipient", "nope"}, []string{`--encryption-recipient "nope": not an age public key`}},
 		{[]string{"schedule", "create", "s", "--schedule", "@hourly", "--ttl", "24h", "--paused", "--default-volumes-to-fs-backup"}, nil},
-		// install
+	})
+}
+
+// TestValidateInstall: every refusal of install that needs no cluster.
+func TestValidateInstall(t *testing.T) {
+	cleanEnv(t)
+	f := newRefusalFiles(t)
+	checkValidate(t, []validateCase{
 		{[]string{"install"}, nil},
 		{[]string{"install", "--apply", "--dry-run"}, []string{"--apply and --dry-run: give one"}},
 		{[]string{"install", "-n", ""}, []string{`--namespace "": a lowercase RFC 1123 label`}},
@@ -250,29 +335,28 @@ func TestValidate(t *testing.T) {
 		{[]string{"install", "--server-requests", "cpu=abc"}, []string{"--server-requests cpu=abc: "}},
 		{[]string{"install", "--node-agent-limits", "disk=1Gi"}, []string{"--node-agent-limits"}},
 		{[]string{"install", "--credentials-file", f.empty}, []string{"--credentials-file needs --location-url"}},
-		// every command: the output format
+	})
+}
+
+// TestValidateOutput: every command refuses an unknown -o.
+func TestValidateOutput(t *testing.T) {
+	cleanEnv(t)
+	s := "--storage=file://" + t.TempDir()
+	checkValidate(t, []validateCase{
 		{[]string{"backup", "get", s, "-o", "xml"}, []string{`-o "xml": want table, json or yaml`}},
 		{[]string{"restore", "describe", "r", s, "-o", "wide"}, []string{`-o "wide": want table, json or yaml`}},
-		// arguments
+	})
+}
+
+// TestValidateArgs: wrong arguments and unknown subcommands are refused.
+func TestValidateArgs(t *testing.T) {
+	cleanEnv(t)
+	s := "--storage=file://" + t.TempDir()
+	checkValidate(t, []validateCase{
 		{[]string{"backup", "create", s}, []string{"accepts 1 arg(s), received 0"}},
 		{[]string{"migrate", "extra", s}, []string{`unknown command "extra" for "ferry migrate"`}},
 		{[]string{"backup", "nosuch"}, []string{`unknown command "nosuch" for "ferry backup"`}},
-	} {
-		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			err := validateArgs(c.args...)
-			switch {
-			case c.want == nil && err != nil:
-				t.Fatalf("refused: %v", err)
-			case c.want != nil && err == nil:
-				t.Fatalf("accepted; want %q", c.want)
-			}
-			for _, w := range c.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q; want %q", err, w)
-				}
-			}
-		})
-	}
+	})
 }
 
 // TestValidateInServerMode: FERRY_MODE=server is --server.
