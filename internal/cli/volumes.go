@@ -65,7 +65,7 @@ func defaultImage() string { return "ghcr.io/kubeferry/ferry:" + imageTag() }
 // helpers returns the helper pods of a volume backup or restore in
 // cluster, with the location's URL, its credentials (from this process's
 // environment) and password in their Secret.
-func (f *volumeFlags) helpers(loc *store.Location, cluster *kube.Cluster, password string, log *slog.Logger) (*volumes.Helpers, error) {
+func (f *volumeFlags) helpers(ctx context.Context, loc *store.Location, cluster *kube.Cluster, password string, log *slog.Logger) (*volumes.Helpers, error) {
 	creds := map[string]string{}
 	for _, k := range []string{store.EnvAWSAccessKeyID, store.EnvAWSSecretAccessKey, store.EnvAWSSessionToken, store.EnvAWSRegion} {
 		creds[k] = os.Getenv(k)
@@ -73,7 +73,7 @@ func (f *volumeFlags) helpers(loc *store.Location, cluster *kube.Cluster, passwo
 	if strings.HasPrefix(loc.SecretURL(), "s3:") && creds[store.EnvAWSAccessKeyID] == "" {
 		// Credentials from the SDK's chain (a shared credentials file, a
 		// profile, SSO): the helper pods get the keys this process uses.
-		if err := sdkCredentials(creds); err != nil && log != nil {
+		if err := sdkCredentials(ctx, creds); err != nil && log != nil {
 			// The helpers may still have an identity of their own in the
 			// cluster (a workload identity); if not, each says so.
 			log.Warn("no AWS credentials to give the helper pods", "error", err)
@@ -184,7 +184,7 @@ func (f *volumeFlags) backupOptions(ctx context.Context, loc *store.Location, cl
 	if f.hostPodsDir != "" {
 		return &backup.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir}, closeRepo, nil
 	}
-	h, err := f.helpers(loc, cluster, pw, log)
+	h, err := f.helpers(ctx, loc, cluster, pw, log)
 	if err != nil {
 		closeRepo()
 		return &backup.PodVolumeOptions{Backup: failVolumes(err)}, func() {}, nil
@@ -226,7 +226,7 @@ func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, c
 		return &restore.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir, HelperImage: f.helperImage, Wait: f.wait},
 			func() { repo.Close(context.WithoutCancel(ctx)) }, nil
 	}
-	h, err := f.helpers(loc, cluster, pw, log)
+	h, err := f.helpers(ctx, loc, cluster, pw, log)
 	if err != nil {
 		// Only a backup with volume data needs the helpers.
 		return &restore.PodVolumeOptions{HelperImage: f.helperImage, Check: func(context.Context) error { return err }}, func() {}, nil
@@ -417,8 +417,8 @@ func printMigratedVolumes(w io.Writer, name string, recs []volumes.PodVolumeRest
 
 // sdkCredentials fills creds with the AWS SDK's default credentials, as
 // this process resolves them.
-func sdkCredentials(creds map[string]string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func sdkCredentials(ctx context.Context, creds map[string]string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
