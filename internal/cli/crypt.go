@@ -43,15 +43,19 @@ func (c *cryptFlags) apply(loc *store.Location) error {
 	return nil
 }
 
-// validate parses the keys before anything is written.
-func (c *cryptFlags) validate() error {
-	if _, err := store.ParseRecipients(c.recipients); err != nil {
-		return err
-	}
+// complete checks that the identity file loads (the store loads it again
+// when opened).
+func (c *cryptFlags) complete() error {
 	if c.identity != "" {
 		if _, err := store.LoadIdentities(c.identity); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// validate parses the recipients before anything is written.
+func (c *cryptFlags) validate() error {
+	_, err := store.ParseRecipients(c.recipients)
+	return err
 }

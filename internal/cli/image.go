@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strings"
@@ -39,6 +40,12 @@ func (f *imageFlags) register(cmd *cobra.Command, concurrency string) {
 	fl.BoolVar(&f.insecure, "insecure", false, "allow plain-HTTP registries and skip TLS verification")
 }
 
+// validate checks that the flags make image options, without I/O.
+func (f *imageFlags) validate() error {
+	_, err := f.options()
+	return err
+}
+
 func (f *imageFlags) options() (images.Options, error) {
 	plats, err := images.ParsePlatforms(f.platforms)
 	if err != nil {
@@ -52,10 +59,18 @@ func (f *imageFlags) options() (images.Options, error) {
 	return images.Options{Platforms: plats, Concurrency: f.concurrency, Jobs: f.jobs, Insecure: f.insecure, Retry: r}, nil
 }
 
+// imageSyncOptions are image sync's.
+type imageSyncOptions struct {
+	*globals
+	images                     imageFlags
+	config, from, to, tagRegex string
+	tags                       []string
+
+	configRules []images.Rule // from --config
+}
+
 func newImageSyncCmd(g *globals) *cobra.Command {
-	var f imageFlags
-	var config, from, to, tagRegex string
-	var tags []string
+	o := &imageSyncOptions{globals: g}
 	cmd := &cobra.Command{
 		Use:   "sync",
 		Short: "Copy images registry to registry, by digest, skipping what the target already has",
@@ -74,65 +89,86 @@ Config file (YAML):
 Credentials come from the docker config file ($DOCKER_CONFIG/config.json or
 ~/.docker/config.json) and its credential helpers.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			opts, err := f.options()
-			if err != nil {
-				return err
-			}
-			var rules []images.Rule
-			if config != "" {
-				data, err := os.ReadFile(config)
-				if err != nil {
-					return fmt.Errorf("--config: %w", err)
-				}
-				if rules, err = images.ParseConfig(data); err != nil {
-					return fmt.Errorf("--config %s: %w", config, err)
-				}
-			}
-			if (from == "") != (to == "") {
-				return fmt.Errorf("--from and --to go together")
-			}
-			if from == "" && config == "" {
-				return fmt.Errorf("give --config FILE or --from SRC --to DST")
-			}
-			if from != "" {
-				src := from
-				switch {
-				case len(tags) > 0 && tagRegex != "":
-					return fmt.Errorf("--tags and --tag-regex exclude each other")
-				case len(tags) > 0:
-					src = fmt.Sprintf("%s:%s", from, strings.Join(tags, ","))
-				case tagRegex != "":
-					src = fmt.Sprintf("%s:/%s/", from, tagRegex)
-				}
-				rules = append(rules, images.Rule{Source: src, Targets: []string{to}})
-			} else if len(tags) > 0 || tagRegex != "" {
-				return fmt.Errorf("--tags and --tag-regex go with --from")
-			}
-			bars := newImageProgress(g.stderr)
-			opts.OnProgress = bars.update
-			c := images.NewCopier(opts)
-			tasks, results := c.Expand(ctx, rules)
-			results = append(results, c.CopyAll(ctx, tasks, func(r images.Result) {
-				bars.done(r)
-				g.log.Info("image", "source", r.Source, "target", r.Target, "outcome", r.Outcome, "digest", r.Digest, "blobBytes", r.BlobBytes, "retries", r.Retries, "error", r.Error)
-			})...)
-			bars.stop()
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return printImageResults(g, results)
-		},
+		RunE: runE(o),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&config, "config", "", "sync config file (YAML, images: {source: target}); see the command's help")
-	fl.StringVar(&from, "from", "", "one source: repository, repository:tag, repository@digest")
-	fl.StringVar(&to, "to", "", "the target of --from: repository, or repository:tag for one tag")
-	fl.StringSliceVar(&tags, "tags", nil, "with --from REPOSITORY: these tags")
-	fl.StringVar(&tagRegex, "tag-regex", "", "with --from REPOSITORY: the tags matching this RE2 regular expression")
-	f.register(cmd, "concurrency")
+	fl.StringVar(&o.config, "config", "", "sync config file (YAML, images: {source: target}); see the command's help")
+	fl.StringVar(&o.from, "from", "", "one source: repository, repository:tag, repository@digest")
+	fl.StringVar(&o.to, "to", "", "the target of --from: repository, or repository:tag for one tag")
+	fl.StringSliceVar(&o.tags, "tags", nil, "with --from REPOSITORY: these tags")
+	fl.StringVar(&o.tagRegex, "tag-regex", "", "with --from REPOSITORY: the tags matching this RE2 regular expression")
+	o.images.register(cmd, "concurrency")
 	return cmd
+}
+
+// Complete reads the rules of --config.
+func (o *imageSyncOptions) Complete(_ *cobra.Command, _ []string) error {
+	if o.config == "" {
+		return nil
+	}
+	data, err := os.ReadFile(o.config)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	if o.configRules, err = images.ParseConfig(data); err != nil {
+		return fmt.Errorf("--config %s: %w", o.config, err)
+	}
+	return nil
+}
+
+func (o *imageSyncOptions) Validate() error {
+	if err := o.images.validate(); err != nil {
+		return err
+	}
+	if (o.from == "") != (o.to == "") {
+		return fmt.Errorf("--from and --to go together")
+	}
+	if o.from == "" && o.config == "" {
+		return fmt.Errorf("give --config FILE or --from SRC --to DST")
+	}
+	switch {
+	case o.from == "" && (len(o.tags) > 0 || o.tagRegex != ""):
+		return fmt.Errorf("--tags and --tag-regex go with --from")
+	case len(o.tags) > 0 && o.tagRegex != "":
+		return fmt.Errorf("--tags and --tag-regex exclude each other")
+	}
+	return nil
+}
+
+// rules are --config's and the one of --from and --to.
+func (o *imageSyncOptions) rules() []images.Rule {
+	rules := o.configRules
+	if o.from == "" {
+		return rules
+	}
+	src := o.from
+	switch {
+	case len(o.tags) > 0:
+		src = fmt.Sprintf("%s:%s", o.from, strings.Join(o.tags, ","))
+	case o.tagRegex != "":
+		src = fmt.Sprintf("%s:/%s/", o.from, o.tagRegex)
+	}
+	return append(rules, images.Rule{Source: src, Targets: []string{o.to}})
+}
+
+func (o *imageSyncOptions) Run(ctx context.Context) error {
+	opts, err := o.images.options()
+	if err != nil {
+		return err
+	}
+	bars := newImageProgress(o.stderr)
+	opts.OnProgress = bars.update
+	c := images.NewCopier(opts)
+	tasks, results := c.Expand(ctx, o.rules())
+	results = append(results, c.CopyAll(ctx, tasks, func(r images.Result) {
+		bars.done(r)
+		o.log.Info("image", "source", r.Source, "target", r.Target, "outcome", r.Outcome, "digest", r.Digest, "blobBytes", r.BlobBytes, "retries", r.Retries, "error", r.Error)
+	})...)
+	bars.stop()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return printImageResults(o.globals, results)
 }
 
 // printImageResults prints one line per image and returns the exit code

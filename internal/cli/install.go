@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,14 +56,26 @@ func imageTag() string {
 	return Version
 }
 
-func (f *installFlags) objects() ([]client.Object, error) {
+// validate checks the flags without reading the files they name.
+func (f *installFlags) validate() error {
 	if errs := validation.IsDNS1123Label(f.namespace); len(errs) > 0 {
-		return nil, fmt.Errorf("--namespace %q: %s", f.namespace, errs[0])
+		return fmt.Errorf("--namespace %q: %s", f.namespace, errs[0])
 	}
 	if f.image == "" {
-		return nil, fmt.Errorf("--image is empty: name the image of the server and the node agent")
+		return fmt.Errorf("--image is empty: name the image of the server and the node agent")
 	}
-	o := install.Options{Namespace: f.namespace, Image: f.image, NoNodeAgent: f.noNodeAgent, NodeAgentPrivileged: f.nodeAgentPrivileged, HostPodsDir: f.hostPodsDir, LocationURL: f.locationURL}
+	var o install.Options
+	if err := f.resources(&o); err != nil {
+		return err
+	}
+	if f.credentialsFile != "" && f.locationURL == "" {
+		return fmt.Errorf("--credentials-file needs --location-url")
+	}
+	return nil
+}
+
+// resources parses the resource flags into o.
+func (f *installFlags) resources(o *install.Options) error {
 	var err error
 	for _, r := range []struct {
 		flag, val string
@@ -74,13 +87,21 @@ func (f *installFlags) objects() ([]client.Object, error) {
 		{"node-agent-limits", f.nodeAgentLimits, &o.NodeAgentResources.Limits},
 	} {
 		if *r.into, err = install.ParseResources("--"+r.flag, r.val); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// objects renders what install applies, reading the credentials and
+// password files.
+func (f *installFlags) objects() ([]client.Object, error) {
+	o := install.Options{Namespace: f.namespace, Image: f.image, NoNodeAgent: f.noNodeAgent, NodeAgentPrivileged: f.nodeAgentPrivileged, HostPodsDir: f.hostPodsDir, LocationURL: f.locationURL}
+	if err := f.resources(&o); err != nil {
+		return nil, err
+	}
+	var err error
 	if f.credentialsFile != "" {
-		if f.locationURL == "" {
-			return nil, fmt.Errorf("--credentials-file needs --location-url")
-		}
 		if o.Credentials, err = install.ReadCredentials(f.credentialsFile); err != nil {
 			return nil, err
 		}
@@ -97,54 +118,80 @@ func (f *installFlags) objects() ([]client.Object, error) {
 	return objs, install.WithTypeMeta(install.Scheme(), objs)
 }
 
+// installOptions are install's.
+type installOptions struct {
+	*globals
+	installFlags
+}
+
 func newInstallCmd(g *globals) *cobra.Command {
-	var f installFlags
+	o := &installOptions{globals: g}
 	cmd := &cobra.Command{
 		Use:   "install",
 		Short: "Print (or --apply) what server mode needs: CRDs, namespace, RBAC, the server Deployment, the node-agent DaemonSet, a location",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.apply && f.dryRun {
-				return fmt.Errorf("--apply and --dry-run: give one")
-			}
-			objs, err := f.objects()
-			if err != nil {
-				return err
-			}
-			if !f.apply {
-				return printObjects(g, objs)
-			}
-			cluster, err := connect(cmd.Context(), g.kubeconfig, g.context)
-			if err != nil {
-				return err
-			}
-			return install.Apply(cmd.Context(), cluster, objs, g.stdout)
-		},
+		RunE:  runE(o),
 	}
-	f.register(cmd, true)
+	o.register(cmd, true)
 	return cmd
 }
 
+func (o *installOptions) Complete(*cobra.Command, []string) error { return nil }
+
+func (o *installOptions) Validate() error {
+	if o.apply && o.dryRun {
+		return fmt.Errorf("--apply and --dry-run: give one")
+	}
+	return o.validate()
+}
+
+func (o *installOptions) Run(ctx context.Context) error {
+	objs, err := o.objects()
+	if err != nil {
+		return err
+	}
+	if !o.apply {
+		return printObjects(o.globals, objs)
+	}
+	cluster, err := connect(ctx, o.kubeconfig, o.context)
+	if err != nil {
+		return err
+	}
+	return install.Apply(ctx, cluster, objs, o.stdout)
+}
+
+// uninstallOptions are uninstall's.
+type uninstallOptions struct {
+	*globals
+	installFlags
+}
+
 func newUninstallCmd(g *globals) *cobra.Command {
-	var f installFlags
+	o := &uninstallOptions{globals: g}
 	cmd := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Delete what `ferry install` applied, CRDs included (the store keeps every backup)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			objs := install.All(f.namespace)
-			if err := install.WithTypeMeta(install.Scheme(), objs); err != nil {
-				return err
-			}
-			cluster, err := connect(cmd.Context(), g.kubeconfig, g.context)
-			if err != nil {
-				return err
-			}
-			return install.Delete(cmd.Context(), cluster, objs, g.stdout)
-		},
+		RunE:  runE(o),
 	}
-	f.register(cmd, false)
+	o.register(cmd, false)
 	return cmd
+}
+
+func (o *uninstallOptions) Complete(*cobra.Command, []string) error { return nil }
+
+func (o *uninstallOptions) Validate() error { return nil }
+
+func (o *uninstallOptions) Run(ctx context.Context) error {
+	objs := install.All(o.namespace)
+	if err := install.WithTypeMeta(install.Scheme(), objs); err != nil {
+		return err
+	}
+	cluster, err := connect(ctx, o.kubeconfig, o.context)
+	if err != nil {
+		return err
+	}
+	return install.Delete(ctx, cluster, objs, o.stdout)
 }
 
 // printObjects prints objs as a multi-document YAML stream (-o yaml, the

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,12 +12,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/modifiers"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 func newRestoreCmd(g *globals) *cobra.Command {
@@ -98,89 +101,146 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 	}, nil
 }
 
+// newRestoreSpec is the one place flags become a RestoreSpec (restore
+// create, with or without --server, migrate and verify): the restore
+// flags, which may read a resource-modifiers file, the image flags (nil
+// where a command has none) and whether the backup is Velero's.
+func newRestoreSpec(rf *restoreFlags, backupName string, imf *imageModeFlags, fromVelero bool) (v1alpha1.RestoreSpec, error) {
+	spec, err := rf.spec(backupName)
+	if err != nil {
+		return v1alpha1.RestoreSpec{}, err
+	}
+	spec.FromVelero = fromVelero
+	if imf != nil {
+		imf.applyRestore(&spec)
+	}
+	return spec, nil
+}
+
+// restoreCreateOptions are restore create's.
+type restoreCreateOptions struct {
+	*globals
+	restore          restoreFlags
+	crypt            cryptFlags
+	images           imageModeFlags
+	volumes          volumeFlags
+	server           serverMode
+	from, fromVelero string
+
+	name string
+	spec v1alpha1.RestoreSpec
+}
+
 func newRestoreCreateCmd(g *globals) *cobra.Command {
-	var f restoreFlags
-	var cf cryptFlags
-	var imf imageModeFlags
-	var from, fromVelero string
-	var vf volumeFlags
-	var sm serverMode
+	o := &restoreCreateOptions{globals: g}
 	cmd := &cobra.Command{
 		Use:   "create [NAME] --from-backup BACKUP",
 		Short: "Restore a backup into the cluster",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			switch {
-			case from != "" && fromVelero != "":
-				return fmt.Errorf("--from-backup and --from-velero-backup: give one")
-			case fromVelero != "":
-				from = fromVelero
-			case from == "":
-				return fmt.Errorf("--from-backup (or --from-velero-backup) is required")
-			}
-			name := defaultName(from)
-			if len(args) == 1 {
-				name = args[0]
-			}
-			spec, err := f.spec(from)
-			if err != nil {
-				return err
-			}
-			spec.FromVelero = fromVelero != ""
-			imf.applyRestore(&spec)
-			if err := imf.checkPlatforms(true); err != nil {
-				return err
-			}
-			iopts, err := imf.options()
-			if err != nil {
-				return err
-			}
-			opts := restore.Options{Name: name, Spec: spec, Log: g.log, CRDTimeout: f.crdTimeout, Images: iopts}
-			if err := opts.Validate(); err != nil {
-				return err
-			}
-			if err := cf.validate(); err != nil {
-				return err
-			}
-			if on, err := sm.enabled(g, cmd); err != nil {
-				return err
-			} else if on {
-				return sm.createRestoreCR(ctx, g, name, spec, f.crdTimeout)
-			}
-			loc, err := g.openStore(ctx, &cf)
-			if err != nil {
-				return err
-			}
-			defer loc.Close()
-			cluster, err := connect(ctx, g.kubeconfig, g.context)
-			if err != nil {
-				return err
-			}
-			pv, closeVolumes, err := vf.restoreOptions(ctx, loc, cluster, g.log)
-			if err != nil {
-				return err
-			}
-			defer closeVolumes()
-			opts.PodVolumes = pv
-			return runRestore(g, cluster, loc, opts, &vf)
-		},
+		RunE:  runE(o),
 	}
-	cmd.Flags().StringVar(&from, "from-backup", "", "name of the backup to restore (required)")
-	cmd.Flags().StringVar(&fromVelero, "from-velero-backup", "", "name of a backup made by Velero in --storage (its backups/<name>/velero-backup.json and <name>.tar.gz) to restore instead")
-	f.register(cmd, true)
-	cf.registerIdentity(cmd)
-	imf.registerMappings(cmd, true)
-	imf.registerRestore(cmd, true)
-	imf.register(cmd, "image-concurrency")
+	cmd.Flags().StringVar(&o.from, "from-backup", "", "name of the backup to restore (required)")
+	cmd.Flags().StringVar(&o.fromVelero, "from-velero-backup", "", "name of a backup made by Velero in --storage (its backups/<name>/velero-backup.json and <name>.tar.gz) to restore instead")
+	o.restore.register(cmd, true)
+	o.crypt.registerIdentity(cmd)
+	o.images.registerMappings(cmd, true)
+	o.images.registerRestore(cmd, true)
+	o.images.register(cmd, "image-concurrency")
 	// Refused on a restore (checkPlatforms): not offered in its help.
 	_ = cmd.Flags().MarkHidden("platform")
-	vf.registerRestore(cmd)
-	sm.register(cmd, false)
+	o.volumes.registerRestore(cmd)
+	o.server.register(cmd, false)
 	return cmd
 }
 
-func runRestore(g *globals, cluster *kube.Cluster, loc *store.Location, opts restore.Options, vf *volumeFlags) error {
+// Complete names the backup and the restore, and builds the spec (reading
+// the resource-modifiers file) and checks the identity file.
+func (o *restoreCreateOptions) Complete(cmd *cobra.Command, args []string) error {
+	backupName := o.from
+	switch {
+	case o.from != "" && o.fromVelero != "":
+		return fmt.Errorf("--from-backup and --from-velero-backup: give one")
+	case o.fromVelero != "":
+		backupName = o.fromVelero
+	case o.from == "":
+		return fmt.Errorf("--from-backup (or --from-velero-backup) is required")
+	}
+	o.name = defaultName(backupName)
+	if len(args) == 1 {
+		o.name = args[0]
+	}
+	var err error
+	if o.spec, err = newRestoreSpec(&o.restore, backupName, &o.images, o.fromVelero != ""); err != nil {
+		return err
+	}
+	o.server.complete(cmd)
+	return o.crypt.complete()
+}
+
+func (o *restoreCreateOptions) Validate() error {
+	if err := o.images.checkPlatforms(true); err != nil {
+		return err
+	}
+	if err := o.images.validate(); err != nil {
+		return err
+	}
+	opts := o.options(images.Options{})
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	if err := o.server.validate(); err != nil || o.server.on {
+		return err
+	}
+	return o.volumes.validate()
+}
+
+// options are the engine's options, but for the pod volumes.
+func (o *restoreCreateOptions) options(iopts images.Options) restore.Options {
+	return restore.Options{Name: o.name, Spec: o.spec, Log: o.log, CRDTimeout: o.restore.crdTimeout, Images: iopts}
+}
+
+func (o *restoreCreateOptions) Run(ctx context.Context) error {
+	if o.server.on {
+		r, err := o.server.createRestore(ctx, o.globals, o.name, o.spec, o.restore.crdTimeout)
+		if err != nil {
+			return err
+		}
+		return o.server.printRestore(o.globals, r)
+	}
+	iopts, err := o.images.options()
+	if err != nil {
+		return err
+	}
+	loc, err := o.openStore(ctx, &o.crypt)
+	if err != nil {
+		return err
+	}
+	defer loc.Close()
+	cluster, err := connect(ctx, o.kubeconfig, o.context)
+	if err != nil {
+		return err
+	}
+	opts := o.options(iopts)
+	pv, closeVolumes, err := o.volumes.restoreOptions(ctx, loc, cluster, o.log)
+	if err != nil {
+		return err
+	}
+	defer closeVolumes()
+	opts.PodVolumes = pv
+	r, res, err := runRestore(ctx, o.globals, cluster, loc, opts, &o.volumes)
+	if err != nil {
+		return err
+	}
+	if err := printRestore(o.globals, r, res); err != nil {
+		return err
+	}
+	return phaseExit(r.Status.Phase, "restore "+r.Name)
+}
+
+// runRestore restores into cluster from loc with progress bars on stderr,
+// one for the items and, when this process moves pod volume data, one for
+// the data (restore create and migrate).
+func runRestore(ctx context.Context, g *globals, cluster *kube.Cluster, loc *store.Location, opts restore.Options, vf *volumeFlags) (*v1alpha1.Restore, *report.Results, error) {
 	pr := newProgress(g.stderr, "restore "+opts.Name)
 	opts.OnProgress = pr.update
 	dp := &dataProgress{}
@@ -189,16 +249,10 @@ func runRestore(g *globals, cluster *kube.Cluster, loc *store.Location, opts res
 		opts.PodVolumes.OnProgress = dp.update
 		vf.showVolumes(dp)
 	}
-	r, res, err := restore.Run(contextOf(g), cluster, loc, opts)
+	r, res, err := restore.Run(ctx, cluster, loc, opts)
 	dp.stop()
 	pr.stop()
-	if err != nil {
-		return err
-	}
-	if err := printRestore(g, r, res); err != nil {
-		return err
-	}
-	return phaseExit(r.Status.Phase, "restore "+r.Name)
+	return r, res, err
 }
 
 func printRestore(g *globals, r *v1alpha1.Restore, res *report.Results) error {
@@ -224,118 +278,165 @@ func printRestore(g *globals, r *v1alpha1.Restore, res *report.Results) error {
 	return nil
 }
 
+// restoreGetOptions are restore get's.
+type restoreGetOptions struct {
+	*globals
+	name string // empty: every restore
+}
+
 func newRestoreGetCmd(g *globals) *cobra.Command {
+	o := &restoreGetOptions{globals: g}
 	return &cobra.Command{
 		Use:   "get [NAME]",
 		Short: "List restores recorded in the backup storage location",
 		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			loc, err := g.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer loc.Close()
-			var restores []*v1alpha1.Restore
-			if len(args) == 1 {
-				r, err := loc.GetRestore(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				restores = append(restores, r)
-			} else if restores, err = loc.ListRestores(ctx); err != nil {
-				return err
-			}
-			if restores == nil {
-				restores = []*v1alpha1.Restore{}
-			}
-			if g.output != "table" {
-				if len(args) == 1 {
-					return printObject(g.stdout, g.output, restores[0])
-				}
-				return printObject(g.stdout, g.output, list(restores))
-			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tBACKUP\tSTATUS\tCREATED\tUPDATED\tUNCHANGED\tSKIPPED\tFAILED\tSTARTED")
-			for _, r := range restores {
-				c := r.Status.Counts
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Name, r.Spec.BackupName, r.Status.Phase, c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed, tsString(r.Status.StartTimestamp))
-			}
-			return tw.Flush()
-		},
+		RunE:  runE(o),
 	}
 }
 
+func (o *restoreGetOptions) Complete(_ *cobra.Command, args []string) error {
+	if len(args) == 1 {
+		o.name = args[0]
+	}
+	return nil
+}
+
+func (o *restoreGetOptions) Validate() error { return nil }
+
+func (o *restoreGetOptions) Run(ctx context.Context) error {
+	loc, err := o.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer loc.Close()
+	var restores []*v1alpha1.Restore
+	if o.name != "" {
+		r, err := loc.GetRestore(ctx, o.name)
+		if err != nil {
+			return err
+		}
+		restores = append(restores, r)
+	} else if restores, err = loc.ListRestores(ctx); err != nil {
+		return err
+	}
+	if restores == nil {
+		restores = []*v1alpha1.Restore{}
+	}
+	return o.print(restores)
+}
+
+func (o *restoreGetOptions) print(restores []*v1alpha1.Restore) error {
+	if o.output != "table" {
+		if o.name != "" {
+			return printObject(o.stdout, o.output, restores[0])
+		}
+		return printObject(o.stdout, o.output, list(restores))
+	}
+	tw := tabwriter.NewWriter(o.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tBACKUP\tSTATUS\tCREATED\tUPDATED\tUNCHANGED\tSKIPPED\tFAILED\tSTARTED")
+	for _, r := range restores {
+		c := r.Status.Counts
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Name, r.Spec.BackupName, r.Status.Phase, c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed, tsString(r.Status.StartTimestamp))
+	}
+	return tw.Flush()
+}
+
+// restoreDescribeOptions are restore describe's.
+type restoreDescribeOptions struct {
+	*globals
+	crypt   cryptFlags
+	details bool
+	name    string
+}
+
+// restoreDescription is what restore describe prints.
+type restoreDescription struct {
+	restore *v1alpha1.Restore
+	results *report.Results
+	volumes []volumes.PodVolumeRestore
+}
+
 func newRestoreDescribeCmd(g *globals) *cobra.Command {
-	var details bool
-	var cf cryptFlags
+	o := &restoreDescribeOptions{globals: g}
 	cmd := &cobra.Command{
 		Use:   "describe NAME",
 		Short: "Show a restore's status, counts, skipped and failed items, warnings and errors",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			loc, err := g.openStore(ctx, &cf)
-			if err != nil {
-				return err
-			}
-			defer loc.Close()
-			r, err := loc.GetRestore(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			res := &report.Results{}
-			if err := loc.GetJSON(ctx, store.RestoreResultsKey(r.Name), res); errors.Is(err, store.ErrEncrypted) {
-				res.Warnf("the results are encrypted: pass --encryption-identity FILE to see them")
-			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
-				res.Warnf("the results cannot be read: %v", err)
-			}
-			vols, err := restoreVolumeRecords(ctx, loc, r.Name)
-			if err != nil {
-				res.Warnf("the volume records cannot be read: %v", err)
-			}
-			if g.output != "table" {
-				return printObject(g.stdout, g.output, map[string]any{"restore": r, "results": res, "volumes": vols})
-			}
-			w := g.stdout
-			fmt.Fprintf(w, "Name:       %s\n", r.Name)
-			fmt.Fprintf(w, "Backup:     %s\n", r.Spec.BackupName)
-			fmt.Fprintf(w, "Phase:      %s\n", r.Status.Phase)
-			if r.Status.FailureReason != "" {
-				fmt.Fprintf(w, "Failure:    %s\n", r.Status.FailureReason)
-			}
-			if c := r.Status.TargetCluster; c != nil {
-				fmt.Fprintf(w, "Target:     %s (%s)\n", c.Server, c.GitVersion)
-			}
-			fmt.Fprintf(w, "Policy:     %s\n", r.Spec.ExistingResourcePolicy)
-			for src, dst := range r.Spec.NamespaceMapping {
-				fmt.Fprintf(w, "Namespace mapping: %s -> %s\n", src, dst)
-			}
-			fmt.Fprintf(w, "Started:    %s\n", tsString(r.Status.StartTimestamp))
-			fmt.Fprintf(w, "Completed:  %s\n", tsString(r.Status.CompletionTimestamp))
-			c := r.Status.Counts
-			fmt.Fprintf(w, "Items:      created %d, updated %d, unchanged %d, skipped %d, failed %d\n", c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed)
-			printPodVolumes(w, r.Status.PodVolumes, "restored")
-			if len(vols) > 0 {
-				printRestoreVolumes(w, vols)
-			}
-			for _, x := range res.Warnings {
-				fmt.Fprintf(w, "Warning: %s\n", x)
-			}
-			for _, x := range res.Errors {
-				fmt.Fprintf(w, "Error: %s\n", x)
-			}
-			keep := func(x report.Result) bool { return x.Outcome == report.Failed || x.Outcome == report.Skipped }
-			if details {
-				keep = nil
-			}
-			fmt.Fprintln(w)
-			return res.WriteTable(w, keep)
-		},
+		RunE:  runE(o),
 	}
-	cmd.Flags().BoolVar(&details, "details", false, "list every item, not only skipped and failed ones")
-	cf.registerIdentity(cmd)
+	cmd.Flags().BoolVar(&o.details, "details", false, "list every item, not only skipped and failed ones")
+	o.crypt.registerIdentity(cmd)
 	return cmd
+}
+
+func (o *restoreDescribeOptions) Complete(_ *cobra.Command, args []string) error {
+	o.name = args[0]
+	return nil
+}
+
+func (o *restoreDescribeOptions) Validate() error { return nil }
+
+func (o *restoreDescribeOptions) Run(ctx context.Context) error {
+	loc, err := o.openStore(ctx, &o.crypt)
+	if err != nil {
+		return err
+	}
+	defer loc.Close()
+	r, err := loc.GetRestore(ctx, o.name)
+	if err != nil {
+		return err
+	}
+	d := &restoreDescription{restore: r, results: &report.Results{}}
+	if err := loc.GetJSON(ctx, store.RestoreResultsKey(r.Name), d.results); errors.Is(err, store.ErrEncrypted) {
+		d.results.Warnf("the results are encrypted: pass --encryption-identity FILE to see them")
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		d.results.Warnf("the results cannot be read: %v", err)
+	}
+	if d.volumes, err = restoreVolumeRecords(ctx, loc, r.Name); err != nil {
+		d.results.Warnf("the volume records cannot be read: %v", err)
+	}
+	return o.print(d)
+}
+
+func (o *restoreDescribeOptions) print(d *restoreDescription) error {
+	r, res := d.restore, d.results
+	if o.output != "table" {
+		return printObject(o.stdout, o.output, map[string]any{"restore": r, "results": res, "volumes": d.volumes})
+	}
+	w := o.stdout
+	fmt.Fprintf(w, "Name:       %s\n", r.Name)
+	fmt.Fprintf(w, "Backup:     %s\n", r.Spec.BackupName)
+	fmt.Fprintf(w, "Phase:      %s\n", r.Status.Phase)
+	if r.Status.FailureReason != "" {
+		fmt.Fprintf(w, "Failure:    %s\n", r.Status.FailureReason)
+	}
+	if c := r.Status.TargetCluster; c != nil {
+		fmt.Fprintf(w, "Target:     %s (%s)\n", c.Server, c.GitVersion)
+	}
+	fmt.Fprintf(w, "Policy:     %s\n", r.Spec.ExistingResourcePolicy)
+	for src, dst := range r.Spec.NamespaceMapping {
+		fmt.Fprintf(w, "Namespace mapping: %s -> %s\n", src, dst)
+	}
+	fmt.Fprintf(w, "Started:    %s\n", tsString(r.Status.StartTimestamp))
+	fmt.Fprintf(w, "Completed:  %s\n", tsString(r.Status.CompletionTimestamp))
+	c := r.Status.Counts
+	fmt.Fprintf(w, "Items:      created %d, updated %d, unchanged %d, skipped %d, failed %d\n", c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed)
+	printPodVolumes(w, r.Status.PodVolumes, "restored")
+	if len(d.volumes) > 0 {
+		printRestoreVolumes(w, d.volumes)
+	}
+	for _, x := range res.Warnings {
+		fmt.Fprintf(w, "Warning: %s\n", x)
+	}
+	for _, x := range res.Errors {
+		fmt.Fprintf(w, "Error: %s\n", x)
+	}
+	keep := func(x report.Result) bool { return x.Outcome == report.Failed || x.Outcome == report.Skipped }
+	if o.details {
+		keep = nil
+	}
+	fmt.Fprintln(w)
+	return res.WriteTable(w, keep)
 }
 
 // dryRunVerbs names outcomes as what a dry run says would happen.

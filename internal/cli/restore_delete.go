@@ -1,28 +1,48 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 )
 
+// restoreDeleteOptions are restore delete's.
+type restoreDeleteOptions struct {
+	*globals
+	name string
+}
+
 func newRestoreDeleteCmd(g *globals) *cobra.Command {
+	o := &restoreDeleteOptions{globals: g}
 	return &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a restore's records (status and results) from the backup storage location; the restored objects stay",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			loc, err := g.openStore(ctx)
-			if err != nil {
-				return err
-			}
-			defer loc.Close()
-			if err := loc.DeleteRestore(ctx, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "Restore %s deleted from %s (the objects it restored are not touched)\n", args[0], loc.URL())
-			return nil
-		},
+		RunE:  runE(o),
 	}
+}
+
+func (o *restoreDeleteOptions) Complete(_ *cobra.Command, args []string) error {
+	o.name = args[0]
+	return nil
+}
+
+func (o *restoreDeleteOptions) Validate() error { return nil }
+
+func (o *restoreDeleteOptions) Run(ctx context.Context) error {
+	loc, err := o.openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer loc.Close()
+	if err := loc.DeleteRestore(ctx, o.name); err != nil {
+		return err
+	}
+	o.print(loc.URL())
+	return nil
+}
+
+func (o *restoreDeleteOptions) print(url string) {
+	fmt.Fprintf(o.stdout, "Restore %s deleted from %s (the objects it restored are not touched)\n", o.name, url)
 }

@@ -1,5 +1,9 @@
 // Package cli is ferry's command line: one file per command group. Each
-// command turns flags into engine options, runs the engine, and prints.
+// command has an options struct in kubectl's shape (see command in
+// options.go): Complete turns flags into engine options, Validate checks
+// them without I/O, Run runs the engine and then prints. Flag groups
+// (backupFlags, restoreFlags, imageModeFlags, cryptFlags, volumeFlags,
+// serverMode) become specs in one place: newBackupSpec and newRestoreSpec.
 // Results go to stdout, logs and progress to stderr.
 package cli
 
@@ -51,7 +55,6 @@ type globals struct {
 	stdout     io.Writer
 	stderr     io.Writer
 	log        *slog.Logger
-	ctx        context.Context
 	cpuProfile string
 	stopProf   func()
 }
@@ -98,7 +101,6 @@ into another cluster, with nothing installed in either cluster.`,
 			}
 		},
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-			g.ctx = cmd.Context()
 			if g.cpuProfile != "" {
 				f, err := os.Create(g.cpuProfile)
 				if err != nil {
@@ -215,16 +217,25 @@ func parseMappings(flag string, entries []string) (map[string]string, error) {
 	return out, nil
 }
 
+// versionOptions are version's.
+type versionOptions struct{ *globals }
+
 func newVersionCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print ferry's version",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			fmt.Fprintln(g.stdout, "ferry", Version)
-			return nil
-		},
+		RunE:  runE(&versionOptions{g}),
 	}
+}
+
+func (o *versionOptions) Complete(*cobra.Command, []string) error { return nil }
+
+func (o *versionOptions) Validate() error { return nil }
+
+func (o *versionOptions) Run(context.Context) error {
+	fmt.Fprintln(o.stdout, "ferry", Version)
+	return nil
 }
 
 // Version is set at build time with -ldflags "-X .../internal/cli.Version=...".

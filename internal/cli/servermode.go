@@ -31,6 +31,11 @@ type serverMode struct {
 	ttl       time.Duration
 	// identitySecret is restore's --encryption-identity-secret NAME[:KEY].
 	identitySecret string
+
+	// Set by complete: the flags of the other mode that were set, and
+	// identitySecret parsed.
+	changed  []string
+	identity *v1alpha1.SecretKeyReference
 }
 
 func (s *serverMode) register(cmd *cobra.Command, withTTL bool) {
@@ -46,24 +51,43 @@ func (s *serverMode) register(cmd *cobra.Command, withTTL bool) {
 	}
 }
 
-// enabled reports whether server mode is on, and refuses direct-mode-only
-// flags with it.
-func (s *serverMode) enabled(g *globals, cmd *cobra.Command) (bool, error) {
-	on := s.on || os.Getenv(EnvMode) == "server"
-	if !on {
-		for _, f := range []string{"namespace", "storage-location", "wait", "ttl", "encryption-identity-secret"} {
-			if cmd.Flags().Changed(f) {
-				return false, fmt.Errorf("--%s is for server mode (--server or %s=server)", f, EnvMode)
-			}
-		}
-		return false, nil
+// serverOnly are the flags only server mode uses.
+var serverOnly = []string{"namespace", "storage-location", "wait", "ttl", "encryption-identity-secret"}
+
+// complete sets whether server mode is on (--server or $FERRY_MODE), and
+// notes the flags of the other mode that were set.
+func (s *serverMode) complete(cmd *cobra.Command) {
+	s.on = s.on || os.Getenv(EnvMode) == "server"
+	if s.on {
+		s.changed = changedFlags(cmd, directOnly...)
+	} else {
+		s.changed = changedFlags(cmd, serverOnly...)
 	}
-	for _, f := range directOnly {
-		if cmd.Flags().Changed(f) {
-			return false, fmt.Errorf("--%s is not supported in server mode: %s", f, directOnlyWhy[f])
-		}
+	if s.identitySecret != "" {
+		name, key, _ := strings.Cut(s.identitySecret, ":")
+		s.identity = &v1alpha1.SecretKeyReference{Name: name, Key: key}
 	}
-	return true, nil
+}
+
+// validate refuses the flags of the other mode, and server mode's own
+// bad values.
+func (s *serverMode) validate() error {
+	if !s.on {
+		if len(s.changed) > 0 {
+			return fmt.Errorf("--%s is for server mode (--server or %s=server)", s.changed[0], EnvMode)
+		}
+		return nil
+	}
+	if len(s.changed) > 0 {
+		return fmt.Errorf("--%s is not supported in server mode: %s", s.changed[0], directOnlyWhy[s.changed[0]])
+	}
+	if s.ttl < 0 {
+		return fmt.Errorf("--ttl %s is negative (omit it to keep the backup)", s.ttl)
+	}
+	if s.identity != nil && s.identity.Name == "" {
+		return fmt.Errorf("--encryption-identity-secret %q: want NAME[:KEY]", s.identitySecret)
+	}
+	return nil
 }
 
 // directOnly are the flags that only a run in this process uses; in
@@ -108,15 +132,12 @@ func terminal(p v1alpha1.Phase) bool {
 	return p == v1alpha1.PhaseCompleted || p == v1alpha1.PhasePartiallyFailed || p == v1alpha1.PhaseFailed
 }
 
-// createBackupCR creates Backup name with spec and, with --wait, follows
+// createBackup creates Backup name with spec and, with --wait, follows
 // its status until it ends.
-func (s *serverMode) createBackupCR(ctx context.Context, g *globals, name string, spec v1alpha1.BackupSpec) error {
-	if s.ttl < 0 {
-		return fmt.Errorf("--ttl %s is negative (omit it to keep the backup)", s.ttl)
-	}
+func (s *serverMode) createBackup(ctx context.Context, g *globals, name string, spec v1alpha1.BackupSpec) (*v1alpha1.Backup, error) {
 	c, err := serverClient(g)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	b := v1alpha1.NewBackup(name)
 	b.Namespace = s.namespace
@@ -126,10 +147,10 @@ func (s *serverMode) createBackupCR(ctx context.Context, g *globals, name string
 		b.Spec.TTL = &metav1.Duration{Duration: s.ttl}
 	}
 	if err := c.Create(ctx, b); err != nil {
-		return fmt.Errorf("creating Backup %s/%s: %w", s.namespace, name, err)
+		return nil, fmt.Errorf("creating Backup %s/%s: %w", s.namespace, name, err)
 	}
 	if !s.wait {
-		return s.created(g, "Backup", b)
+		return b, nil
 	}
 	pr := newProgress(g.stderr, "backup "+name)
 	err = poll(ctx, func() (bool, error) {
@@ -140,8 +161,13 @@ func (s *serverMode) createBackupCR(ctx context.Context, g *globals, name string
 		return terminal(b.Status.Phase), nil
 	})
 	pr.stop()
-	if err != nil {
-		return err
+	return b, err
+}
+
+// printBackup prints a Backup just created or, with --wait, ended.
+func (s *serverMode) printBackup(g *globals, b *v1alpha1.Backup) error {
+	if !s.wait {
+		return s.created(g, "Backup", b)
 	}
 	if err := printBackup(g, b, nil); err != nil {
 		return err
@@ -149,31 +175,23 @@ func (s *serverMode) createBackupCR(ctx context.Context, g *globals, name string
 	return phaseExit(b.Status.Phase, "backup "+b.Name)
 }
 
-// createRestoreCR is createBackupCR for a Restore.
-func (s *serverMode) createRestoreCR(ctx context.Context, g *globals, name string, spec v1alpha1.RestoreSpec, crdTimeout time.Duration) error {
-	var identity *v1alpha1.SecretKeyReference
-	if s.identitySecret != "" {
-		name, key, _ := strings.Cut(s.identitySecret, ":")
-		if name == "" {
-			return fmt.Errorf("--encryption-identity-secret %q: want NAME[:KEY]", s.identitySecret)
-		}
-		identity = &v1alpha1.SecretKeyReference{Name: name, Key: key}
-	}
+// createRestore is createBackup for a Restore.
+func (s *serverMode) createRestore(ctx context.Context, g *globals, name string, spec v1alpha1.RestoreSpec, crdTimeout time.Duration) (*v1alpha1.Restore, error) {
 	c, err := serverClient(g)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r := v1alpha1.NewRestore(name)
 	r.Namespace = s.namespace
 	r.Spec = spec
 	r.Spec.StorageLocationName = s.location
 	r.Spec.CRDTimeout = &metav1.Duration{Duration: crdTimeout}
-	r.Spec.EncryptionIdentitySecret = identity
+	r.Spec.EncryptionIdentitySecret = s.identity
 	if err := c.Create(ctx, r); err != nil {
-		return fmt.Errorf("creating Restore %s/%s: %w", s.namespace, name, err)
+		return nil, fmt.Errorf("creating Restore %s/%s: %w", s.namespace, name, err)
 	}
 	if !s.wait {
-		return s.created(g, "Restore", r)
+		return r, nil
 	}
 	pr := newProgress(g.stderr, "restore "+name)
 	err = poll(ctx, func() (bool, error) {
@@ -186,8 +204,13 @@ func (s *serverMode) createRestoreCR(ctx context.Context, g *globals, name strin
 		return terminal(r.Status.Phase), nil
 	})
 	pr.stop()
-	if err != nil {
-		return err
+	return r, err
+}
+
+// printRestore is printBackup for a Restore.
+func (s *serverMode) printRestore(g *globals, r *v1alpha1.Restore) error {
+	if !s.wait {
+		return s.created(g, "Restore", r)
 	}
 	if err := printRestore(g, r, nil); err != nil {
 		return err

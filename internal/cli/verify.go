@@ -8,18 +8,34 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
+// verifyOptions are verify's.
+type verifyOptions struct {
+	*globals
+	restore                                                     restoreFlags
+	crypt                                                       cryptFlags
+	backupName, restoreName, toKubeconfig, toContext, reportDir string
+	fromVelero                                                  bool
+
+	// restoreFlagsSet are the restore flags given, which --restore
+	// refuses; spec is theirs, when --restore is not given.
+	restoreFlagsSet []string
+	spec            v1alpha1.RestoreSpec
+}
+
+// verifyRestoreFlags are the flags that give expected changes, which a
+// restore's own spec gives with --restore.
+var verifyRestoreFlags = []string{"namespace-mappings", "storage-class-mappings", "resource-modifiers", "from-cloud", "to-cloud",
+	"include-namespaces", "exclude-namespaces", "include-resources", "exclude-resources"}
+
 func newVerifyCmd(g *globals) *cobra.Command {
-	var f restoreFlags
-	var cf cryptFlags
-	var backupName, restoreName, toKubeconfig, toContext, reportDir string
-	var fromVelero bool
-	var restoreTiming []report.Timing
+	o := &verifyOptions{globals: g}
 	cmd := &cobra.Command{
 		Use:   "verify --backup BACKUP [--restore RESTORE | restore flags]",
 		Short: "Compare a backup with the target cluster and write a verification report",
@@ -34,92 +50,109 @@ ran), or else from the same flags as restore create. Exit code 0 means the
 target matches the backup, 2 that there are unexpected differences (or
 objects that could not be read), 1 that the verification could not run.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			if backupName == "" {
-				return fmt.Errorf("--backup is required")
-			}
-			if err := cf.validate(); err != nil {
-				return err
-			}
-			loc, err := g.openStore(ctx, &cf)
-			if err != nil {
-				return err
-			}
-			defer loc.Close()
-			opts := restore.Options{Name: "verify-" + backupName, Log: g.log}
-			if restoreName != "" {
-				if cmd.Flags().Changed("namespace-mappings") || cmd.Flags().Changed("storage-class-mappings") || cmd.Flags().Changed("resource-modifiers") ||
-					cmd.Flags().Changed("from-cloud") || cmd.Flags().Changed("to-cloud") || cmd.Flags().Changed("include-namespaces") ||
-					cmd.Flags().Changed("exclude-namespaces") || cmd.Flags().Changed("include-resources") || cmd.Flags().Changed("exclude-resources") {
-					return fmt.Errorf("--restore %s gives the expected changes; do not combine it with restore flags", restoreName)
-				}
-				if fromVelero {
-					return fmt.Errorf("--restore %s gives the backup's kind; do not combine it with --from-velero-backup", restoreName)
-				}
-				r, err := loc.GetRestore(ctx, restoreName)
-				if err != nil {
-					return fmt.Errorf("--restore %s: %w", restoreName, err)
-				}
-				if s, e := r.Status.StartTimestamp, r.Status.CompletionTimestamp; s != nil && e != nil {
-					restoreTiming = []report.Timing{report.NewTiming("restore", s.Time, e.Time)}
-				}
-				if r.Spec.BackupName != backupName {
-					return fmt.Errorf("restore %s restored backup %q, not %q", restoreName, r.Spec.BackupName, backupName)
-				}
-				opts.Name, opts.Spec = restoreName, r.Spec
-				opts.Spec.DryRun = false
-			} else {
-				spec, err := f.spec(backupName)
-				if err != nil {
-					return err
-				}
-				spec.FromVelero = fromVelero
-				opts.Spec = spec
-			}
-			if toKubeconfig == "" {
-				toKubeconfig = g.kubeconfig
-			}
-			if toContext == "" {
-				toContext = g.context
-			}
-			if reportDir == "" {
-				reportDir = "ferry-report-" + backupName
-			}
-			if err := checkReportDir(reportDir); err != nil {
-				return err
-			}
-			cluster, err := connect(ctx, toKubeconfig, toContext)
-			if err != nil {
-				return err
-			}
-			v, paths, err := runVerify(ctx, g, cluster, loc, opts, reportDir, restoreTiming...)
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				if err := printObject(g.stdout, g.output, v); err != nil {
-					return err
-				}
-			} else {
-				printVerification(g, v, paths)
-			}
-			return verifyExit(v)
-		},
+		RunE: runE(o),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&backupName, "backup", "", "the backup to compare the target with (required)")
-	fl.StringVar(&restoreName, "restore", "", "take the expected changes from this restore's spec (mappings, cloud profiles, modifiers, filters)")
-	fl.BoolVar(&fromVelero, "from-velero-backup", false, "the backup is a Velero backup in the store")
-	fl.StringVar(&toKubeconfig, "to-kubeconfig", "", "kubeconfig of the target cluster (default --kubeconfig)")
-	fl.StringVar(&toContext, "to-context", "", "context of the target cluster (default --context)")
-	fl.StringVar(&reportDir, "report-dir", "", "directory for report.json and report.html (default ferry-report-<backup>)")
-	f.register(cmd, true)
+	fl.StringVar(&o.backupName, "backup", "", "the backup to compare the target with (required)")
+	fl.StringVar(&o.restoreName, "restore", "", "take the expected changes from this restore's spec (mappings, cloud profiles, modifiers, filters)")
+	fl.BoolVar(&o.fromVelero, "from-velero-backup", false, "the backup is a Velero backup in the store")
+	fl.StringVar(&o.toKubeconfig, "to-kubeconfig", "", "kubeconfig of the target cluster (default --kubeconfig)")
+	fl.StringVar(&o.toContext, "to-context", "", "context of the target cluster (default --context)")
+	fl.StringVar(&o.reportDir, "report-dir", "", "directory for report.json and report.html (default ferry-report-<backup>)")
+	o.restore.register(cmd, true)
 	for _, n := range []string{"existing-resource-policy", "preserve-nodeports", "restore-status", "dry-run", "crd-timeout"} {
 		_ = fl.MarkHidden(n) // restore create's, meaningless for a comparison
 	}
-	cf.registerIdentity(cmd)
+	o.crypt.registerIdentity(cmd)
 	return cmd
+}
+
+// Complete fills in the defaults, checks the identity file and, without
+// --restore, builds the expected changes from the restore flags (reading
+// the resource-modifiers file).
+func (o *verifyOptions) Complete(cmd *cobra.Command, _ []string) error {
+	o.restoreFlagsSet = changedFlags(cmd, verifyRestoreFlags...)
+	if o.toKubeconfig == "" {
+		o.toKubeconfig = o.kubeconfig
+	}
+	if o.toContext == "" {
+		o.toContext = o.context
+	}
+	if o.reportDir == "" && o.backupName != "" {
+		o.reportDir = "ferry-report-" + o.backupName
+	}
+	if err := o.crypt.complete(); err != nil {
+		return err
+	}
+	if o.restoreName != "" || o.backupName == "" {
+		return nil
+	}
+	var err error
+	o.spec, err = newRestoreSpec(&o.restore, o.backupName, nil, o.fromVelero)
+	return err
+}
+
+func (o *verifyOptions) Validate() error {
+	if o.backupName == "" {
+		return fmt.Errorf("--backup is required")
+	}
+	if o.restoreName == "" {
+		return nil
+	}
+	if len(o.restoreFlagsSet) > 0 {
+		return fmt.Errorf("--restore %s gives the expected changes; do not combine it with restore flags", o.restoreName)
+	}
+	if o.fromVelero {
+		return fmt.Errorf("--restore %s gives the backup's kind; do not combine it with --from-velero-backup", o.restoreName)
+	}
+	return nil
+}
+
+func (o *verifyOptions) Run(ctx context.Context) error {
+	loc, err := o.openStore(ctx, &o.crypt)
+	if err != nil {
+		return err
+	}
+	defer loc.Close()
+	opts := restore.Options{Name: "verify-" + o.backupName, Log: o.log, Spec: o.spec}
+	var restoreTiming []report.Timing
+	if o.restoreName != "" {
+		r, err := loc.GetRestore(ctx, o.restoreName)
+		if err != nil {
+			return fmt.Errorf("--restore %s: %w", o.restoreName, err)
+		}
+		if s, e := r.Status.StartTimestamp, r.Status.CompletionTimestamp; s != nil && e != nil {
+			restoreTiming = []report.Timing{report.NewTiming("restore", s.Time, e.Time)}
+		}
+		if r.Spec.BackupName != o.backupName {
+			return fmt.Errorf("restore %s restored backup %q, not %q", o.restoreName, r.Spec.BackupName, o.backupName)
+		}
+		opts.Name, opts.Spec = o.restoreName, r.Spec
+		opts.Spec.DryRun = false
+	}
+	if err := checkReportDir(o.reportDir); err != nil {
+		return err
+	}
+	cluster, err := connect(ctx, o.toKubeconfig, o.toContext)
+	if err != nil {
+		return err
+	}
+	v, paths, err := runVerify(ctx, o.globals, cluster, loc, opts, o.reportDir, restoreTiming...)
+	if err != nil {
+		return err
+	}
+	if err := o.print(v, paths); err != nil {
+		return err
+	}
+	return verifyExit(v)
+}
+
+func (o *verifyOptions) print(v *report.Verification, paths reportPaths) error {
+	if o.output != "table" {
+		return printObject(o.stdout, o.output, v)
+	}
+	printVerification(o.globals, v, paths)
+	return nil
 }
 
 // reportPaths are where a verification report was written.

@@ -65,7 +65,7 @@ func defaultImage() string { return "ghcr.io/kubeferry/ferry:" + imageTag() }
 // helpers returns the helper pods of a volume backup or restore in
 // cluster, with the location's URL, its credentials (from this process's
 // environment) and password in their Secret.
-func (f *volumeFlags) helpers(loc *store.Location, cluster *kube.Cluster, password string, log *slog.Logger) (*volumes.Helpers, error) {
+func (f *volumeFlags) helpers(ctx context.Context, loc *store.Location, cluster *kube.Cluster, password string, log *slog.Logger) (*volumes.Helpers, error) {
 	creds := map[string]string{}
 	for _, k := range []string{store.EnvAWSAccessKeyID, store.EnvAWSSecretAccessKey, store.EnvAWSSessionToken, store.EnvAWSRegion} {
 		creds[k] = os.Getenv(k)
@@ -73,7 +73,7 @@ func (f *volumeFlags) helpers(loc *store.Location, cluster *kube.Cluster, passwo
 	if strings.HasPrefix(loc.SecretURL(), "s3:") && creds[store.EnvAWSAccessKeyID] == "" {
 		// Credentials from the SDK's chain (a shared credentials file, a
 		// profile, SSO): the helper pods get the keys this process uses.
-		if err := sdkCredentials(creds); err != nil && log != nil {
+		if err := sdkCredentials(ctx, creds); err != nil && log != nil {
 			// The helpers may still have an identity of their own in the
 			// cluster (a workload identity); if not, each says so.
 			log.Warn("no AWS credentials to give the helper pods", "error", err)
@@ -128,11 +128,22 @@ func (f *volumeFlags) registerRestore(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.byNodeAgent, "volumes-by-node-agent", false, "leave the volume data to `ferry node-agent` on each node: the restored pods wait for it in their ferry-restore-wait init container (no --host-pods-dir or password needed here)")
 }
 
-func (f *volumeFlags) validate() error {
+// complete checks, when every pod volume's data is to go through helper
+// pods, that the repository password can be read (its file, or the
+// environment).
+func (f *volumeFlags) complete() error {
 	if f.defaultToFS && f.hostPodsDir == "" {
 		if _, err := volumes.ReadPassword(f.passwordFile); err != nil {
 			return fmt.Errorf("--default-volumes-to-fs-backup: %w", err)
 		}
+	}
+	return nil
+}
+
+// validate refuses two ways of restoring the data at once.
+func (f *volumeFlags) validate() error {
+	if f.byNodeAgent && f.hostPodsDir != "" {
+		return errors.New("--volumes-by-node-agent and --host-pods-dir: give one (the node agents, or this process, restore the data)")
 	}
 	return nil
 }
@@ -173,7 +184,7 @@ func (f *volumeFlags) backupOptions(ctx context.Context, loc *store.Location, cl
 	if f.hostPodsDir != "" {
 		return &backup.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir}, closeRepo, nil
 	}
-	h, err := f.helpers(loc, cluster, pw, log)
+	h, err := f.helpers(ctx, loc, cluster, pw, log)
 	if err != nil {
 		closeRepo()
 		return &backup.PodVolumeOptions{Backup: failVolumes(err)}, func() {}, nil
@@ -198,9 +209,6 @@ func failVolumes(err error) func(context.Context, string, []volumes.PodVolume, f
 // before its workloads are created.
 func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, cluster *kube.Cluster, log *slog.Logger) (*restore.PodVolumeOptions, func(), error) {
 	if f.byNodeAgent {
-		if f.hostPodsDir != "" {
-			return nil, nil, errors.New("--volumes-by-node-agent and --host-pods-dir: give one (the node agents, or this process, restore the data)")
-		}
 		return &restore.PodVolumeOptions{ByNodeAgent: true, HelperImage: f.helperImage}, func() {}, nil
 	}
 	pw, err := volumes.ReadPassword(f.passwordFile)
@@ -218,7 +226,7 @@ func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, c
 		return &restore.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir, HelperImage: f.helperImage, Wait: f.wait},
 			func() { repo.Close(context.WithoutCancel(ctx)) }, nil
 	}
-	h, err := f.helpers(loc, cluster, pw, log)
+	h, err := f.helpers(ctx, loc, cluster, pw, log)
 	if err != nil {
 		// Only a backup with volume data needs the helpers.
 		return &restore.PodVolumeOptions{HelperImage: f.helperImage, Check: func(context.Context) error { return err }}, func() {}, nil
@@ -394,9 +402,9 @@ func restoreVolumeRecords(ctx context.Context, loc *store.Location, name string)
 }
 
 // printMigratedVolumes prints the bytes and files of each claim a migrate
-// moved (nothing when it moved no volume data).
-func printMigratedVolumes(ctx context.Context, w io.Writer, loc *store.Location, name string) {
-	recs, err := restoreVolumeRecords(ctx, loc, name)
+// moved (nothing when it moved no volume data), from the restore's volume
+// records recs, or why they were not read.
+func printMigratedVolumes(w io.Writer, name string, recs []volumes.PodVolumeRestore, err error) {
 	if err != nil {
 		fmt.Fprintf(w, "Volume records of restore %s not read: %v\n", name, err)
 		return
@@ -409,8 +417,8 @@ func printMigratedVolumes(ctx context.Context, w io.Writer, loc *store.Location,
 
 // sdkCredentials fills creds with the AWS SDK's default credentials, as
 // this process resolves them.
-func sdkCredentials(creds map[string]string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+func sdkCredentials(ctx context.Context, creds map[string]string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	cfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
