@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/store"
@@ -29,11 +31,11 @@ func (c *cryptFlags) apply(loc *store.Location) error {
 	enc := &store.Encryption{}
 	var err error
 	if enc.Recipients, err = store.ParseRecipients(c.recipients); err != nil {
-		return err
+		return fmt.Errorf("--encryption-recipient: %w", err)
 	}
 	if c.identity != "" {
 		if enc.Identities, err = store.LoadIdentities(c.identity); err != nil {
-			return err
+			return fmt.Errorf("--encryption-identity: %w", err)
 		}
 		if len(enc.Recipients) == 0 {
 			enc.Recipients = store.RecipientsOf(enc.Identities)
@@ -48,7 +50,7 @@ func (c *cryptFlags) apply(loc *store.Location) error {
 func (c *cryptFlags) complete() error {
 	if c.identity != "" {
 		if _, err := store.LoadIdentities(c.identity); err != nil {
-			return err
+			return fmt.Errorf("--encryption-identity: %w", err)
 		}
 	}
 	return nil
@@ -56,6 +58,8 @@ func (c *cryptFlags) complete() error {
 
 // validate parses the recipients before anything is written.
 func (c *cryptFlags) validate() error {
-	_, err := store.ParseRecipients(c.recipients)
-	return err
+	if _, err := store.ParseRecipients(c.recipients); err != nil {
+		return fmt.Errorf("--encryption-recipient: %w", err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
@@ -31,6 +32,9 @@ var fieldFlags = map[string]string{
 	"spec.labelSelector":           "--selector",
 }
 
+// fieldPaths matches a spec field's path in an error's detail.
+var fieldPaths = regexp.MustCompile(`\bspec(\.[a-zA-Z]+)+`)
+
 // errorFlags names the flag that gives what an engine error says is
 // missing, for errors that are about an input other than a spec field:
 // the message of a wrapped sentinel is followed by the flag.
@@ -57,14 +61,21 @@ func flagNames(err error) error {
 		if !ok {
 			return
 		}
-		path, _, _ := strings.Cut(fe.Field, "[")
-		flag, ok := fieldFlags[path]
-		if !ok {
-			return
-		}
 		shown := *fe
-		shown.Field = flag + " (" + fe.Field + ")"
-		msg = strings.ReplaceAll(msg, fe.Error(), shown.Error())
+		path, _, _ := strings.Cut(fe.Field, "[")
+		if flag, ok := fieldFlags[path]; ok {
+			shown.Field = flag + " (" + fe.Field + ")"
+		}
+		// Other fields the detail names ("spec.pushImages needs ...").
+		shown.Detail = fieldPaths.ReplaceAllStringFunc(fe.Detail, func(f string) string {
+			if flag, ok := fieldFlags[f]; ok {
+				return flag
+			}
+			return f
+		})
+		if shown.Field != fe.Field || shown.Detail != fe.Detail {
+			msg = strings.ReplaceAll(msg, fe.Error(), shown.Error())
+		}
 	})
 	for _, ef := range errorFlags {
 		if errors.Is(err, ef.err) {

@@ -34,6 +34,8 @@ func TestFlagNames(t *testing.T) {
 		{"sentinel", fmt.Errorf("backup %q is encrypted: %w", "b", backup.ErrNeedIdentity),
 			`backup "b" is encrypted: no age identity given (--encryption-identity FILE)`},
 		{"not a field error", errors.New("plain"), "plain"},
+		{"fields in the detail", field.Required(field.NewPath("spec", "imageRegistryMappings"), "spec.pushImages needs them; spec.imagesRequired is not spec.images"),
+			"--image-registry-mappings (spec.imageRegistryMappings): Required value: --push-images needs them; spec.imagesRequired is not --images"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := flagNames(tc.err).Error(); got != tc.want {

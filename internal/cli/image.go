@@ -49,7 +49,7 @@ func (f *imageFlags) validate() error {
 func (f *imageFlags) options() (images.Options, error) {
 	plats, err := images.ParsePlatforms(f.platforms)
 	if err != nil {
-		return images.Options{}, err
+		return images.Options{}, fmt.Errorf("--platform: %w", err)
 	}
 	if f.concurrency < 1 || f.jobs < 1 || f.retries < 1 {
 		return images.Options{}, fmt.Errorf("the image concurrency, --image-jobs and --image-retries must be at least 1")

@@ -150,12 +150,12 @@ func TestValidateBackupCreate(t *testing.T) {
 	checkValidate(t, []validateCase{
 		{[]string{"backup", "create", "b", s}, nil},
 		{[]string{"backup", "create", "B_AD", s}, []string{`backup name "B_AD"`}},
-		{[]string{"backup", "create", "b", s, "--encryption-recipient", "nope"}, []string{`--encryption-recipient "nope": not an age public key`}},
+		{[]string{"backup", "create", "b", s, "--encryption-recipient", "nope"}, []string{`--encryption-recipient: age recipient "nope": not an age public key`}},
 		{[]string{"backup", "create", "b", s, "--encryption-recipient", f.recipient}, nil},
 		{[]string{"backup", "create", "b", s, "--image-jobs", "0"}, []string{"the image concurrency, --image-jobs and --image-retries must be at least 1"}},
 		{[]string{"backup", "create", "b", s, "--image-concurrency", "0"}, []string{"the image concurrency, --image-jobs and --image-retries must be at least 1"}},
 		{[]string{"backup", "create", "b", s, "--image-retries", "0"}, []string{"the image concurrency, --image-jobs and --image-retries must be at least 1"}},
-		{[]string{"backup", "create", "b", s, "--images", "copy", "--platform", "bad"}, []string{`--platform "bad": want os/arch[/variant]`}},
+		{[]string{"backup", "create", "b", s, "--images", "copy", "--platform", "bad"}, []string{`--platform: platform "bad": want os/arch[/variant]`}},
 		{[]string{"backup", "create", "b", s, "--platform", "linux/amd64"}, []string{"--platform filters the images ferry copies; with --images=record nothing is copied (use --images=copy or bundle)"}},
 		{[]string{"backup", "create", "b", s, "--images", "none", "--platform", "linux/amd64"}, []string{"with --images=none nothing is copied"}},
 		{[]string{"backup", "create", "b", s, "--images", "copy", "--platform", "linux/amd64"}, nil},
@@ -218,7 +218,7 @@ func TestValidateRestoreCreate(t *testing.T) {
 		{[]string{"restore", "create", s, "--from-backup", "b", "--existing-resource-policy", "update"}, nil},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--namespace-mappings", "a:c,b:c"}, []string{"--namespace-mappings", "a target namespace takes one source"}},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--from-cloud", "nocloud"}, []string{"--from-cloud", `"nocloud"`}},
-		{[]string{"restore", "create", s, "--from-backup", "b", "--push-images"}, []string{"--push-images needs --image-registry-mappings"}},
+		{[]string{"restore", "create", s, "--from-backup", "b", "--push-images"}, []string{"--image-registry-mappings (spec.imageRegistryMappings): Required value: --push-images needs"}},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--push-images", "--image-registry-mappings", "a.io=b.io"}, nil},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--volumes-by-node-agent", "--host-pods-dir", f.dir}, []string{"--volumes-by-node-agent and --host-pods-dir: give one"}},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--volumes-by-node-agent"}, nil},
@@ -258,7 +258,7 @@ func TestValidateMigrate(t *testing.T) {
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--name", "M_1"}, []string{`backup name "M_1"`}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--encryption-recipient", f.recipient}, []string{"migrate with --encryption-recipient needs --encryption-identity too"}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--encryption-recipient", f.recipient, "--encryption-identity", f.identity}, nil},
-		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--encryption-recipient", "nope"}, []string{`--encryption-recipient "nope": not an age public key`}},
+		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--encryption-recipient", "nope"}, []string{`--encryption-recipient: age recipient "nope": not an age public key`}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--platform", "linux/amd64"}, []string{"with --images=record nothing is copied"}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--images", "copy", "--platform", "linux/amd64"}, nil},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--image-jobs", "0"}, []string{"--image-jobs and --image-retries must be at least 1"}},
@@ -268,7 +268,7 @@ func TestValidateMigrate(t *testing.T) {
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--resource-modifiers", f.badMods}, []string{"resource modifiers: " + f.badMods}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--encryption-identity", filepath.Join(f.dir, "none")}, []string{"--encryption-identity"}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--existing-resource-policy", "merge"}, []string{"--existing-resource-policy", `"merge"`}},
-		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--push-images"}, []string{"--push-images needs --image-registry-mappings"}},
+		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--push-images"}, []string{"--image-registry-mappings (spec.imageRegistryMappings): Required value: --push-images needs"}},
 	})
 }
 
@@ -305,7 +305,7 @@ func TestValidateImageSync(t *testing.T) {
 		{[]string{"image", "sync", "--config", filepath.Join(f.dir, "none")}, []string{"--config: open"}},
 		{[]string{"image", "sync", "--config", f.empty}, []string{"--config " + f.empty + ": "}},
 		{[]string{"image", "sync", "--from", "a.io/x", "--to", "b.io/x", "--concurrency", "0"}, []string{"the image concurrency, --image-jobs and --image-retries must be at least 1"}},
-		{[]string{"image", "sync", "--from", "a.io/x", "--to", "b.io/x", "--platform", "linux"}, []string{`--platform "linux": want os/arch[/variant]`}},
+		{[]string{"image", "sync", "--from", "a.io/x", "--to", "b.io/x", "--platform", "linux"}, []string{`--platform: platform "linux": want os/arch[/variant]`}},
 	})
 }
 
@@ -317,7 +317,7 @@ func TestValidateScheduleCreate(t *testing.T) {
 		{[]string{"schedule", "create", "s", "--schedule", "bogus"}, []string{`--schedule "bogus": `}},
 		{[]string{"schedule", "create", "s", "--schedule", "@every 0s"}, []string{"runs must be at least 1m0s apart"}},
 		{[]string{"schedule", "create", "s", "--schedule", "@hourly", "--ttl", "-1h"}, []string{"--ttl -1h0m0s is negative (omit it to keep the backups)"}},
-		{[]string{"schedule", "create", "s", "--schedule", "@hourly", "--encryption-recipient", "nope"}, []string{`--encryption-recipient "nope": not an age public key`}},
+		{[]string{"schedule", "create", "s", "--schedule", "@hourly", "--encryption-recipient", "nope"}, []string{`--encryption-recipient: age recipient "nope": not an age public key`}},
 		{[]string{"schedule", "create", "s", "--schedule", "@hourly", "--ttl", "24h", "--paused", "--default-volumes-to-fs-backup"}, nil},
 	})
 }
