@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -285,27 +286,28 @@ func (p *podVolumes) restore(ctx context.Context, restoreName, restoreUID string
 // scheduled waits until the pod of t exists with t's UID and is bound to
 // a node, and returns the node.
 func (p *podVolumes) scheduled(ctx context.Context, t volumes.RestoreTarget, deadline time.Time) (string, error) {
-	for {
+	var node string
+	err := wait.PollUntilContextCancel(ctx, podVolumePoll, true, func(ctx context.Context) (bool, error) {
 		pod := &corev1.Pod{}
 		err := p.reader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.Pod}, pod)
 		switch {
 		case err == nil && t.PodUID != "" && string(pod.UID) != t.PodUID:
-			return "", fmt.Errorf("volume %s: pod %s/%s was replaced (UID %s, the restore made %s)", t.Key(), t.Namespace, t.Pod, pod.UID, t.PodUID)
+			return false, fmt.Errorf("volume %s: pod %s/%s was replaced (UID %s, the restore made %s)", t.Key(), t.Namespace, t.Pod, pod.UID, t.PodUID)
 		case err == nil && pod.Spec.NodeName != "":
-			return pod.Spec.NodeName, nil
+			node = pod.Spec.NodeName
+			return true, nil
 		case err != nil && !apierrors.IsNotFound(err):
-			return "", fmt.Errorf("volume %s: pod %s/%s: %w", t.Key(), t.Namespace, t.Pod, err)
+			return false, fmt.Errorf("volume %s: pod %s/%s: %w", t.Key(), t.Namespace, t.Pod, err)
 		}
 		if !p.clock.Now().Before(deadline) {
 			if err != nil {
-				return "", fmt.Errorf("volume %s: pod %s/%s: %w", t.Key(), t.Namespace, t.Pod, err)
+				return false, fmt.Errorf("volume %s: pod %s/%s: %w", t.Key(), t.Namespace, t.Pod, err)
 			}
-			return "", fmt.Errorf("volume %s: pod %s/%s was not scheduled to a node in time (is it unschedulable?)", t.Key(), t.Namespace, t.Pod)
+			return false, fmt.Errorf("volume %s: pod %s/%s was not scheduled to a node in time (is it unschedulable?)", t.Key(), t.Namespace, t.Pod)
 		}
-		if err := sleepCtx(ctx, podVolumePoll); err != nil {
-			return "", err
-		}
-	}
+		return false, nil
+	})
+	return node, err
 }
 
 // newObject returns an empty PodVolumeBackup or PodVolumeRestore and a
@@ -362,7 +364,10 @@ func (p *podVolumes) wait(ctx context.Context, names []string, newObj newObject,
 			p.expire(ctx, names, out, newObj)
 			break
 		}
-		_ = sleepCtx(ctx, podVolumePoll)
+		select { // a last look after ctx ends, to report what is done
+		case <-ctx.Done():
+		case <-time.After(podVolumePoll):
+		}
 	}
 	for i := range out {
 		if names[i] != "" && !finished(out[i].Phase) {
@@ -430,13 +435,4 @@ func took(st v1alpha1.PodVolumeStatus) volumes.Duration {
 		return 0
 	}
 	return volumes.Duration(st.CompletionTimestamp.Sub(st.StartTimestamp.Time))
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }

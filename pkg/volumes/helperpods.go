@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeferry/ferry/pkg/helperpod"
@@ -410,21 +411,22 @@ func (h *Helpers) restoreOne(ctx context.Context, i int, hr helperRun, target Re
 // waitScheduled waits up to wait for pod ns/name to be on a node.
 func (h *Helpers) waitScheduled(ctx context.Context, ns, name string, wait time.Duration) (string, error) {
 	deadline := time.Now().Add(wait)
-	for {
+	var node string
+	err := utilwait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		p, err := h.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case err == nil && p.Spec.NodeName != "":
-			return p.Spec.NodeName, nil
+			node = p.Spec.NodeName
+			return true, nil
 		case err != nil && !apierrors.IsNotFound(err):
-			return "", err
+			return false, err
 		case time.Now().After(deadline):
 			if err != nil {
-				return "", fmt.Errorf("pod %s/%s: %w", ns, name, err)
+				return false, fmt.Errorf("pod %s/%s: %w", ns, name, err)
 			}
-			return "", fmt.Errorf("pod %s/%s was not scheduled to a node within %s", ns, name, wait)
+			return false, fmt.Errorf("pod %s/%s was not scheduled to a node within %s", ns, name, wait)
 		}
-		if err := sleep(ctx, time.Second); err != nil {
-			return "", err
-		}
-	}
+		return false, nil
+	})
+	return node, err
 }

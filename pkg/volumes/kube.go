@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -63,7 +65,10 @@ func Targets(ctx context.Context, client kubernetes.Interface, backup string, re
 		}
 		pods := append([]string{b.Namespace + "/" + b.Pod}, b.AlsoMountedBy...)
 		for i, key := range pods {
-			ns, name := splitKey(key)
+			ns, name, ok := strings.Cut(key, "/")
+			if !ok {
+				ns, name = "", key
+			}
 			t := RestoreTarget{PodVolume: b.PodVolume, SnapshotID: b.SnapshotID, MarkerOnly: i > 0}
 			t.AlsoMountedBy = nil
 			t.Namespace, t.Pod = mapNamespace(ns), name
@@ -110,56 +115,40 @@ func Targets(ctx context.Context, client kubernetes.Interface, backup string, re
 	return targets, failed
 }
 
-func splitKey(key string) (string, string) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:]
-		}
-	}
-	return "", key
-}
-
 func waitPod(ctx context.Context, client kubernetes.Interface, ns, name string, deadline time.Time) (*corev1.Pod, error) {
-	for {
-		pod, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	var pod *corev1.Pod
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
-			return pod, nil
+			pod = p
+			return true, nil
 		}
 		if !apierrors.IsNotFound(err) || time.Now().After(deadline) {
-			return nil, fmt.Errorf("pod %s/%s in the target: %w", ns, name, err)
+			return false, fmt.Errorf("pod %s/%s in the target: %w", ns, name, err)
 		}
-		if err := sleep(ctx, time.Second); err != nil {
-			return nil, err
-		}
-	}
+		return false, nil
+	})
+	return pod, err
 }
 
 func waitBound(ctx context.Context, client kubernetes.Interface, ns, name string, deadline time.Time) (string, error) {
-	for {
+	var pv string
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		pvc, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		if err == nil && pvc.Spec.VolumeName != "" && pvc.Status.Phase == corev1.ClaimBound {
-			return pvc.Spec.VolumeName, nil
+			pv = pvc.Spec.VolumeName
+			return true, nil
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("claim %s/%s in the target: %w", ns, name, err)
+			return false, fmt.Errorf("claim %s/%s in the target: %w", ns, name, err)
 		}
 		if time.Now().After(deadline) {
 			if err != nil {
-				return "", fmt.Errorf("claim %s/%s in the target: %w", ns, name, err)
+				return false, fmt.Errorf("claim %s/%s in the target: %w", ns, name, err)
 			}
-			return "", fmt.Errorf("claim %s/%s in the target is %s, not bound to a volume", ns, name, pvc.Status.Phase)
+			return false, fmt.Errorf("claim %s/%s in the target is %s, not bound to a volume", ns, name, pvc.Status.Phase)
 		}
-		if err := sleep(ctx, time.Second); err != nil {
-			return "", err
-		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
+		return false, nil
+	})
+	return pv, err
 }
