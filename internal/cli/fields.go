@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // fieldFlags maps the spec fields the engine names in its errors
@@ -44,6 +45,7 @@ var errorFlags = []struct {
 }{
 	{backup.ErrNeedIdentity, "--encryption-identity FILE"},
 	{store.ErrEncrypted, "--encryption-identity FILE"},
+	{volumes.ErrNoPassword, "--repository-password-file FILE"},
 }
 
 // flagNames returns err with each *field.Error in its tree whose field a

@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/install"
-	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // installFlags are the flags of install and uninstall.
@@ -110,7 +109,7 @@ func (f *installFlags) objects() ([]client.Object, error) {
 		}
 	}
 	if f.repositoryPasswordFile != "" {
-		if o.RepositoryPassword, err = volumes.ReadPassword(f.repositoryPasswordFile); err != nil {
+		if o.RepositoryPassword, err = readPassword(f.repositoryPasswordFile); err != nil {
 			return nil, err
 		}
 	}

@@ -150,7 +150,7 @@ func (o *nodeAgentOptions) runPolling(ctx context.Context) error {
 func (o *nodeAgentOptions) runServer(ctx context.Context) error {
 	g := o.g
 	log := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	pw, err := volumes.ReadPassword(o.vf.passwordFile)
+	pw, err := readPassword(o.vf.passwordFile)
 	if err != nil && (o.vf.passwordFile != "" || !errors.Is(err, volumes.ErrNoPassword)) {
 		return err
 	}

@@ -161,7 +161,7 @@ func TestValidateBackupCreate(t *testing.T) {
 		{[]string{"backup", "create", "b", s, "--images", "copy", "--platform", "linux/amd64"}, nil},
 		{[]string{"backup", "create", "b", s, "--images", "bundle", "--platform", "linux/arm64/v8"}, nil},
 		{[]string{"backup", "create", "b", s, "--default-volumes-to-fs-backup"}, []string{"--default-volumes-to-fs-backup: no repository password"}},
-		{[]string{"backup", "create", "b", s, "--default-volumes-to-fs-backup", "--repository-password-file", filepath.Join(f.dir, "none")}, []string{"--default-volumes-to-fs-backup: --repository-password-file: open"}},
+		{[]string{"backup", "create", "b", s, "--default-volumes-to-fs-backup", "--repository-password-file", filepath.Join(f.dir, "none")}, []string{"--default-volumes-to-fs-backup: --repository-password-file: repository password file: open"}},
 		{[]string{"backup", "create", "b", s, "--default-volumes-to-fs-backup", "--repository-password-file", f.empty}, nil},
 		{[]string{"backup", "create", "b", s, "--default-volumes-to-fs-backup", "--repository-password-file", f.password}, nil},
 		{[]string{"backup", "create", "b", s, "--default-volumes-to-fs-backup", "--host-pods-dir", f.dir}, nil},

@@ -85,7 +85,7 @@ func (o *serverOptions) Complete(_ []string) error {
 	}
 	o.opts.Config = cfg
 	o.opts.Log = slog.New(slog.NewTextHandler(o.g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if pw, err := volumes.ReadPassword(o.passwordFile); err == nil {
+	if pw, err := readPassword(o.passwordFile); err == nil {
 		o.opts.RepositoryPassword = pw
 	} else if o.passwordFile != "" || !errors.Is(err, volumes.ErrNoPassword) {
 		return err

@@ -133,7 +133,7 @@ func (f *volumeFlags) registerRestore(cmd *cobra.Command) {
 // environment).
 func (f *volumeFlags) complete() error {
 	if f.defaultToFS && f.hostPodsDir == "" {
-		if _, err := volumes.ReadPassword(f.passwordFile); err != nil {
+		if _, err := readPassword(f.passwordFile); err != nil {
 			return fmt.Errorf("--default-volumes-to-fs-backup: %w", err)
 		}
 	}
@@ -151,7 +151,7 @@ func (f *volumeFlags) validate() error {
 // openRepository opens the location's volume repository (creating it when
 // create is set).
 func (f *volumeFlags) openRepository(ctx context.Context, loc *store.Location, create bool) (*volumes.Repository, error) {
-	pw, err := volumes.ReadPassword(f.passwordFile)
+	pw, err := readPassword(f.passwordFile)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (f *volumeFlags) openRepository(ctx context.Context, loc *store.Location, c
 // with --host-pods-dir, or else through helper pods in cluster. close
 // releases the repository and removes the helper pods.
 func (f *volumeFlags) backupOptions(ctx context.Context, loc *store.Location, cluster *kube.Cluster, log *slog.Logger) (*backup.PodVolumeOptions, func(), error) {
-	pw, pwErr := volumes.ReadPassword(f.passwordFile)
+	pw, pwErr := readPassword(f.passwordFile)
 	if f.hostPodsDir == "" && errors.Is(pwErr, volumes.ErrNoPassword) {
 		// No volume data was asked for by flag; a pod that asks for it by
 		// annotation gets that volume failed, with the reason.
@@ -211,7 +211,7 @@ func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, c
 	if f.byNodeAgent {
 		return &restore.PodVolumeOptions{ByNodeAgent: true, HelperImage: f.helperImage}, func() {}, nil
 	}
-	pw, err := volumes.ReadPassword(f.passwordFile)
+	pw, err := readPassword(f.passwordFile)
 	if errors.Is(err, volumes.ErrNoPassword) && f.hostPodsDir == "" {
 		return nil, func() {}, nil // the restore says the data is not restored
 	}
@@ -433,4 +433,15 @@ func sdkCredentials(ctx context.Context, creds map[string]string) error {
 		creds[store.EnvAWSRegion] = cfg.Region
 	}
 	return nil
+}
+
+// readPassword reads the volume repository password from
+// --repository-password-file, or else $FERRY_REPOSITORY_PASSWORD
+// (volumes.ReadPassword); a file that cannot be read is named by its flag.
+func readPassword(file string) (string, error) {
+	pw, err := volumes.ReadPassword(file)
+	if err != nil && file != "" {
+		return "", fmt.Errorf("--repository-password-file: %w", err)
+	}
+	return pw, err
 }
