@@ -3,7 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -49,5 +54,29 @@ func TestFlagNames(t *testing.T) {
 	var fe *field.Error
 	if !errors.Is(err, cause) || !errors.As(err, &fe) || fe.Field != "spec.existingResourcePolicy" {
 		t.Errorf("flagNames lost the wrapped errors of %v", err)
+	}
+}
+
+// TestFieldFlagsExist: every flag the tables name is a flag of some command.
+func TestFieldFlagsExist(t *testing.T) {
+	flags := map[string]bool{}
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) { flags["--"+f.Name] = true })
+		c.PersistentFlags().VisitAll(func(f *pflag.Flag) { flags["--"+f.Name] = true })
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRoot(io.Discard, io.Discard))
+	for field, flag := range fieldFlags {
+		if !flags[flag] {
+			t.Errorf("fieldFlags[%q] = %q: no command has that flag", field, flag)
+		}
+	}
+	for _, ef := range errorFlags {
+		if name, _, _ := strings.Cut(ef.flag, " "); !flags[name] {
+			t.Errorf("errorFlags: %q: no command has that flag", ef.flag)
+		}
 	}
 }
