@@ -31,6 +31,11 @@ var fieldFlags = map[string]string{
 	"spec.images":                  "--images",
 	"spec.includeClusterResources": "--include-cluster-resources",
 	"spec.labelSelector":           "--selector",
+	"spec.storageLocationName":     "--storage-location",
+	// Schedule
+	"spec.schedule":                     "--schedule",
+	"spec.ttl":                          "--ttl",
+	"spec.template.storageLocationName": "--storage-location",
 }
 
 // fieldPaths matches a spec field's path in an error's detail.
