@@ -32,7 +32,8 @@ const labelFromStore = "ferry.dev/synced-from"
 //     cluster with the store's spec and status (labelled with the
 //     location), so a fresh target cluster sees the source's backups.
 //   - A Completed or PartiallyFailed Backup of this location whose folder
-//     is gone from the store is deleted from the cluster.
+//     is gone from the store is deleted from the cluster, unless it has
+//     expired: the GC deletes that one, after pruning its volume snapshots.
 //
 // Backups that are Failed, InProgress or Incomplete are left alone both ways.
 type SyncReconciler struct {
@@ -93,6 +94,13 @@ func (r *SyncReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 			continue
 		}
 		if cb.Status.Phase != v1alpha1.PhaseCompleted && cb.Status.Phase != v1alpha1.PhasePartiallyFailed {
+			continue
+		}
+		if exp := Expiration(cb); exp != nil && !r.Clock.Now().Before(exp.Time) {
+			// Expired: another cluster's GC, sharing the location, deleted
+			// the folder, perhaps without the repository password. This
+			// cluster's GC deletes the Backup after pruning its volume
+			// snapshots; deleting it here would leave them behind.
 			continue
 		}
 		r.Log.Info("store sync: backup gone from the store, deleting it from the cluster", "backup", cb.Name, "location", bsl.Name)
