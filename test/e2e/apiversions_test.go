@@ -17,7 +17,7 @@ import (
 )
 
 // apiVersionCase is one of Velero's EnableAPIGroupVersions cases
-// (../shared/testdata/real/velero-enable-api-group-versions, from
+// (the test corpus's velero-enable-api-group-versions set, from
 // brito-rafa/k8s-webhooks examples-for-projectvelero, whose README gives
 // each case's expected version; Velero's e2e test
 // test/e2e/basic/api-group/enable_api_group_versions.go runs them).

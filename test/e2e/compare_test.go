@@ -106,7 +106,7 @@ func content(u *unstructured.Unstructured, inMapped bool) map[string]any {
 			delete(o, "rules") // computed by the clusterrole-aggregation controller
 		}
 	case "CertificateSigningRequest":
-		// The API server sets the requester from the caller (SOURCES.md).
+		// The API server sets the requester from the caller.
 		for _, f := range []string{"username", "uid", "groups", "extra"} {
 			unstructured.RemoveNestedField(o, "spec", f)
 		}

@@ -20,7 +20,8 @@ import (
 	"github.com/kubeferry/ferry/internal/testenv"
 )
 
-// corpusSet is one folder of ../shared/testdata/real applied into its own namespace.
+// corpusSet is one folder of the test corpus (corpusDir; CONTRIBUTING.md,
+// "The test corpus") applied into its own namespace.
 type corpusSet struct {
 	dir, namespace string
 	// objects is how many objects the source accepts from the set: a
@@ -33,7 +34,7 @@ type corpusSet struct {
 }
 
 // corpus lists every set that applies to a bare v1.37 API server.
-// Left out, per SOURCES.md:
+// Left out:
 //   - velero-enable-api-group-versions: its case files are different
 //     versions of one CRD meant for separate source and target clusters
 //     (case-a-source-v1beta1 needs apiextensions v1beta1, gone since 1.22);
