@@ -43,15 +43,7 @@ With --server (as ferry install runs it) it instead carries out the PodVolumeBac
 PodVolumeRestore objects of its node that ferry server creates for Backups and Restores, and
 writes each one's outcome into its status.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
 	o.vf.registerHostPodsDir(cmd, "restore")
 	o.vf.registerPassword(cmd)

@@ -50,15 +50,7 @@ goes through PodVolumeBackups and PodVolumeRestores, which ferry node-agent --se
 carries out. It serves /healthz
 and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: runE(o),
 	}
 	opts := &o.opts
 	fl := cmd.Flags()
@@ -78,7 +70,7 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 // Complete builds the cluster config and the log, and reads the volume
 // repository password (a missing one is a warning: pod volume data then
 // cannot be backed up).
-func (o *serverOptions) Complete(_ []string) error {
+func (o *serverOptions) Complete(_ *cobra.Command, _ []string) error {
 	cfg, err := kube.RESTConfig(o.g.kubeconfig, o.g.context)
 	if err != nil {
 		return err

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -34,26 +33,13 @@ func newVolumeHelperCmd() *cobra.Command {
 		Short:  "Run one volume job inside a helper pod (started by ferry backup, restore and migrate)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd.OutOrStdout(), args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			err := o.Run(cmd.Context())
-			var failed jobFailed
-			if errors.As(err, &failed) {
-				cmd.SilenceUsage = true
-			}
-			return err
-		},
+		RunE:   runE(o),
 	}
 }
 
 // Complete reads the job and where its outcome goes from the environment.
-func (o *volumeHelperOptions) Complete(out io.Writer, _ []string) error {
-	o.out = out
+func (o *volumeHelperOptions) Complete(cmd *cobra.Command, _ []string) error {
+	o.out = cmd.OutOrStdout()
 	if err := json.Unmarshal([]byte(os.Getenv(volumes.EnvHelperJob)), &o.job); err != nil {
 		return fmt.Errorf("$%s: %w", volumes.EnvHelperJob, err)
 	}
