@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -153,7 +154,7 @@ func (s *serverMode) createBackup(ctx context.Context, g *globals, name string, 
 		return b, nil
 	}
 	pr := newProgress(g.stderr, "backup "+name)
-	err = poll(ctx, func() (bool, error) {
+	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, crclient.ObjectKeyFromObject(b), b); err != nil {
 			return false, err
 		}
@@ -194,7 +195,7 @@ func (s *serverMode) createRestore(ctx context.Context, g *globals, name string,
 		return r, nil
 	}
 	pr := newProgress(g.stderr, "restore "+name)
-	err = poll(ctx, func() (bool, error) {
+	err = wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, crclient.ObjectKeyFromObject(r), r); err != nil {
 			return false, err
 		}
@@ -218,35 +219,11 @@ func (s *serverMode) printRestore(g *globals, r *v1alpha1.Restore) error {
 	return phaseExit(r.Status.Phase, "restore "+r.Name)
 }
 
+// created prints what was created, and how to follow it.
 func (s *serverMode) created(g *globals, kind string, obj crclient.Object) error {
 	if g.output != "table" {
 		return printObject(g.stdout, g.output, obj)
 	}
-	fmt.Fprintf(g.stdout, "%s %s created in namespace %s; follow it with `kubectl -n %s get %ss %s` or --wait\n", kind, obj.GetName(), s.namespace, s.namespace, lower(kind), obj.GetName())
+	fmt.Fprintf(g.stdout, "%s %s created in namespace %s; follow it with `kubectl -n %s get %ss %s` or --wait\n", kind, obj.GetName(), s.namespace, s.namespace, strings.ToLower(kind), obj.GetName())
 	return nil
-}
-
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
-// poll calls f every 500ms until it reports done, fails, or ctx ends.
-func poll(ctx context.Context, f func() (bool, error)) error {
-	for {
-		done, err := f()
-		if err != nil || done {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }
