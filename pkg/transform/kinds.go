@@ -108,22 +108,34 @@ func Job(c *Context, u *unstructured.Unstructured) []string {
 	if manual, _, _ := unstructured.NestedBool(u.Object, "spec", "manualSelector"); manual {
 		return nil
 	}
-	unstructured.RemoveNestedField(u.Object, "spec", "selector")
+	var notes []string
+	if _, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "selector"); ok {
+		unstructured.RemoveNestedField(u.Object, "spec", "selector")
+		notes = append(notes, "spec.selector removed: the target's Job controller generates it")
+	}
 	for _, path := range [][]string{{"spec", "template", "metadata", "labels"}, {"metadata", "labels"}} {
 		l, ok, _ := unstructured.NestedStringMap(u.Object, path...)
 		if !ok {
 			continue
 		}
+		var removed []string
 		for _, k := range jobGeneratedLabels {
-			delete(l, k)
+			if _, ok := l[k]; ok {
+				delete(l, k)
+				removed = append(removed, k)
+			}
 		}
+		if len(removed) == 0 {
+			continue
+		}
+		notes = append(notes, fmt.Sprintf("%s: generated labels %s removed", strings.Join(path, "."), strings.Join(removed, ", ")))
 		if len(l) == 0 {
 			unstructured.RemoveNestedField(u.Object, path...)
 		} else {
 			_ = unstructured.SetNestedStringMap(u.Object, l, path...)
 		}
 	}
-	return nil
+	return notes
 }
 
 // Pod clears nodeName (the target schedules the pod) and removes the

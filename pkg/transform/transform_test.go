@@ -1,6 +1,7 @@
 package transform
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,9 +49,15 @@ func TestService(t *testing.T) {
 func TestJobAndPod(t *testing.T) {
 	job := obj(t, `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"j","labels":{"job-name":"j","app":"x"}},"spec":{"selector":{"matchLabels":{"controller-uid":"u"}},
 	  "template":{"metadata":{"labels":{"controller-uid":"u","batch.kubernetes.io/controller-uid":"u","job-name":"j","app":"x"}}}}}`)
-	Apply(&Context{}, "batch", job)
+	notes := Apply(&Context{}, "batch", job)
 	if _, ok, _ := unstructured.NestedFieldNoCopy(job.Object, "spec", "selector"); ok {
 		t.Error("selector kept")
+	}
+	// Nothing is changed silently: each removal has its note.
+	for _, want := range []string{"spec.selector removed", "spec.template.metadata.labels: generated labels controller-uid, batch.kubernetes.io/controller-uid, job-name removed", "metadata.labels: generated labels job-name removed"} {
+		if !slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, want) }) {
+			t.Errorf("notes %q: none says %q", notes, want)
+		}
 	}
 	l, _, _ := unstructured.NestedStringMap(job.Object, "spec", "template", "metadata", "labels")
 	if len(l) != 1 || l["app"] != "x" {
