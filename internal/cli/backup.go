@@ -124,6 +124,9 @@ func (o *backupCreateOptions) Validate() error {
 	if err := o.crypt.validate(); err != nil {
 		return err
 	}
+	if err := (backup.Options{Name: o.name, Spec: o.spec}).Validate(); err != nil {
+		return err
+	}
 	if err := o.server.validate(); err != nil || o.server.on {
 		return err
 	}

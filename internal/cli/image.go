@@ -22,17 +22,20 @@ func newImageCmd(g *globals) *cobra.Command {
 // imageFlags are the registry flags shared by image sync and the image
 // modes of backup, restore and migrate.
 type imageFlags struct {
-	platforms   []string
-	concurrency int
-	jobs        int
-	retries     int
-	insecure    bool
+	platforms []string
+	// concurrencyFlag is the name the concurrency flag has on this command.
+	concurrencyFlag string
+	concurrency     int
+	jobs            int
+	retries         int
+	insecure        bool
 }
 
 // register adds the flags; concurrency names the images-at-once flag
 // ("concurrency" for image sync, "image-concurrency" elsewhere).
 func (f *imageFlags) register(cmd *cobra.Command, concurrency string) {
 	fl := cmd.Flags()
+	f.concurrencyFlag = concurrency
 	fl.StringSliceVar(&f.platforms, "platform", nil, "keep only these platforms of multi-arch images (os/arch[/variant], repeatable); default the whole index")
 	fl.IntVar(&f.concurrency, concurrency, 4, "images copied at once")
 	fl.IntVar(&f.jobs, "image-jobs", 4, "blobs of one image moved at once")
@@ -51,8 +54,13 @@ func (f *imageFlags) options() (images.Options, error) {
 	if err != nil {
 		return images.Options{}, fmt.Errorf("--platform: %w", err)
 	}
-	if f.concurrency < 1 || f.jobs < 1 || f.retries < 1 {
-		return images.Options{}, fmt.Errorf("the image concurrency, --image-jobs and --image-retries must be at least 1")
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{f.concurrencyFlag, f.concurrency}, {"image-jobs", f.jobs}, {"image-retries", f.retries}} {
+		if n.v < 1 {
+			return images.Options{}, fmt.Errorf("--%s %d: must be at least 1", n.flag, n.v)
+		}
 	}
 	r := images.DefaultRetry
 	r.Attempts = f.retries

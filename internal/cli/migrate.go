@@ -101,6 +101,9 @@ func (o *migrateOptions) Validate() error {
 	if err := o.images.validate(); err != nil {
 		return err
 	}
+	if err := (backup.Options{Name: o.name, Spec: o.bspec}).Validate(); err != nil {
+		return err
+	}
 	ropts := o.restoreOptions(images.Options{})
 	if err := ropts.Validate(); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/controller"
 )
 
@@ -82,7 +83,9 @@ func (o *scheduleCreateOptions) Validate() error {
 	if o.ttl < 0 {
 		return fmt.Errorf("--ttl %s is negative (omit it to keep the backups)", o.ttl)
 	}
-	return nil
+	// The template's spec as each Backup will have it (the name is the
+	// schedule's, with a timestamp).
+	return (backup.Options{Name: o.s.Name, Spec: o.s.Spec.Template}).Validate()
 }
 
 func (o *scheduleCreateOptions) Run(ctx context.Context) error {

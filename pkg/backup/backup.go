@@ -166,6 +166,13 @@ func (o *Options) prepare() ([]images.Mapping, *filter.Namespaces, labels.Select
 	return mappings, nsf, selector.Add(*notHelper), nil
 }
 
+// Validate checks o's name and spec as Run does, without any I/O, so that
+// a caller can refuse a bad spec before it connects to anything.
+func (o Options) Validate() error {
+	_, _, _, err := o.prepare()
+	return err
+}
+
 // validateSpec checks the enumerated fields of o.Spec.
 func (o *Options) validateSpec() error {
 	spec := field.NewPath("spec")
