@@ -102,7 +102,7 @@ func (f *installFlags) objects() ([]client.Object, error) {
 	var err error
 	if f.credentialsFile != "" {
 		if o.Credentials, err = install.ReadCredentials(f.credentialsFile); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--credentials-file: %w", err)
 		}
 		if len(o.Credentials) == 0 {
 			return nil, fmt.Errorf("--credentials-file %s: no KEY=VALUE lines", f.credentialsFile)

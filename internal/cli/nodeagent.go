@@ -52,7 +52,7 @@ writes each one's outcome into its status.`,
 	fl.StringVar(&o.node, "node", os.Getenv("NODE_NAME"), "the node whose pods to serve (default $NODE_NAME; empty: every pod, for a single-machine cluster)")
 	fl.DurationVar(&o.interval, "interval", 5*time.Second, "how often to look for pods waiting for their data")
 	fl.DurationVar(&o.vf.wait, "volume-timeout", time.Minute, "how long to wait for a pod's claim binding and volume directory")
-	fl.BoolVar(&o.server, "server", false, "server mode (env "+EnvMode+"=server): carry out the PodVolumeBackups and PodVolumeRestores of --node in --namespace that `ferry server` creates, instead of polling for waiting pods (--storage is then not used: each object names its BackupStorageLocation)")
+	fl.BoolVar(&o.server, "server", false, "server mode (env "+EnvMode+"=server): carry out the PodVolumeBackups and PodVolumeRestores of --node in --namespace that ferry server creates, instead of polling for waiting pods (--storage is then not used: each object names its BackupStorageLocation)")
 	fl.StringVarP(&o.namespace, "namespace", "n", serverNamespace(), "server mode: namespace of the PodVolumeBackups, PodVolumeRestores and locations (env "+EnvNamespace+")")
 	fl.StringVar(&o.metricsAddr, "metrics-addr", ":8085", "server mode: address for Prometheus metrics on /metrics (0 disables)")
 	fl.StringVar(&o.probeAddr, "probe-addr", ":8086", "server mode: address for /healthz and /readyz (0 disables)")
@@ -89,6 +89,9 @@ func (o *nodeAgentOptions) Validate() error {
 			if changed(f) {
 				return fmt.Errorf("--%s is for the polling node agent, not --server (which takes the PodVolumeBackups and PodVolumeRestores of its node, each naming its location)", f)
 			}
+		}
+		if o.node == "" {
+			return errors.New("--server needs --node (or $NODE_NAME): the node whose PodVolumeBackups and PodVolumeRestores it carries out")
 		}
 		return nil
 	}

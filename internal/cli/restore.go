@@ -81,7 +81,7 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 			return v1alpha1.RestoreSpec{}, fmt.Errorf("--resource-modifiers: %w", err)
 		}
 		if _, err := modifiers.Load(f.resourceModifiers); err != nil {
-			return v1alpha1.RestoreSpec{}, err // names the file, the rule and the field
+			return v1alpha1.RestoreSpec{}, fmt.Errorf("--resource-modifiers: %w", err) // names the file, the rule and the field
 		}
 		rules = string(data)
 	}

@@ -89,7 +89,12 @@ func (o *serverOptions) Complete(_ *cobra.Command, _ []string) error {
 
 // Validate has nothing to refuse that the flags' types do not: the
 // manager checks its options (controller.NewManager).
-func (o *serverOptions) Validate() error { return nil }
+func (o *serverOptions) Validate() error {
+	if o.opts.RestoreHelperImage == "" {
+		return errors.New("--restore-helper-image is empty: give ferry's image (it runs the restored pods' ferry-restore-wait init containers and the helper pods)")
+	}
+	return nil
+}
 
 // Run runs the server's controllers until ctx ends.
 func (o *serverOptions) Run(ctx context.Context) error {

@@ -41,7 +41,7 @@ type serverMode struct {
 
 func (s *serverMode) register(cmd *cobra.Command, withTTL bool) {
 	fl := cmd.Flags()
-	fl.BoolVar(&s.on, "server", false, "server mode: create the object in the cluster for `ferry server` to run, instead of running here (env "+EnvMode+"=server)")
+	fl.BoolVar(&s.on, "server", false, "server mode: create the object in the cluster for ferry server to run, instead of running here (env "+EnvMode+"=server)")
 	fl.StringVarP(&s.namespace, "namespace", "n", serverNamespace(), "server mode: the ferry server's namespace (env "+EnvNamespace+")")
 	fl.StringVar(&s.location, "storage-location", "", "server mode: the BackupStorageLocation to use (default: the one marked default)")
 	fl.BoolVar(&s.wait, "wait", false, "server mode: wait until it finishes, showing progress from its status")

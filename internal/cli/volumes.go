@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -125,7 +126,7 @@ func (f *volumeFlags) registerRestore(cmd *cobra.Command) {
 	f.registerPassword(cmd)
 	f.registerSparse(cmd)
 	f.registerHelpers(cmd)
-	cmd.Flags().BoolVar(&f.byNodeAgent, "volumes-by-node-agent", false, "leave the volume data to `ferry node-agent` on each node: the restored pods wait for it in their ferry-restore-wait init container (no --host-pods-dir or password needed here)")
+	cmd.Flags().BoolVar(&f.byNodeAgent, "volumes-by-node-agent", false, "leave the volume data to ferry node-agent on each node: the restored pods wait for it in their ferry-restore-wait init container (no --host-pods-dir or password needed here)")
 }
 
 // complete checks, when every pod volume's data is to go through helper
@@ -440,8 +441,13 @@ func sdkCredentials(ctx context.Context, creds map[string]string) error {
 // (volumes.ReadPassword); a file that cannot be read is named by its flag.
 func readPassword(file string) (string, error) {
 	pw, err := volumes.ReadPassword(file)
-	if err != nil && file != "" {
+	var pe *fs.PathError
+	switch {
+	case err == nil || file == "":
+		return pw, err
+	case errors.As(err, &pe):
+		return "", fmt.Errorf("--repository-password-file %s: %w", file, pe.Err)
+	default:
 		return "", fmt.Errorf("--repository-password-file: %w", err)
 	}
-	return pw, err
 }

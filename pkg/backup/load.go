@@ -38,7 +38,7 @@ func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archi
 	}
 	rd, err := loc.NewOpenedReader(ctx, b.Status.Archive.Key)
 	if errors.Is(err, store.ErrEncrypted) {
-		return nil, nil, fmt.Errorf("backup %q is encrypted with age for %s: give an age identity file that decrypts it (server mode: spec.encryptionIdentitySecret): %w", name, strings.Join(b.Spec.EncryptionRecipients, ", "), ErrNeedIdentity)
+		return nil, nil, fmt.Errorf("backup %q is encrypted with age for %s: %w (in server mode: spec.encryptionIdentitySecret)", name, strings.Join(b.Spec.EncryptionRecipients, ", "), ErrNeedIdentity)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: backup %q: %w", ErrNotRestorable, name, err)
