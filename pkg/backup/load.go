@@ -33,8 +33,8 @@ func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archi
 	if b.Status.Phase != v1alpha1.PhaseCompleted && b.Status.Phase != v1alpha1.PhasePartiallyFailed {
 		return nil, nil, fmt.Errorf("%w: backup %q is %s: %s", ErrNotRestorable, name, b.Status.Phase, b.Status.FailureReason)
 	}
-	if b.Status.Archive == nil {
-		return nil, nil, fmt.Errorf("%w: backup %q has no archive record in its ferry-backup.json", ErrNotRestorable, name)
+	if b.Status.Archive == nil || b.Status.Archive.Key == "" {
+		return nil, nil, fmt.Errorf("%w: backup %q has no archive record (status.archive.key) in its ferry-backup.json", ErrNotRestorable, name)
 	}
 	rd, err := loc.NewOpenedReader(ctx, b.Status.Archive.Key)
 	if errors.Is(err, store.ErrEncrypted) {
