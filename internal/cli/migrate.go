@@ -131,9 +131,11 @@ func (o *migrateOptions) restoreOptions(iopts images.Options) restore.Options {
 
 func (o *migrateOptions) Run(ctx context.Context) error {
 	if o.verify && !o.rspec.DryRun {
-		if err := checkReportDir(o.reportDir); err != nil {
+		removeEmpty, err := checkReportDir(o.reportDir)
+		if err != nil {
 			return err
 		}
+		defer removeEmpty()
 	}
 	iopts, err := o.images.options()
 	if err != nil {

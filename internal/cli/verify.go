@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -130,9 +131,11 @@ func (o *verifyOptions) Run(ctx context.Context) error {
 		opts.Name, opts.Spec = o.restoreName, r.Spec
 		opts.Spec.DryRun = false
 	}
-	if err := checkReportDir(o.reportDir); err != nil {
+	removeEmpty, err := checkReportDir(o.reportDir)
+	if err != nil {
 		return err
 	}
+	defer removeEmpty()
 	cluster, err := connect(ctx, o.toKubeconfig, o.toContext)
 	if err != nil {
 		return err
@@ -231,14 +234,32 @@ func verifyExit(v *report.Verification) error {
 
 // checkReportDir makes dir and checks that a report can be written there,
 // before any work that the report is for.
-func checkReportDir(dir string) error {
+//
+// The folders it made are removed by removeEmpty, which the caller defers:
+// a run that failed before it wrote the report leaves no empty folder.
+func checkReportDir(dir string) (removeEmpty func(), err error) {
+	var made []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || d == filepath.Dir(d) {
+			break
+		}
+		made = append(made, d)
+	}
+	removeEmpty = func() {
+		for _, d := range made {
+			if os.Remove(d) != nil { // not empty: the report is there
+				return
+			}
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("--report-dir: %w", err)
+		return func() {}, fmt.Errorf("--report-dir: %w", err)
 	}
 	f, err := os.CreateTemp(dir, ".ferry-write-check-")
 	if err != nil {
-		return fmt.Errorf("--report-dir %s is not writable: %w", dir, err)
+		removeEmpty()
+		return func() {}, fmt.Errorf("--report-dir %s is not writable: %w", dir, err)
 	}
 	f.Close()
-	return os.Remove(f.Name())
+	return removeEmpty, os.Remove(f.Name())
 }
