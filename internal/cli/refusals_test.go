@@ -289,6 +289,8 @@ func TestValidateVerify(t *testing.T) {
 		{[]string{"verify", s}, []string{"--backup is required"}},
 		{[]string{"verify", s, "--backup", "b"}, nil},
 		{[]string{"verify", s, "--backup", "b", "--restore", "r"}, nil},
+		{[]string{"verify", s, "--backup", "b", "--from-cloud", "mars"}, []string{`--from-cloud (spec.fromCloud): Invalid value: "mars"`}},
+		{[]string{"verify", s, "--backup", "b", "--existing-resource-policy", "merge"}, []string{`--existing-resource-policy (spec.existingResourcePolicy): Unsupported value: "merge"`}},
 		{[]string{"verify", s, "--backup", "b", "--from-velero-backup", "--namespace-mappings", "a:b"}, nil},
 		{[]string{"verify", s, "--backup", "b", "--restore", "r", "--from-velero-backup"}, []string{"--restore r gives the backup's kind; do not combine it with --from-velero-backup"}},
 		{[]string{"verify", s, "--backup", "b", "--namespace-mappings", "x"}, []string{`--namespace-mappings "x": want SRC:DST`}},

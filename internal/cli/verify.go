@@ -98,7 +98,9 @@ func (o *verifyOptions) Validate() error {
 		return fmt.Errorf("--backup is required")
 	}
 	if o.restoreName == "" {
-		return nil
+		// The restore flags give the expected changes: checked as a
+		// restore would check them, before anything connects.
+		return (&restore.Options{Name: "verify-" + o.backupName, Spec: o.spec}).Validate()
 	}
 	if len(o.restoreFlagsSet) > 0 {
 		return fmt.Errorf("--restore %s gives the expected changes; do not combine it with restore flags", o.restoreName)
