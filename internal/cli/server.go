@@ -87,8 +87,8 @@ func (o *serverOptions) Complete(_ *cobra.Command, _ []string) error {
 	return nil
 }
 
-// Validate has nothing to refuse that the flags' types do not: the
-// manager checks its options (controller.NewManager).
+// Validate refuses an empty helper image; the manager checks the rest of
+// its options (controller.NewManager).
 func (o *serverOptions) Validate() error {
 	if o.opts.RestoreHelperImage == "" {
 		return errors.New("--restore-helper-image is empty: give ferry's image (it runs the restored pods' ferry-restore-wait init containers and the helper pods)")
