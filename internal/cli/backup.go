@@ -360,7 +360,7 @@ func (o *backupDescribeOptions) Run(ctx context.Context) error {
 		d.results.Warnf("the results cannot be read: %v", err)
 	}
 	if o.output == "table" && b.Status.PodVolumes != nil {
-		if d.volumes, err = backupVolumeRecord(ctx, loc, b.Name); err != nil {
+		if d.volumes, err = volumes.LoadBackupRecord(ctx, loc, b.Name); err != nil {
 			d.results.Warnf("the pod volume records cannot be read: %v", err)
 		}
 	}

@@ -243,19 +243,6 @@ func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, c
 		func() { h.Run.Close(ctx) }, nil
 }
 
-// backupVolumeRecord reads a backup's volume record; nil when it has none.
-func backupVolumeRecord(ctx context.Context, loc *store.Location, name string) (*volumes.BackupRecord, error) {
-	rec := &volumes.BackupRecord{}
-	err := loc.GetJSON(ctx, store.BackupVolumesKey(name), rec)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return rec, nil
-}
-
 // deleteBackup deletes backup name and then the kopia snapshots of every
 // backup no longer in the location (this one, and any an interrupted
 // delete left), and runs the repository's maintenance, which removes the
@@ -266,7 +253,7 @@ func (f *volumeFlags) deleteBackup(ctx context.Context, loc *store.Location, nam
 	if err != nil {
 		return 0, err
 	}
-	if rec, err := backupVolumeRecord(ctx, loc, name); err == nil && rec != nil && rec.Snapshots() == 0 {
+	if rec, err := volumes.LoadBackupRecord(ctx, loc, name); err == nil && rec != nil && rec.Snapshots() == 0 {
 		hasVolumes = false // a record of skipped or failed volumes only
 	}
 	var repo *volumes.Repository
@@ -298,7 +285,7 @@ type volumeVerify struct {
 // verifyVolumes reads back every snapshot of backup name (kopia snapshot
 // verify, every file). A backup without volume data gives nil.
 func (f *volumeFlags) verifyVolumes(ctx context.Context, loc *store.Location, name string) ([]volumeVerify, error) {
-	rec, err := backupVolumeRecord(ctx, loc, name)
+	rec, err := volumes.LoadBackupRecord(ctx, loc, name)
 	if err != nil || rec == nil || rec.Snapshots() == 0 {
 		return nil, err
 	}

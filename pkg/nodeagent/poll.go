@@ -2,7 +2,6 @@ package nodeagent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -81,7 +80,7 @@ func (p *Poller) poll(ctx context.Context, records map[string]*volumes.BackupRec
 	for _, pr := range pending {
 		rec, ok := records[pr.Backup]
 		if !ok {
-			if rec, err = backupVolumeRecord(ctx, p.Location, pr.Backup); err != nil || rec == nil {
+			if rec, err = volumes.LoadBackupRecord(ctx, p.Location, pr.Backup); err != nil || rec == nil {
 				p.Log.Warn("reading the backup's volume records", "backup", pr.Backup, "pod", pr.Pod.Namespace+"/"+pr.Pod.Name, "err", err)
 				continue
 			}
@@ -96,19 +95,6 @@ func (p *Poller) poll(ctx context.Context, records map[string]*volumes.BackupRec
 		fmt.Fprintf(p.Out, "pod %s/%s: %s\n", pr.Pod.Namespace, pr.Pod.Name, Summary(res))
 	}
 	return failures
-}
-
-// backupVolumeRecord reads a backup's volume record; nil when it has none.
-func backupVolumeRecord(ctx context.Context, loc *store.Location, name string) (*volumes.BackupRecord, error) {
-	rec := &volumes.BackupRecord{}
-	err := loc.GetJSON(ctx, store.BackupVolumesKey(name), rec)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return rec, nil
 }
 
 // PendingRestore is a restored pod whose volume data has not arrived: it

@@ -255,7 +255,7 @@ func startPodVolumes(ctx context.Context, cluster *kube.Cluster, loc *store.Loca
 	pv := &podVolumeRun{}
 	if !opts.Spec.DryRun && !opts.Spec.FromVelero {
 		var err error
-		if pv.rec, err = loadVolumeRecord(ctx, loc, backupName); err != nil {
+		if pv.rec, err = volumes.LoadBackupRecord(ctx, loc, backupName); err != nil {
 			return nil, err
 		}
 	}

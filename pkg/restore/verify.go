@@ -84,7 +84,7 @@ func Verify(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opt
 	if err := ap.run(ctx); err != nil {
 		return nil, err
 	}
-	vrec, err := loadVolumeRecord(ctx, loc, b.Name)
+	vrec, err := volumes.LoadBackupRecord(ctx, loc, b.Name)
 	if err != nil {
 		return nil, err
 	}

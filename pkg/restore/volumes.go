@@ -3,7 +3,6 @@ package restore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
-	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -73,20 +71,6 @@ func (o *PodVolumeOptions) by() string {
 		return v1alpha1.RestoreByPodVolumeRestore
 	}
 	return v1alpha1.RestoreByRestore
-}
-
-// loadVolumeRecord reads the backup's pod volume records; nil when the
-// backup has none.
-func loadVolumeRecord(ctx context.Context, loc *store.Location, backup string) (*volumes.BackupRecord, error) {
-	rec := &volumes.BackupRecord{}
-	err := loc.GetJSON(ctx, store.BackupVolumesKey(backup), rec)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return rec, nil
 }
 
 // planPodVolumes decides which restored pods wait for volume data: the

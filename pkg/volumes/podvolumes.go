@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // PodVolumeBackup is the record of one pod volume in a backup, an entry of
@@ -52,6 +54,20 @@ func (r *BackupRecord) Snapshots() int {
 		}
 	}
 	return n
+}
+
+// LoadBackupRecord reads backup name's volume record
+// (backups/<name>/<name>-volumes.json) from loc; nil when it has none.
+func LoadBackupRecord(ctx context.Context, loc *store.Location, name string) (*BackupRecord, error) {
+	rec := &BackupRecord{}
+	err := loc.GetJSON(ctx, store.BackupVolumesKey(name), rec)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rec, nil
 }
 
 // Totals are running totals over several volumes, for progress reports.
