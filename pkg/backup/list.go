@@ -11,7 +11,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 )
@@ -248,7 +247,7 @@ func (r *run) writeRaw(t task, prefix []byte, raw []byte, seen *seenSet) error {
 		return r.writeOtherVersion(t.res, ns, name, data)
 	}
 	r.total.Add(1)
-	if r.images != nil && images.IsWorkload(t.res.Group, t.res.Kind) {
+	if r.images != nil && isWorkload(t.res.Group, t.res.Kind) {
 		var obj map[string]any
 		if err := json.Unmarshal(data, &obj); err == nil {
 			r.images.Add(obj)
@@ -281,4 +280,10 @@ func (r *run) listFailed(ctx context.Context, t task, err error) error {
 	}
 	r.results.Add(report.Result{Resource: t.res.GroupResource(), Version: t.res.Version, Namespace: t.namespace, Name: "*", Outcome: report.Failed, Message: fmt.Sprintf("listing %s in %s: %v", t.res.GroupResource(), where, err)})
 	return nil
+}
+
+// isWorkload reports whether objects of group and kind carry a pod spec.
+func isWorkload(group, kind string) bool {
+	_, ok := kube.PodSpecPathOf(group, kind)
+	return ok
 }

@@ -11,37 +11,13 @@ import (
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
-)
 
-// podSpecPaths are where each workload kind keeps its pod spec, by group
-// and kind ("apps/Deployment"; the core group is "").
-var podSpecPaths = map[string][]string{
-	"/Pod":                   {"spec"},
-	"/ReplicationController": {"spec", "template", "spec"},
-	"apps/Deployment":        {"spec", "template", "spec"},
-	"apps/ReplicaSet":        {"spec", "template", "spec"},
-	"apps/StatefulSet":       {"spec", "template", "spec"},
-	"apps/DaemonSet":         {"spec", "template", "spec"},
-	"batch/Job":              {"spec", "template", "spec"},
-	"batch/CronJob":          {"spec", "jobTemplate", "spec", "template", "spec"},
-}
+	"github.com/kubeferry/ferry/pkg/kube"
+)
 
 // ContainerFields are the pod-spec fields that hold containers, in the
 // order they are searched.
 var ContainerFields = []string{"initContainers", "containers", "ephemeralContainers"}
-
-// PodSpecPath returns the field path of the pod spec in an object of
-// group and kind, and false for a kind that has no pod template.
-func PodSpecPath(group, kind string) ([]string, bool) {
-	p, ok := podSpecPaths[group+"/"+kind]
-	return p, ok
-}
-
-// IsWorkload reports whether objects of group and kind carry a pod spec.
-func IsWorkload(group, kind string) bool {
-	_, ok := podSpecPaths[group+"/"+kind]
-	return ok
-}
 
 // Use is one place an image is named: a container of a workload object.
 type Use struct {
@@ -90,7 +66,7 @@ func Find(obj map[string]any) []Found {
 	if g, _, ok := strings.Cut(apiVersion, "/"); ok {
 		group = g
 	}
-	path, ok := PodSpecPath(group, kind)
+	path, ok := kube.PodSpecPathOf(group, kind)
 	if !ok {
 		return nil
 	}
@@ -145,7 +121,7 @@ func RewriteObject(rw *Rewriter, obj map[string]any) (notes []string, errs []err
 	if g, _, ok := strings.Cut(apiVersion, "/"); ok {
 		group = g
 	}
-	path, ok := PodSpecPath(group, kind)
+	path, ok := kube.PodSpecPathOf(group, kind)
 	if !ok {
 		return nil, nil
 	}

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubeferry/ferry/pkg/kube"
 )
 
 // profileFS holds the cloud profiles: data files, one per cloud, naming
@@ -127,7 +129,7 @@ func Cloud(c *Context, u *unstructured.Unstructured) []string {
 	case "Ingress":
 		notes = append(notes, ct.ingress(u)...)
 	}
-	if p, ok := podSpecPaths[u.GetKind()]; ok {
+	if p, ok := kube.PodSpecPathOf(u.GroupVersionKind().Group, u.GetKind()); ok {
 		notes = append(notes, ct.podSpec(u, p)...)
 	}
 	return notes

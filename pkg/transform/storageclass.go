@@ -4,23 +4,13 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubeferry/ferry/pkg/kube"
 )
 
 // betaStorageClassAnnotation is the deprecated way a claim names its class
 // (still used, e.g. by the cassandra example's volumeClaimTemplate).
 const betaStorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"
-
-// podSpecPaths are where each workload kind keeps its pod spec.
-var podSpecPaths = map[string][]string{
-	"Pod":                   {"spec"},
-	"Deployment":            {"spec", "template", "spec"},
-	"ReplicaSet":            {"spec", "template", "spec"},
-	"StatefulSet":           {"spec", "template", "spec"},
-	"DaemonSet":             {"spec", "template", "spec"},
-	"Job":                   {"spec", "template", "spec"},
-	"ReplicationController": {"spec", "template", "spec"},
-	"CronJob":               {"spec", "jobTemplate", "spec", "template", "spec"},
-}
 
 // StorageClasses applies the storage-class mapping (spec.storageClassMapping,
 // old to new) to the four places a class is named: PersistentVolumeClaims,
@@ -46,7 +36,7 @@ func StorageClasses(c *Context, u *unstructured.Unstructured) []string {
 			_ = unstructured.SetNestedSlice(u.Object, tpls, "spec", "volumeClaimTemplates")
 		}
 	}
-	if path, ok := podSpecPaths[u.GetKind()]; ok {
+	if path, ok := kube.PodSpecPathOf(u.GroupVersionKind().Group, u.GetKind()); ok {
 		vols, _, _ := unstructured.NestedSlice(u.Object, append(append([]string{}, path...), "volumes")...)
 		changed := false
 		for _, v := range vols {
