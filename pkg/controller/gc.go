@@ -102,6 +102,12 @@ func (r *GCReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 		}
 	case err != nil && !errors.Is(err, store.ErrIncomplete):
 		return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
+	case err != nil && stored.UID == "" && b.Status.PodVolumes != nil && b.Status.PodVolumes.Completed > 0:
+		// Neither marker left, some files: another cluster's GC is deleting
+		// the folder (markers first). Once it is gone, the case above
+		// prunes the volume snapshots; deleting the Backup now would leave
+		// them behind.
+		return reconcile.Result{RequeueAfter: time.Second}, nil
 	case !owns(b, stored):
 		r.Log.Warn("expired backup: the store folder of that name holds another backup; only the Backup object is deleted", "backup", b.Name, "storeUID", stored.UID, "uid", b.UID)
 		event(r.Events, b, true, "StoreFolderKept", "Expire", "expired; the store folder %s holds another backup of the same name (UID %s), which is kept", b.Name, stored.UID)
