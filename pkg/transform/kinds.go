@@ -13,7 +13,8 @@ func typesUID(s string) types.UID { return types.UID(s) }
 // MapNamespaces applies the namespace mapping to the object's own
 // namespace, to Namespace objects' names (and their
 // kubernetes.io/metadata.name label), and to the namespaces named by
-// RoleBinding/ClusterRoleBinding subjects.
+// RoleBinding/ClusterRoleBinding subjects (docs/design.md#namespace-mapping).
+// Namespace selectors are MapNamespaceSelectors'.
 func MapNamespaces(c *Context, u *unstructured.Unstructured) []string {
 	var notes []string
 	if ns := u.GetNamespace(); ns != "" {

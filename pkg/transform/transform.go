@@ -69,6 +69,7 @@ var Steps = []Step{
 	{Name: "node-ports", Applies: kindIs("", "Service"), Run: NodePorts},
 	{Name: "sanitize", Run: Sanitize},
 	{Name: "namespace-mapping", Run: MapNamespaces},
+	{Name: "namespace-selectors", Applies: selectsNamespaces, Run: MapNamespaceSelectors},
 	{Name: "service", Applies: kindIs("", "Service"), Run: Service},
 	{Name: "job", Applies: kindIs("batch", "Job"), Run: Job},
 	{Name: "pod", Applies: kindIs("", "Pod"), Run: Pod},
