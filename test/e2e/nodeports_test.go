@@ -143,6 +143,34 @@ func TestNodePorts(t *testing.T) {
 			t.Errorf("target sock-shop2/%s nodePort %d, want a new one (%d is taken by sock-shop/%s)", name, s.Spec.Ports[0].NodePort, np, name)
 		}
 	}
+	// The same restore again: the Services with new node ports are
+	// unchanged, not "exists, differs".
+	if rs, r = e.restore(t, "shop2-again", "shop", "--namespace-mappings", "sock-shop:sock-shop2"); r.code != 0 || rs.Status.Counts.Created != 0 || rs.Status.Counts.Skipped != 3 {
+		t.Errorf("restore shop2 again: exit %d, counts %+v, want 0 created and only the 3 never-restored items skipped\n%s", r.code, rs.Status.Counts, r.stderr)
+	}
+	// Under policy update, a Service that differs and whose kept port is
+	// taken is updated with the target's node ports, with a warning (the
+	// API server refuses the CREATE for the port before it finds the name
+	// taken, and the restore's fallback clears the ports).
+	fe := getService(t, dst, "sock-shop2", "front-end")
+	if fe == nil {
+		t.FailNow()
+	}
+	fe.Spec.Selector = map[string]string{"name": "changed"}
+	if _, err := dst.CoreV1().Services("sock-shop2").Update(ctx, fe, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rs, r = e.restore(t, "shop2-update", "shop", "--namespace-mappings", "sock-shop:sock-shop2", "--existing-resource-policy", "update")
+	if r.code != 0 || rs.Status.Counts.Failed != 0 || rs.Status.Counts.Updated != 1 {
+		t.Errorf("restore shop2 --existing-resource-policy update: exit %d, counts %+v, want front-end updated, 0 failed\n%s\nfailed: %v", r.code, rs.Status.Counts, r.stderr, failedItems(t, e, "shop2-update"))
+	}
+	if s := getService(t, dst, "sock-shop2", "front-end"); s != nil && (s.Spec.Selector["name"] != "front-end" || s.Spec.Ports[0].NodePort != fe.Spec.Ports[0].NodePort) {
+		t.Errorf("sock-shop2/front-end after the update: selector %v nodePort %d, want the backup's selector and the target's %d", s.Spec.Selector, s.Spec.Ports[0].NodePort, fe.Spec.Ports[0].NodePort)
+	}
+	if d := e.run(t, "restore", "describe", "shop2-update"); !hasPortWarning(d.stdout) {
+		t.Errorf("restore shop2-update describe shows no warning about an already allocated node port:\n%s", d.stdout)
+	}
+
 	// Verification counts the fallback as a change on purpose.
 	dir := filepath.Join(t.TempDir(), "report")
 	vr := e.run(t, "verify", "--backup", "shop", "--restore", "shop2", "--to-context", "dst", "--report-dir", dir)
