@@ -56,7 +56,7 @@ func (f *restoreFlags) register(cmd *cobra.Command, withFilters bool) {
 	fl.StringSliceVar(&f.namespaceMappings, "namespace-mappings", nil, "restore namespaces under new names: src1:dst1,src2:dst2")
 	fl.StringSliceVar(&f.storageClassMappings, "storage-class-mappings", nil, "map storage classes in PVCs, PVs, StatefulSet volumeClaimTemplates and ephemeral volumes: old1:new1,...")
 	fl.StringVar(&f.existingPolicy, "existing-resource-policy", "none", "for objects already in the target: none (compare and report) or update")
-	fl.BoolVar(&f.preserveNodePorts, "preserve-nodeports", false, "keep Services' nodePort and healthCheckNodePort (a port taken in the target gets a new one, with a warning)")
+	fl.BoolVar(&f.preserveNodePorts, "preserve-nodeports", false, "keep all of Services' node ports, also those the source allocated (by default only those a client set are kept; a port taken in the target gets a new one, with a warning)")
 	fl.StringSliceVar(&f.restoreStatus, "restore-status", nil, "resources whose .status is restored too (default none)")
 	fl.StringVar(&f.resourceModifiers, "resource-modifiers", "", "YAML file of resource-modifier rules (Velero's format: JSON, merge and strategic patches with conditions) applied to restored objects")
 	fl.StringVar(&f.fromCloud, "from-cloud", "", "cloud profile of the source: "+strings.Join(transform.CloudNames(), ", ")+" (default generic)")

@@ -252,7 +252,8 @@ func isNetError(err error) bool {
 	return errors.As(err, &ne)
 }
 
-// platforms lists the platforms of an index descriptor (nil for an image).
+// platforms lists the platforms of an index descriptor, nested indexes
+// included (nil for an image).
 func platforms(desc *remote.Descriptor) ([]string, error) {
 	if !desc.MediaType.IsIndex() {
 		return nil, nil
@@ -261,17 +262,7 @@ func platforms(desc *remote.Descriptor) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, m := range im.Manifests {
-		if m.Platform != nil {
-			out = append(out, m.Platform.String())
-		}
-	}
-	return out, nil
+	return indexPlatforms(idx)
 }
 
 // Copy copies one image or index. It never panics on registry errors:

@@ -56,14 +56,8 @@ func indexItem(idx v1.ImageIndex) (*item, error) {
 		return nil, err
 	}
 	it.mediaType = string(mt)
-	im, err := idx.IndexManifest()
-	if err != nil {
+	if it.platforms, err = indexPlatforms(idx); err != nil {
 		return nil, err
-	}
-	for _, m := range im.Manifests {
-		if m.Platform != nil {
-			it.platforms = append(it.platforms, m.Platform.String())
-		}
 	}
 	return it, nil
 }
@@ -132,42 +126,175 @@ func (c *Copier) put(ctx context.Context, t Task, dst name.Reference, it *item, 
 }
 
 // filter keeps the manifests of idx whose platform satisfies one of
-// c.opts.Platforms. An index with none of them is an error.
+// c.opts.Platforms, descending into nested indexes (filterIndex). An
+// index with none of them is an error that names the platforms it has.
 func (c *Copier) filter(idx v1.ImageIndex) (v1.ImageIndex, error) {
 	if len(c.opts.Platforms) == 0 {
 		return idx, nil
 	}
+	out, n, err := c.filterIndex(idx)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		return out, nil
+	}
+	var want []string
+	for _, p := range c.opts.Platforms {
+		want = append(want, p.String())
+	}
+	have, err := indexPlatforms(idx)
+	if err != nil {
+		return nil, err
+	}
+	if len(have) == 0 {
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("the index has no manifest for platform %s (none of its %d manifests names a platform)", strings.Join(want, ","), len(im.Manifests))
+	}
+	return nil, fmt.Errorf("the index has no manifest for platform %s (it has %s)", strings.Join(want, ","), strings.Join(have, ", "))
+}
+
+// wants reports whether p satisfies one of c.opts.Platforms.
+func (c *Copier) wants(p *v1.Platform) bool {
+	if p == nil {
+		return false
+	}
+	for _, w := range c.opts.Platforms {
+		if p.Satisfies(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// filterIndex returns idx with only the manifests c wants, and how many
+// images it keeps. A manifest that is itself an index is filtered the same
+// way, unless its descriptor names a platform c does not want: it is kept,
+// filtered, when anything of it is kept, and dropped otherwise. Kept
+// images, and nested indexes kept whole, keep their digests; an index that
+// lost a manifest is a new one, in the same order.
+func (c *Copier) filterIndex(idx v1.ImageIndex) (v1.ImageIndex, int, error) {
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return nil, 0, err
+	}
+	n, dropped := 0, false
+	keptIndexes := map[v1.Hash]bool{}
+	filtered := map[int]v1.ImageIndex{} // position -> nested index that lost manifests
+	for i, d := range im.Manifests {
+		if !d.MediaType.IsIndex() {
+			if c.wants(d.Platform) {
+				n++
+			} else {
+				dropped = true
+			}
+			continue
+		}
+		if d.Platform != nil && !c.wants(d.Platform) {
+			dropped = true
+			continue
+		}
+		child, err := idx.ImageIndex(d.Digest)
+		if err != nil {
+			return nil, 0, fmt.Errorf("nested index %s: %w", d.Digest, err)
+		}
+		fc, k, err := c.filterIndex(child)
+		if err != nil {
+			return nil, 0, fmt.Errorf("nested index %s: %w", d.Digest, err)
+		}
+		h, err := fc.Digest()
+		if err != nil {
+			return nil, 0, fmt.Errorf("nested index %s: %w", d.Digest, err)
+		}
+		switch {
+		case k == 0:
+			dropped = true
+		case h != d.Digest:
+			filtered[i] = fc
+		default:
+			keptIndexes[d.Digest] = true
+		}
+		n += k
+	}
+	switch {
+	case len(filtered) > 0:
+		out, err := c.rebuild(idx, im, keptIndexes, filtered)
+		return out, n, err
+	case dropped:
+		return mutate.RemoveManifests(idx, func(d v1.Descriptor) bool {
+			if d.MediaType.IsIndex() {
+				return !keptIndexes[d.Digest]
+			}
+			return !c.wants(d.Platform)
+		}), n, nil
+	}
+	return idx, n, nil
+}
+
+// rebuild is idx with the manifests filterIndex keeps, in their order:
+// the nested indexes in filtered replaced by their filtered copies.
+func (c *Copier) rebuild(idx v1.ImageIndex, im *v1.IndexManifest, keptIndexes map[v1.Hash]bool, filtered map[int]v1.ImageIndex) (v1.ImageIndex, error) {
+	var adds []mutate.IndexAddendum
+	for i, d := range im.Manifests {
+		var add mutate.Appendable
+		var err error
+		switch {
+		case filtered[i] != nil:
+			add = filtered[i]
+			// Digest, size and data come from the filtered copy.
+			d.Digest, d.Size, d.Data = v1.Hash{}, 0, nil
+		case d.MediaType.IsIndex() && keptIndexes[d.Digest]:
+			add, err = idx.ImageIndex(d.Digest)
+		case !d.MediaType.IsIndex() && c.wants(d.Platform):
+			add, err = idx.Image(d.Digest)
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("manifest %s: %w", d.Digest, err)
+		}
+		adds = append(adds, mutate.IndexAddendum{Add: add, Descriptor: d})
+	}
+	none := mutate.RemoveManifests(idx, func(v1.Descriptor) bool { return true })
+	return mutate.AppendManifests(none, adds...), nil
+}
+
+// indexPlatforms lists the platforms of the images in idx, those of
+// nested indexes included, each once, in order.
+func indexPlatforms(idx v1.ImageIndex) ([]string, error) {
 	im, err := idx.IndexManifest()
 	if err != nil {
 		return nil, err
 	}
-	keep := func(d v1.Descriptor) bool {
-		if d.Platform == nil {
-			return false
+	var out []string
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
 		}
-		for _, p := range c.opts.Platforms {
-			if d.Platform.Satisfies(p) {
-				return true
-			}
-		}
-		return false
 	}
-	var have []string
-	n := 0
 	for _, m := range im.Manifests {
-		if keep(m) {
-			n++
+		if !m.MediaType.IsIndex() {
+			if m.Platform != nil {
+				add(m.Platform.String())
+			}
+			continue
 		}
-		if m.Platform != nil {
-			have = append(have, m.Platform.String())
+		child, err := idx.ImageIndex(m.Digest)
+		if err != nil {
+			return nil, fmt.Errorf("nested index %s: %w", m.Digest, err)
+		}
+		ps, err := indexPlatforms(child)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			add(p)
 		}
 	}
-	if n == 0 {
-		var want []string
-		for _, p := range c.opts.Platforms {
-			want = append(want, p.String())
-		}
-		return nil, fmt.Errorf("the index has no manifest for platform %s (it has %s)", strings.Join(want, ","), strings.Join(have, ", "))
-	}
-	return mutate.RemoveManifests(idx, func(d v1.Descriptor) bool { return !keep(d) }), nil
+	return out, nil
 }

@@ -184,9 +184,10 @@ func (a *applier) verify(ctx context.Context, it *Item) report.Result {
 	d := comparable(u)
 	same, where := contains(live.Object, d.Object, "")
 	pruned, added := pruneAdded(live, d)
-	if !same && it.GroupResource == "services" && a.opts.Spec.PreserveNodePorts {
-		// The restore gives a Service new node ports when its own are taken
-		// in the target (a warning at restore time): a change on purpose.
+	if !same && it.GroupResource == "services" {
+		// The restore gives a Service new node ports when the ones it kept
+		// are taken in the target (a warning at restore time): a change on
+		// purpose.
 		alt := d.DeepCopy()
 		transform.ClearNodePorts(alt)
 		if ok, _ := contains(live.Object, alt.Object, ""); ok {

@@ -13,7 +13,8 @@ func typesUID(s string) types.UID { return types.UID(s) }
 // MapNamespaces applies the namespace mapping to the object's own
 // namespace, to Namespace objects' names (and their
 // kubernetes.io/metadata.name label), and to the namespaces named by
-// RoleBinding/ClusterRoleBinding subjects.
+// RoleBinding/ClusterRoleBinding subjects (docs/design.md#namespace-mapping).
+// Namespace selectors are MapNamespaceSelectors'.
 func MapNamespaces(c *Context, u *unstructured.Unstructured) []string {
 	var notes []string
 	if ns := u.GetNamespace(); ns != "" {
@@ -56,47 +57,19 @@ func MapNamespaces(c *Context, u *unstructured.Unstructured) []string {
 }
 
 // Service clears clusterIP and clusterIPs (unless headless, "None") so the
-// target allocates its own, and clears nodePort and healthCheckNodePort
-// unless PreserveNodePorts is set (docs/design.md#services).
+// target allocates its own (docs/design.md#services). Node ports are
+// NodePorts'.
 func Service(c *Context, u *unstructured.Unstructured) []string {
-	var notes []string
 	ip, _, _ := unstructured.NestedString(u.Object, "spec", "clusterIP")
-	if ip != "None" {
-		if ip != "" {
-			notes = append(notes, "clusterIP "+ip+" cleared: the target allocates one")
-		}
-		unstructured.RemoveNestedField(u.Object, "spec", "clusterIP")
-		unstructured.RemoveNestedField(u.Object, "spec", "clusterIPs")
+	if ip == "None" {
+		return nil
 	}
-	if c.PreserveNodePorts {
-		return notes
+	unstructured.RemoveNestedField(u.Object, "spec", "clusterIP")
+	unstructured.RemoveNestedField(u.Object, "spec", "clusterIPs")
+	if ip != "" {
+		return []string{"clusterIP " + ip + " cleared: the target allocates one"}
 	}
-	if hc, ok, _ := unstructured.NestedInt64(u.Object, "spec", "healthCheckNodePort"); ok && hc != 0 {
-		unstructured.RemoveNestedField(u.Object, "spec", "healthCheckNodePort")
-		notes = append(notes, fmt.Sprintf("healthCheckNodePort %d cleared", hc))
-	}
-	ports, _, _ := unstructured.NestedSlice(u.Object, "spec", "ports")
-	changed := false
-	for _, p := range ports {
-		if m, ok := p.(map[string]any); ok {
-			if np, ok := m["nodePort"]; ok {
-				delete(m, "nodePort")
-				changed = true
-				notes = append(notes, fmt.Sprintf("nodePort %v cleared", np))
-			}
-		}
-	}
-	if changed {
-		_ = unstructured.SetNestedSlice(u.Object, ports, "spec", "ports")
-	}
-	return notes
-}
-
-// ClearNodePorts removes every nodePort and the healthCheckNodePort; the
-// restore uses it to retry a Service whose preserved ports are taken.
-func ClearNodePorts(u *unstructured.Unstructured) {
-	c := &Context{}
-	Service(c, u)
+	return nil
 }
 
 // jobGeneratedLabels are the labels the Job controller generates.

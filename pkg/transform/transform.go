@@ -20,7 +20,8 @@ type Context struct {
 	RestoreName string
 	// NamespaceMapping maps source to target namespaces.
 	NamespaceMapping map[string]string
-	// PreserveNodePorts keeps Services' nodePort and healthCheckNodePort.
+	// PreserveNodePorts keeps all of Services' nodePorts and
+	// healthCheckNodePort, not only those a client set.
 	PreserveNodePorts bool
 	// KeepStatus keeps .status (resources named in spec.restoreStatus).
 	KeepStatus bool
@@ -64,8 +65,11 @@ type Step struct {
 
 // Steps are the built-in transforms in the order they run.
 var Steps = []Step{
+	// node-ports reads the managedFields that sanitize removes.
+	{Name: "node-ports", Applies: kindIs("", "Service"), Run: NodePorts},
 	{Name: "sanitize", Run: Sanitize},
 	{Name: "namespace-mapping", Run: MapNamespaces},
+	{Name: "namespace-selectors", Applies: selectsNamespaces, Run: MapNamespaceSelectors},
 	{Name: "service", Applies: kindIs("", "Service"), Run: Service},
 	{Name: "job", Applies: kindIs("batch", "Job"), Run: Job},
 	{Name: "pod", Applies: kindIs("", "Pod"), Run: Pod},

@@ -10,7 +10,12 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/kubeferry/ferry/internal/testenv"
 )
@@ -167,4 +172,70 @@ func mustParse(t *testing.T, s string) name.Reference {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestImageSyncNestedIndex: `ferry image sync --platform linux/arm64` of
+// an index whose entries are themselves indexes (as `docker buildx
+// imagetools create` makes from several multi-platform images) descends
+// into them: the target gets the outer index holding one nested index
+// that holds only the arm64 image, with its digest unchanged.
+func TestImageSyncNestedIndex(t *testing.T) {
+	rs := startRegistries(t, testenv.RegistryOptions{}, testenv.RegistryOptions{})
+	src, dst := rs[0], rs[1]
+	byPlatform := map[string]v1.Image{}
+	nested := func(plats ...string) v1.ImageIndex {
+		var adds []mutate.IndexAddendum
+		for _, p := range plats {
+			img, err := random.Image(1024, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pl, _ := v1.ParsePlatform(p)
+			byPlatform[p] = img
+			adds = append(adds, mutate.IndexAddendum{Add: img, Descriptor: v1.Descriptor{Platform: pl}})
+		}
+		return mutate.IndexMediaType(mutate.AppendManifests(empty.Index, adds...), types.OCIImageIndex)
+	}
+	outer := mutate.IndexMediaType(mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: nested("linux/amd64", "linux/arm64")},
+		mutate.IndexAddendum{Add: nested("linux/s390x")}), types.OCIImageIndex)
+	if err := remote.WriteIndex(mustParse(t, src.Host+"/nested/app:1"), outer); err != nil {
+		t.Fatal(err)
+	}
+	r := ferry(t, []string{"DOCKER_CONFIG=" + t.TempDir()}, "image", "sync", "-o", "json", "--from", src.Host+"/nested/app:1", "--to", dst.Host+"/arm/app", "--platform", "linux/arm64")
+	var out syncOutput
+	if r.code == 0 || r.code == 2 {
+		mustJSON(t, r.stdout, &out)
+	}
+	if r.code != 0 || len(out.Images) != 1 || strings.Join(out.Images[0].Platforms, ",") != "linux/arm64" {
+		t.Fatalf("--platform linux/arm64 of a nested index: exit %d %+v\n%s%s", r.code, out, r.stdout, r.stderr)
+	}
+	got, err := remote.Index(mustParse(t, dst.Host+"/arm/app:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gim, _ := got.IndexManifest()
+	if len(gim.Manifests) != 1 || !gim.Manifests[0].MediaType.IsIndex() {
+		t.Fatalf("target index holds %+v, want one nested index", gim.Manifests)
+	}
+	child, err := got.ImageIndex(gim.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cim, _ := child.IndexManifest()
+	arm, _ := byPlatform["linux/arm64"].Digest()
+	if len(cim.Manifests) != 1 || cim.Manifests[0].Digest != arm || cim.Manifests[0].Platform.String() != "linux/arm64" {
+		t.Errorf("nested index at the target holds %+v, want only linux/arm64 %s", cim.Manifests, arm)
+	}
+	for p, img := range byPlatform {
+		d, _ := img.Digest()
+		if _, has := dst.Digest("arm/app@" + d.String()); has != (p == "linux/arm64") {
+			t.Errorf("%s (%s) at the target: %v", p, d, has)
+		}
+	}
+	// A platform no image has is refused, naming the platforms it has.
+	r = ferry(t, []string{"DOCKER_CONFIG=" + t.TempDir()}, "image", "sync", "--from", src.Host+"/nested/app:1", "--to", dst.Host+"/ppc/app", "--platform", "linux/ppc64le")
+	if all := r.stdout + r.stderr; r.code == 0 || !strings.Contains(all, "(it has linux/amd64, linux/arm64, linux/s390x)") {
+		t.Errorf("--platform linux/ppc64le: exit %d, want a failure naming the nested platforms\n%s", r.code, all)
+	}
 }

@@ -280,7 +280,10 @@ type RestoreSpec struct {
 	NamespaceMapping map[string]string `json:"namespaceMapping,omitempty"`
 	// +kubebuilder:validation:Enum=none;update
 	ExistingResourcePolicy ExistingResourcePolicy `json:"existingResourcePolicy,omitempty"`
-	PreserveNodePorts      bool                   `json:"preserveNodePorts,omitempty"`
+	// PreserveNodePorts keeps every node port of restored Services, also
+	// those the source's API server allocated; without it, only those a
+	// client set are kept.
+	PreserveNodePorts bool `json:"preserveNodePorts,omitempty"`
 	// RestoreStatus lists resources whose .status is restored too.
 	RestoreStatus []string `json:"restoreStatus,omitempty"`
 	// StorageClassMapping maps source storage classes to target ones.
