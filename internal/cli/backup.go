@@ -44,7 +44,7 @@ func (f *backupFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.includeResources, "include-resources", nil, "resources to back up: name, name.group or kind (default all)")
 	fl.StringSliceVar(&f.excludeResources, "exclude-resources", nil, "resources to leave out")
 	fl.StringVarP(&f.selector, "selector", "l", "", "label selector for the objects to back up")
-	fl.StringVar(&f.includeCluster, "include-cluster-resources", "auto", "cluster-scoped resources: auto (all for a whole-cluster backup, only referenced ones for a namespace-filtered one), true or false")
+	fl.StringVar(&f.includeCluster, "include-cluster-resources", "auto", "cluster-scoped resources: auto (all for a whole-cluster backup, only related ones for a namespace-filtered one), true or false")
 	fl.BoolVar(&f.preferredOnly, "preferred-version-only", false, "store each resource at its preferred API version only (default: every served version, so a target that no longer serves the preferred one can still take it)")
 }
 

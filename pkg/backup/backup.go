@@ -322,7 +322,7 @@ func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
 
 // writeItem writes one object (JSON, with apiVersion and kind) into the
 // archive. Per-item records live in the archive's manifest; the results
-// file holds only failures and warnings.
+// file holds only failures, warnings and the related objects' reasons.
 func (r *run) writeItem(res kube.Resource, namespace, name string, data []byte) error {
 	e := archive.Entry{Group: res.Group, Version: res.Version, Resource: res.GroupVersionResource.Resource, Kind: res.Kind, Namespace: namespace, Name: name}
 	if err := r.aw.WriteItem(e, data); err != nil {
