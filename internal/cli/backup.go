@@ -44,7 +44,7 @@ func (f *backupFlags) register(cmd *cobra.Command) {
 	fl.StringSliceVar(&f.includeResources, "include-resources", nil, "resources to back up: name, name.group or kind (default all)")
 	fl.StringSliceVar(&f.excludeResources, "exclude-resources", nil, "resources to leave out")
 	fl.StringVarP(&f.selector, "selector", "l", "", "label selector for the objects to back up")
-	fl.StringVar(&f.includeCluster, "include-cluster-resources", "auto", "cluster-scoped resources: auto (all for a whole-cluster backup, only referenced ones for a namespace-filtered one), true or false")
+	fl.StringVar(&f.includeCluster, "include-cluster-resources", "auto", "cluster-scoped resources: auto (all for a whole-cluster backup, only related ones for a namespace-filtered one), true or false")
 	fl.BoolVar(&f.preferredOnly, "preferred-version-only", false, "store each resource at its preferred API version only (default: every served version, so a target that no longer serves the preferred one can still take it)")
 }
 
@@ -413,6 +413,7 @@ func (o *backupDescribeOptions) print(d *backupDescription) error {
 		printVolumeRecord(w, d.volumes)
 	}
 	printResourceCounts(w, b.Status.ResourceCounts)
+	printRelated(w, d.results)
 	printProblems(o.globals, d.results)
 	if !o.details {
 		return nil
@@ -440,6 +441,27 @@ func printArchiveAndImages(w io.Writer, b *v1alpha1.Backup) {
 			fmt.Fprintf(w, "Image bundle: %s; %d blobs written (%s), %d already in the store\n", im.IndexKey, im.BlobsWritten, humanBytes(im.BytesWritten), im.BlobsReused)
 		}
 	}
+}
+
+// printRelated lists the cluster-scoped objects a namespace-filtered
+// backup brought as related, each with why (docs/design.md#related-objects).
+func printRelated(w io.Writer, res *report.Results) {
+	var related []report.Result
+	for _, it := range res.Sorted() {
+		if it.Outcome == report.BackedUp && it.Reason == backup.RelatedReason {
+			related = append(related, it)
+		}
+	}
+	if len(related) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Related cluster-scoped objects:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RESOURCE\tNAME\tWHY")
+	for _, it := range related {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", it.Resource, it.Name, it.Message)
+	}
+	_ = tw.Flush()
 }
 
 // printResourceCounts prints a backup's items per resource, sorted.

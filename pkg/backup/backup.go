@@ -237,7 +237,7 @@ type run struct {
 	total, written atomic.Int64
 	mu             sync.Mutex
 	counts         map[string]int
-	refs           *references
+	refs           *references // nil unless related objects are followed
 	images         *images.Collector
 	pods           *podCollector // nil unless pod volumes are backed up
 }
@@ -284,7 +284,10 @@ func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
 		return err
 	}
 	r.aw = aw
-	r.refs = newReferences()
+	follow := !sel.clusterAll && !sel.clusterNone
+	if follow {
+		r.refs = newReferences()
+	}
 
 	if err := r.listAll(ctx, r.namespacedTasks(sel)); err != nil {
 		w.Abort()
@@ -294,8 +297,8 @@ func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
 		w.Abort()
 		return err
 	}
-	if !sel.clusterAll && !sel.clusterNone {
-		if err := r.writeReferenced(ctx, apis, res); err != nil {
+	if follow {
+		if err := r.writeRelated(ctx, apis, res); err != nil {
 			w.Abort()
 			return err
 		}
@@ -319,7 +322,7 @@ func (r *run) execute(loc *store.Location, b *v1alpha1.Backup) error {
 
 // writeItem writes one object (JSON, with apiVersion and kind) into the
 // archive. Per-item records live in the archive's manifest; the results
-// file holds only failures and warnings.
+// file holds only failures, warnings and the related objects' reasons.
 func (r *run) writeItem(res kube.Resource, namespace, name string, data []byte) error {
 	e := archive.Entry{Group: res.Group, Version: res.Version, Resource: res.GroupVersionResource.Resource, Kind: res.Kind, Namespace: namespace, Name: name}
 	if err := r.aw.WriteItem(e, data); err != nil {

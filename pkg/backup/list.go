@@ -28,6 +28,9 @@ type task struct {
 	// one: its items go under resources/<gr>/<version>/ and are not counted
 	// as objects (they are copies of objects listed at the preferred version).
 	other bool
+	// pick, if set, decides whether an item is written (and records why):
+	// the LISTs of related cluster-scoped objects (related.go).
+	pick func(data []byte) (bool, error)
 }
 
 func (r *run) namespacedTasks(sel selection) []task {
@@ -246,7 +249,13 @@ func (r *run) writeRaw(t task, prefix []byte, raw []byte, seen *seenSet) error {
 	if t.other {
 		return r.writeOtherVersion(t.res, ns, name, data)
 	}
+	if t.pick != nil {
+		if ok, err := t.pick(data); err != nil || !ok {
+			return err
+		}
+	}
 	r.total.Add(1)
+	r.refs.included(t.res, ns, name)
 	if r.images != nil && isWorkload(t.res.Group, t.res.Kind) {
 		var obj map[string]any
 		if err := json.Unmarshal(data, &obj); err == nil {

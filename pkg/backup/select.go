@@ -13,6 +13,16 @@ var neverBackedUp = map[string]bool{
 	"componentstatuses": true,
 }
 
+// servedTwice maps a resource that the API server serves under two groups,
+// from one storage, to the group-resource it is backed up under: the same
+// objects would be in the archive twice otherwise. Core events are
+// events.k8s.io's Events at their legacy group; events.k8s.io/v1 is the
+// API the Kubernetes project keeps developing (Velero calls these
+// cohabitating resources).
+var servedTwice = map[schema.GroupResource]schema.GroupResource{
+	{Resource: "events"}: {Group: "events.k8s.io", Resource: "events"},
+}
+
 // selection is the set of resources one backup lists.
 type selection struct {
 	namespaced []kube.Resource
@@ -42,11 +52,11 @@ func selectResources(apis *kube.APIs, res *filter.Resources, ns *filter.Namespac
 	default: // auto
 		sel.clusterAll = ns.All()
 	}
+	selectable := func(r kube.Resource) bool {
+		return r.Has("list") && r.Has("get") && !neverBackedUp[r.GroupResource()] && res.Match(r.Group, r.GroupVersionResource.Resource, r.Kind)
+	}
 	for _, r := range apis.PreferredResources() {
-		if !r.Has("list") || !r.Has("get") || neverBackedUp[r.GroupResource()] {
-			continue
-		}
-		if !res.Match(r.Group, r.GroupVersionResource.Resource, r.Kind) {
+		if !selectable(r) || twinSelected(apis, r, selectable) {
 			continue
 		}
 		versions := []kube.Resource{r}
@@ -65,6 +75,21 @@ func selectResources(apis *kube.APIs, res *filter.Resources, ns *filter.Namespac
 		}
 	}
 	return sel
+}
+
+// twinSelected reports whether r is served under another group too
+// (servedTwice) and is selected there.
+func twinSelected(apis *kube.APIs, r kube.Resource, selectable func(kube.Resource) bool) bool {
+	twin, ok := servedTwice[r.GroupVersionResource.GroupResource()]
+	if !ok {
+		return false
+	}
+	versions := apis.Versions(twin.Group, twin.Resource)
+	if len(versions) == 0 {
+		return false
+	}
+	t, _ := apis.Lookup(twin.WithVersion(versions[0]))
+	return selectable(t)
 }
 
 // unmatchedIncludes returns the spec.includedResources entries that match no

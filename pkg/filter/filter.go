@@ -11,6 +11,7 @@ package filter
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -19,7 +20,8 @@ type Namespaces struct {
 	include, exclude []string
 }
 
-// NewNamespaces validates the glob patterns and returns a matcher.
+// NewNamespaces validates the glob patterns and returns a matcher. An
+// entry given twice counts once.
 func NewNamespaces(include, exclude []string) (*Namespaces, error) {
 	for _, p := range append(append([]string{}, include...), exclude...) {
 		if _, err := path.Match(p, ""); err != nil {
@@ -29,7 +31,18 @@ func NewNamespaces(include, exclude []string) (*Namespaces, error) {
 			return nil, fmt.Errorf("namespace pattern %q: not a namespace name or glob", p)
 		}
 	}
-	return &Namespaces{include: include, exclude: exclude}, nil
+	return &Namespaces{include: unique(include), exclude: unique(exclude)}, nil
+}
+
+// unique returns in without repeated entries, in their first order.
+func unique(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // All reports whether the include list selects every namespace.

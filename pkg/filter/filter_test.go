@@ -50,3 +50,16 @@ func TestResources(t *testing.T) {
 		t.Error("empty include must match all")
 	}
 }
+
+// TestNamespacesNamedTwice: a namespace given twice is listed once
+// (a backup listed it twice and failed on its own archive).
+func TestNamespacesNamedTwice(t *testing.T) {
+	n, err := NewNamespaces([]string{"a", "b", "a"}, []string{"c", "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := n.Literal()
+	if !ok || len(got) != 2 || got[0] != "a" || got[1] != "b" {
+		t.Errorf("Literal() = %v, %v; want [a b], true", got, ok)
+	}
+}
