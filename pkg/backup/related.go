@@ -490,9 +490,17 @@ func onlyOnCRDs(rules []rbacv1.PolicyRule, crds map[string]map[string]bool) []st
 	return out
 }
 
+// bootstrapLabel marks the ClusterRoles every API server makes for itself
+// (kube-apiserver's RBAC bootstrap policy) with bootstrapDefaults.
+const (
+	bootstrapLabel    = "kubernetes.io/bootstrapping"
+	bootstrapDefaults = "rbac-defaults"
+)
+
 // aggregated returns the ClusterRoles aggregated into the included ones
 // (names), transitively, each with the reasons: "aggregated into
 // clusterrole X" for every included X whose aggregationRule selects it.
+// The aggregation rules of built-in roles are not followed.
 func aggregated(roles []clusterRole, names []string) map[string][]string {
 	byName := map[string]*clusterRole{}
 	for i := range roles {
@@ -507,7 +515,10 @@ func aggregated(roles []clusterRole, names []string) map[string][]string {
 	for len(queue) > 0 {
 		x := byName[queue[0]]
 		queue = queue[1:]
-		if x == nil || x.AggregationRule == nil {
+		if x == nil || x.AggregationRule == nil || x.Labels[bootstrapLabel] == bootstrapDefaults {
+			// A built-in role (admin, edit, view) is the target's own: its
+			// aggregation controller fills it from what the target has, and
+			// following it would bring every application's roles.
 			continue
 		}
 		for _, sel := range x.AggregationRule.ClusterRoleSelectors {

@@ -204,6 +204,27 @@ func TestAggregated(t *testing.T) {
 	}
 }
 
+// TestAggregatedSkipsBootstrapRoles: a RoleBinding to the built-in admin
+// role must not bring every application's aggregate-to-admin roles (nor
+// system:aggregate-to-admin): the target's API server keeps its own
+// admin, and its aggregation controller fills it from what the target has.
+func TestAggregatedSkipsBootstrapRoles(t *testing.T) {
+	builtin := map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults"}
+	admin := clusterRole{ClusterRole: rbacv1.ClusterRole{
+		ObjectMeta:      metav1.ObjectMeta{Name: "admin", Labels: builtin},
+		AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{{MatchLabels: map[string]string{"rbac.authorization.k8s.io/aggregate-to-admin": "true"}}}},
+	}}
+	toAdmin := map[string]string{"rbac.authorization.k8s.io/aggregate-to-admin": "true"}
+	roles := []clusterRole{
+		admin,
+		{ClusterRole: rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "system:aggregate-to-admin", Labels: map[string]string{"kubernetes.io/bootstrapping": "rbac-defaults", "rbac.authorization.k8s.io/aggregate-to-admin": "true"}}}},
+		{ClusterRole: rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "other-app-edit", Labels: toAdmin}}},
+	}
+	if got := aggregated(roles, []string{"admin"}); len(got) != 0 {
+		t.Errorf("the built-in admin role brought %v", got)
+	}
+}
+
 // TestReasonsMessage: an object's reasons are sorted, three spelled out,
 // and the rest counted, also past the bound on those kept; one given
 // twice counts once.
