@@ -293,14 +293,21 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 		u.SetNamespace("")
 	}
 	created, err := a.create(ctx, res, u)
+	var clash error
 	if err != nil && it.GroupResource == "services" && isPortAllocated(err) {
-		a.results.Warnf("service %s/%s: %v; restored with new node ports", u.GetNamespace(), u.GetName(), err)
+		// The API server refuses a taken node port before it finds the
+		// name taken: without the node ports, the target allocates new
+		// ones, or the Service is there already and keeps its own.
+		clash = err
 		transform.ClearNodePorts(u)
-		changes = append(changes, "node ports already allocated in the target: new ones allocated")
 		created, err = a.create(ctx, res, u)
 	}
 	switch {
 	case err == nil:
+		if clash != nil {
+			a.results.Warnf("service %s: %v; restored with new node ports", key(u), clash)
+			changes = append(changes, "node ports already allocated in the target: new ones allocated")
+		}
 		a.uids.Store(it.peek.Metadata.UID, created.Metadata.UID)
 		if status != nil {
 			u.Object["status"] = status
@@ -311,14 +318,22 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 			}
 		}
 		return report.Result{Outcome: report.Created, Version: res.Version, Changes: changes}
-	case apierrors.IsAlreadyExists(err):
-		return a.existing(ctx, it, client, u, res, changes)
-	case !apierrors.IsNotFound(err) && a.exists(ctx, client, u.GetName()):
+	case apierrors.IsAlreadyExists(err), !apierrors.IsNotFound(err) && a.exists(ctx, client, u.GetName()):
 		// Admission (a restored webhook whose backend is not up yet, say)
 		// can refuse a CREATE before the API server sees the object is
 		// already there: an existing object is compared, not failed.
-		return a.existing(ctx, it, client, u, res, changes)
+		if clash != nil {
+			changes = append(changes, "node ports already allocated in the target: the target's kept")
+		}
+		r := a.existing(ctx, it, client, u, res, changes)
+		if clash != nil && r.Outcome == report.Updated {
+			a.results.Warnf("service %s: %v; it exists in the target and was updated, keeping the target's node ports", key(u), clash)
+		}
+		return r
 	default:
+		if clash != nil {
+			changes = append(changes, "node ports already allocated in the target: cleared")
+		}
 		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: string(apierrors.ReasonForError(err)), Message: err.Error(), Changes: changes}
 	}
 }

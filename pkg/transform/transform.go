@@ -70,6 +70,7 @@ var Steps = []Step{
 	{Name: "sanitize", Run: Sanitize},
 	{Name: "namespace-mapping", Run: MapNamespaces},
 	{Name: "namespace-selectors", Applies: selectsNamespaces, Run: MapNamespaceSelectors},
+	{Name: "namespace-references", Applies: refersToNamespaces, Run: MapNamespaceReferences},
 	{Name: "service", Applies: kindIs("", "Service"), Run: Service},
 	{Name: "job", Applies: kindIs("batch", "Job"), Run: Job},
 	{Name: "pod", Applies: kindIs("", "Pod"), Run: Pod},

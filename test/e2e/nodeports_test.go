@@ -167,8 +167,13 @@ func TestNodePorts(t *testing.T) {
 	if s := getService(t, dst, "sock-shop2", "front-end"); s != nil && (s.Spec.Selector["name"] != "front-end" || s.Spec.Ports[0].NodePort != fe.Spec.Ports[0].NodePort) {
 		t.Errorf("sock-shop2/front-end after the update: selector %v nodePort %d, want the backup's selector and the target's %d", s.Spec.Selector, s.Spec.Ports[0].NodePort, fe.Spec.Ports[0].NodePort)
 	}
-	if d := e.run(t, "restore", "describe", "shop2-update"); !hasPortWarning(d.stdout) {
-		t.Errorf("restore shop2-update describe shows no warning about an already allocated node port:\n%s", d.stdout)
+	// The warning and the change say what happened: the target's node
+	// ports were kept, not new ones allocated.
+	if d := e.run(t, "restore", "describe", "shop2-update"); !hasPortWarning(d.stdout) || !strings.Contains(d.stdout, "keeping the target's node ports") || strings.Contains(d.stdout, "new node ports") {
+		t.Errorf("restore shop2-update describe: want a warning about an already allocated node port that says the target's node ports were kept:\n%s", d.stdout)
+	}
+	if c := itemChanges(t, e, "shop2-update", "services")["front-end"]; !strings.Contains(c, "node ports already allocated in the target: the target's kept") || strings.Contains(c, "new ones allocated") {
+		t.Errorf("restore shop2-update: sock-shop2/front-end changes %q, want the target's node ports kept", c)
 	}
 
 	// Verification counts the fallback as a change on purpose.
