@@ -298,10 +298,11 @@ func humanBytes(n int64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-// loadBackup reads backup name and its archive, verified: the one call of
+// loadBackup reads backup name and its archive, verified, keeping the
+// entries and none of the items' bytes (backup.Verify): the one call of
 // the engine's loader in the CLI.
 func loadBackup(ctx context.Context, loc *store.Location, name string) (*archive.Archive, *v1alpha1.Backup, error) {
-	return backup.Load(ctx, loc, name)
+	return backup.Verify(ctx, loc, name)
 }
 
 // backupDescribeOptions are backup describe's.

@@ -3,6 +3,10 @@ package archive
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -47,12 +51,17 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer a.Close()
 	if len(a.Items) != 3 || sum.Entries != 3 {
 		t.Fatalf("got %d items (summary %d), want 3", len(a.Items), sum.Entries)
 	}
 	paths := map[string]string{}
 	for _, it := range a.Items {
-		paths[it.Path] = string(it.Data)
+		b, err := it.Read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths[it.Path] = string(b)
 	}
 	for p, want := range map[string]string{
 		"resources/configmaps/namespaces/demo/a.json":         `{"kind":"ConfigMap","data":{"k":"v"}}`,
@@ -65,6 +74,9 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if a.Version != FormatVersion || a.Manifest.BackupName != "b" {
 		t.Errorf("version %q manifest %+v", a.Version, a.Manifest)
+	}
+	if a.Manifest.Entries != nil {
+		t.Errorf("the manifest's entries are held twice: %v", a.Manifest.Entries)
 	}
 }
 
@@ -88,6 +100,9 @@ func TestEveryByteFlipIsCaught(t *testing.T) {
 		if _, err := Read(bytes.NewReader(bad), "k", expect(sum)); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("flip at byte %d of %d: err = %v, want ErrCorrupt", i, len(data), err)
 		}
+		if _, err := Verify(bytes.NewReader(bad), "k", expect(sum)); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("Verify, flip at byte %d of %d: err = %v, want ErrCorrupt", i, len(data), err)
+		}
 	}
 }
 
@@ -100,7 +115,7 @@ func TestManifestMismatch(t *testing.T) {
 	}
 	// An archive whose entry was replaced after the manifest was written:
 	// the good archive's manifest over a changed entry.
-	ga, err := Read(bytes.NewReader(good), "k", Expect{})
+	ga, err := Verify(bytes.NewReader(good), "k", Expect{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,9 +160,135 @@ func TestParseManifestRejects(t *testing.T) {
 		"wrong version":  `{"formatVersion":"9.9.9","entries":[]}`,
 		"no digest":      `{"formatVersion":"1.1.0","entries":[{"path":"resources/x/cluster/a.json","sha256":""}]}`,
 		"duplicate path": `{"formatVersion":"1.1.0","entries":[{"path":"a","sha256":"` + strings.Repeat("0", 64) + `"},{"path":"a","sha256":"` + strings.Repeat("0", 64) + `"}]}`,
+		"version after":  `{"entries":[],"formatVersion":"9.9.9"}`,
+		"data after":     `{"formatVersion":"1.1.0","entries":[]} {}`,
+		"entries twice":  `{"formatVersion":"1.1.0","entries":[],"Entries":[]}`,
+		"not an object":  `[]`,
+		"entries string": `{"formatVersion":"1.1.0","entries":"x"}`,
+		"bad entry":      `{"formatVersion":"1.1.0","entries":[{"path":1}]}`,
+		"cut":            `{"formatVersion":"1.1.0","entries":[{"path":"a","sha256":"` + strings.Repeat("0", 64) + `"}`,
 	} {
 		if _, err := ParseManifest([]byte(in)); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// TestParseManifestFields: the streaming decoder reads every field as
+// encoding/json would, whatever their order, and entries: null.
+func TestParseManifestFields(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	m, err := ParseManifest([]byte(`{"entries":[{"path":"p","sha256":"` + sum + `","size":3,"kind":"ConfigMap"}],"backupName":"b",
+		"formatVersion":"1.1.0","spec":{"x":[1,{"y":2}]},"preferredVersions":{"apps":"v1"},"unknown":{"a":"b"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.BackupName != "b" || string(m.Spec) != `{"x":[1,{"y":2}]}` || m.PreferredVersions["apps"] != "v1" || len(m.Entries) != 1 ||
+		m.Entries[0] != (Entry{Path: "p", SHA256: sum, Size: 3, Kind: "ConfigMap"}) {
+		t.Errorf("manifest %+v", m)
+	}
+	if m, err := ParseManifest([]byte(`{"formatVersion":"1.1.0","entries":null}`)); err != nil || len(m.Entries) != 0 {
+		t.Errorf("entries null: %v %v", m, err)
+	}
+}
+
+// TestSpoolRemoved: Read's spool file is unlinked at once (so it goes
+// with the process, however that ends), its items read back until Close,
+// and nothing is left behind by a refused archive either.
+func TestSpoolRemoved(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TMPDIR", dir)
+	data, sum := writeTestArchive(t)
+	empty := func(when string) {
+		t.Helper()
+		if left, _ := os.ReadDir(dir); len(left) > 0 {
+			t.Errorf("%s: %d files left in $TMPDIR (%s)", when, len(left), left[0].Name())
+		}
+	}
+	a, err := Read(bytes.NewReader(data), "k", expect(sum))
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty("while open")
+	if b, err := a.Items[0].Read(); err != nil || !strings.Contains(string(b), `"kind"`) {
+		t.Fatalf("Read = %q, %v", b, err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := a.Items[0].Read(); err == nil {
+		t.Error("an item was read after Close")
+	}
+	bad := append([]byte(nil), data...)
+	bad[len(bad)/2] ^= 0x40
+	if _, err := Read(bytes.NewReader(bad), "k", expect(sum)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("err = %v, want ErrCorrupt", err)
+	}
+	empty("after a refused archive")
+	// Verify keeps nothing: every entry, no bytes.
+	v, err := Verify(bytes.NewReader(data), "k", expect(sum))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Items) != 3 || v.Items[0].SHA256 == "" {
+		t.Fatalf("Verify items %+v", v.Items)
+	}
+	if _, err := v.Items[0].Read(); !errors.Is(err, ErrNoData) {
+		t.Errorf("Verify's item Read = %v, want ErrNoData", err)
+	}
+	empty("after Verify")
+}
+
+// TestSpoolFailure: a spool that cannot be written is a local error
+// naming the folder, not a damaged archive.
+func TestSpoolFailure(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "nosuch"))
+	data, sum := writeTestArchive(t)
+	_, err := Read(bytes.NewReader(data), "backups/b/b.tar.gz", expect(sum))
+	if err == nil || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "spool") || !strings.Contains(err.Error(), "backups/b/b.tar.gz") {
+		t.Fatalf("err = %v, want a spool error naming the archive, not ErrCorrupt", err)
+	}
+}
+
+// TestReadKeepsNoItemBytes: reading 64 entries of 1 MiB allocates far
+// less than the entries' size: their bytes go to the spool, not memory,
+// and come back one by one.
+func TestReadKeepsNoItemBytes(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, size = 64, 1 << 20
+	for i := 0; i < n; i++ {
+		data := bytes.Repeat([]byte(fmt.Sprintf("%04d", i)), size/4)
+		if err := w.WriteItem(Entry{Resource: "configmaps", Namespace: "n", Name: fmt.Sprint(i)}, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := w.Close(Manifest{BackupName: "big"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	a, err := Read(bytes.NewReader(buf.Bytes()), "k", expect(sum))
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > n*size/8 {
+		t.Errorf("reading %d MiB of entries allocated %d MiB", n*size>>20, alloc>>20)
+	}
+	for i, it := range a.Items {
+		b, err := it.Read()
+		if err != nil || len(b) != size || string(b[:4]) != fmt.Sprintf("%04d", i) {
+			t.Fatalf("item %d: %d bytes %q, %v", i, len(b), b[:min(len(b), 4)], err)
 		}
 	}
 }

@@ -25,9 +25,13 @@ func FuzzRead(f *testing.F) {
 			}
 			return
 		}
+		defer a.Close()
 		for _, it := range a.Items {
 			if it.Path == "" {
 				t.Fatal("item without a path")
+			}
+			if b, err := it.Read(); err != nil || int64(len(b)) != it.Size {
+				t.Fatalf("item %s: %d bytes read back of %d: %v", it.Path, len(b), it.Size, err)
 			}
 		}
 	})

@@ -11,12 +11,17 @@
 //	                                                    the same object at another served version
 //	ferry/manifest.json                                 written last
 //
-// The writer streams: memory is bounded by one item, whatever the cluster size.
+// The writer streams: memory is bounded by one item, whatever the cluster
+// size. So does the reader: it verifies an archive in one pass, spooling
+// the items' bytes to a local file (Read) or keeping none (Verify), and
+// holds only each item's Entry.
 package archive
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 	"time"
@@ -65,24 +70,126 @@ type Manifest struct {
 // ParseManifest decodes and validates a manifest. It rejects unknown
 // format versions, entries without a path or digest, and duplicate paths.
 func ParseManifest(data []byte) (*Manifest, error) {
+	var entries []Entry
+	m, err := decodeManifest(bytes.NewReader(data), func(e Entry) error {
+		entries = append(entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.Entries = entries
+	return m, nil
+}
+
+// decodeManifest decodes a manifest from r as ParseManifest does, in one
+// pass that hands each entry to each, in order, instead of keeping them:
+// a manifest of many entries is never in memory whole. An error from each
+// is returned as it is. The manifest returned has no Entries.
+func decodeManifest(r io.Reader, each func(Entry) error) (*Manifest, error) {
+	bad := func(err error) error { return fmt.Errorf("%s: corrupt JSON: %w", ManifestPath, err) }
+	dec := json.NewDecoder(r)
+	if t, err := dec.Token(); err != nil {
+		return nil, bad(err)
+	} else if t != json.Delim('{') {
+		return nil, bad(fmt.Errorf("not a JSON object"))
+	}
+	// Every field but the entries, in their order, decoded at the end
+	// with encoding/json's own rules.
+	rest := []byte{'{'}
+	sawEntries := false
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, bad(err)
+		}
+		key, _ := t.(string)
+		if !strings.EqualFold(key, "entries") {
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				return nil, bad(err)
+			}
+			if len(rest) > 1 {
+				rest = append(rest, ',')
+			}
+			k, _ := json.Marshal(key)
+			rest = append(append(append(rest, k...), ':'), v...)
+			continue
+		}
+		if sawEntries {
+			return nil, bad(fmt.Errorf("entries listed twice"))
+		}
+		sawEntries = true
+		if err := checkVersion(append(rest[:len(rest):len(rest)], '}')); err != nil {
+			return nil, err
+		}
+		if err := decodeEntries(dec, each); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, bad(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, bad(fmt.Errorf("data after the manifest object"))
+	}
 	var m Manifest
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%s: corrupt JSON: %w", ManifestPath, err)
+	if err := json.Unmarshal(append(rest, '}'), &m); err != nil {
+		return nil, bad(err)
 	}
 	if m.FormatVersion != FormatVersion {
 		return nil, fmt.Errorf("%s: unsupported format version %q (want %q)", ManifestPath, m.FormatVersion, FormatVersion)
 	}
-	seen := make(map[string]bool, len(m.Entries))
-	for i, e := range m.Entries {
+	return &m, nil
+}
+
+// checkVersion refuses a manifest whose fields read so far (obj) give
+// another format version, before its entries are looked at.
+func checkVersion(obj []byte) error {
+	var v struct {
+		FormatVersion *string `json:"formatVersion"`
+	}
+	if json.Unmarshal(obj, &v) == nil && v.FormatVersion != nil && *v.FormatVersion != FormatVersion {
+		return fmt.Errorf("%s: unsupported format version %q (want %q)", ManifestPath, *v.FormatVersion, FormatVersion)
+	}
+	return nil
+}
+
+// decodeEntries decodes the manifest's entries array (or null) one entry
+// at a time, checking each has a path and a digest and that no path is
+// listed twice.
+func decodeEntries(dec *json.Decoder, each func(Entry) error) error {
+	bad := func(err error) error { return fmt.Errorf("%s: corrupt JSON: %w", ManifestPath, err) }
+	t, err := dec.Token()
+	switch {
+	case err != nil:
+		return bad(err)
+	case t == nil:
+		return nil // "entries": null
+	case t != json.Delim('['):
+		return bad(fmt.Errorf("entries is not an array"))
+	}
+	seen := map[string]bool{}
+	for i := 0; dec.More(); i++ {
+		var e Entry
+		if err := dec.Decode(&e); err != nil {
+			return bad(err)
+		}
 		if e.Path == "" || len(e.SHA256) != 64 {
-			return nil, fmt.Errorf("%s: entry %d has no path or no SHA-256", ManifestPath, i)
+			return fmt.Errorf("%s: entry %d has no path or no SHA-256", ManifestPath, i)
 		}
 		if seen[e.Path] {
-			return nil, fmt.Errorf("%s: entry %q listed twice", ManifestPath, e.Path)
+			return fmt.Errorf("%s: entry %q listed twice", ManifestPath, e.Path)
 		}
 		seen[e.Path] = true
+		if err := each(e); err != nil {
+			return err
+		}
 	}
-	return &m, nil
+	if _, err := dec.Token(); err != nil { // the closing bracket
+		return bad(err)
+	}
+	return nil
 }
 
 // GroupResource returns "resource.group", or "resource" for the core group,

@@ -2,6 +2,7 @@ package archive
 
 import (
 	"archive/tar"
+	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -32,17 +33,27 @@ type Expect struct {
 	AllowNoManifest bool
 }
 
-// Item is one verified item: its manifest entry and its JSON bytes.
-type Item struct {
-	Entry
-	Data []byte
-}
-
-// Archive is a fully read and verified archive.
+// Archive is a read and verified archive. Its items' bytes wait in a
+// spool file on local disk (Read), or were not kept (Verify): memory holds
+// only each item's Entry. Close removes the spool.
 type Archive struct {
-	Version  string
+	Version string
+	// Manifest is the archive's manifest, without its Entries: they are
+	// the Items' (held once). nil for an archive without one (Velero's).
 	Manifest *Manifest
 	Items    []Item
+	spool    *spool
+}
+
+// Close removes the archive's spool file; its items cannot be read after.
+// It may be called more than once, and on a nil Archive.
+func (a *Archive) Close() error {
+	if a == nil || a.spool == nil {
+		return nil
+	}
+	err := a.spool.Close()
+	a.spool = nil
+	return err
 }
 
 type hashCounter struct {
@@ -58,15 +69,53 @@ func (c *hashCounter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Read reads a whole archive from r and verifies it before returning
-// anything: the size and SHA-256 of the tar.gz against exp, the manifest
-// against exp.ManifestSHA256, and every entry against its manifest SHA-256.
-// Entries missing from the archive or not listed in the manifest are
-// errors. name (the store key) is used in error messages. Every
-// verification error wraps ErrCorrupt.
+// Read reads a whole archive from r in one streaming pass and verifies it
+// before returning anything: the size and SHA-256 of the tar.gz against
+// exp, the manifest against exp.ManifestSHA256, and every entry against
+// its manifest SHA-256. Entries missing from the archive or not listed in
+// the manifest are errors. name (the store key) is used in error
+// messages. Every verification error wraps ErrCorrupt.
+//
+// The entries' bytes are written to a spool file in os.TempDir ($TMPDIR)
+// as they are read, not kept in memory; Item.Read reads one back. The
+// caller must Close the archive, which removes the file (it is removed on
+// an error too).
 func Read(r io.Reader, name string, exp Expect) (*Archive, error) {
+	return read(r, name, exp, true)
+}
+
+// Verify checks an archive as Read does, keeping no item bytes: its
+// Items have their entries, and Item.Read fails with ErrNoData. Only the
+// manifest goes through a spool file, removed before Verify returns.
+func Verify(r io.Reader, name string, exp Expect) (*Archive, error) {
+	return read(r, name, exp, false)
+}
+
+func read(r io.Reader, name string, exp Expect, keep bool) (*Archive, error) {
+	sp, err := newSpool()
+	if err != nil {
+		return nil, fmt.Errorf("archive %s: %w", name, err)
+	}
+	a, err := readVerified(r, name, exp, sp, keep)
+	if err != nil || !keep {
+		sp.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if keep {
+		a.spool = sp
+	}
+	return a, nil
+}
+
+func readVerified(r io.Reader, name string, exp Expect, sp *spool, keep bool) (*Archive, error) {
 	hr := &hashCounter{r: r, h: sha256.New()}
-	a, perr := readTar(hr, name, exp)
+	a, perr := readTar(hr, name, exp, sp, keep)
+	var se *spoolError
+	if errors.As(perr, &se) {
+		return nil, perr // a local failure: reading on would not help
+	}
 	// Drain so that the digest covers the whole object even after a parse error.
 	if _, err := io.Copy(io.Discard, hr); err != nil && perr == nil {
 		return nil, fmt.Errorf("reading archive %s: %w", name, err)
@@ -92,7 +141,41 @@ func Read(r io.Reader, name string, exp Expect) (*Archive, error) {
 	return a, nil
 }
 
-func readTar(r io.Reader, name string, exp Expect) (*Archive, error) {
+// spooled is where one entry's bytes are in the spool, and their SHA-256.
+type spooled struct {
+	off, size int64
+	sum       [sha256.Size]byte
+}
+
+// tarPass is the state of the one pass over the tar stream.
+type tarPass struct {
+	sp      *spool
+	h       hash.Hash
+	buf     []byte
+	entries map[string]spooled // resources/... entries by path
+}
+
+// copyEntry hashes the size bytes of the current entry, writing them to
+// the spool when they are kept (always for the manifest).
+func (p *tarPass) copyEntry(tr io.Reader, size int64, keep bool) (spooled, error) {
+	p.h.Reset()
+	s := spooled{off: p.sp.n, size: size}
+	var w io.Writer = p.h
+	if keep {
+		w = io.MultiWriter(p.h, p.sp)
+	}
+	n, err := io.CopyBuffer(w, io.LimitReader(tr, size), p.buf)
+	if err == nil && n != size {
+		err = io.ErrUnexpectedEOF
+	}
+	p.h.Sum(s.sum[:0])
+	if !keep {
+		s.off = -1
+	}
+	return s, err
+}
+
+func readTar(r io.Reader, name string, exp Expect, sp *spool, keep bool) (*Archive, error) {
 	corrupt := func(format string, args ...any) error {
 		return fmt.Errorf("archive %s: %s: %w", name, fmt.Sprintf(format, args...), ErrCorrupt)
 	}
@@ -102,16 +185,15 @@ func readTar(r io.Reader, name string, exp Expect) (*Archive, error) {
 	}
 	tr := tar.NewReader(gz)
 	a := &Archive{}
-	digests := map[string]string{}
-	data := map[string][]byte{}
-	var manifestData []byte
+	p := &tarPass{sp: sp, h: sha256.New(), buf: make([]byte, 32<<10), entries: map[string]spooled{}}
+	var manifest *spooled
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, corrupt("truncated or damaged after %d entries (%v)", len(data), err)
+			return nil, corrupt("truncated or damaged after %d entries (%v)", len(p.entries), err)
 		}
 		if hdr.Typeflag != tar.TypeReg {
 			continue
@@ -119,66 +201,93 @@ func readTar(r io.Reader, name string, exp Expect) (*Archive, error) {
 		if hdr.Size > MaxEntrySize || hdr.Size < 0 {
 			return nil, corrupt("entry %s is %d bytes, more than the %d allowed", hdr.Name, hdr.Size, MaxEntrySize)
 		}
-		b, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
-		if err != nil || int64(len(b)) != hdr.Size {
+		if hdr.Name == VersionPath {
+			b, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
+			if err != nil || int64(len(b)) != hdr.Size {
+				return nil, corrupt("entry %s is truncated (%v)", hdr.Name, err)
+			}
+			a.Version = strings.TrimSpace(string(b))
+			continue
+		}
+		// Items are spooled when kept (Read), only hashed otherwise
+		// (Verify); the manifest is always spooled, to be decoded last.
+		isItem := strings.HasPrefix(hdr.Name, "resources/")
+		s, err := p.copyEntry(tr, hdr.Size, (isItem && keep) || hdr.Name == ManifestPath)
+		var se *spoolError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("archive %s: %w", name, err)
+		}
+		if err != nil {
 			return nil, corrupt("entry %s is truncated (%v)", hdr.Name, err)
 		}
 		switch {
-		case hdr.Name == VersionPath:
-			a.Version = strings.TrimSpace(string(b))
 		case hdr.Name == ManifestPath:
-			manifestData = b
-		case strings.HasPrefix(hdr.Name, "resources/"):
-			if _, dup := data[hdr.Name]; dup {
+			manifest = &s
+		case isItem:
+			if _, dup := p.entries[hdr.Name]; dup {
 				return nil, corrupt("entry %s appears twice", hdr.Name)
 			}
-			s := sha256.Sum256(b)
-			digests[hdr.Name] = hex.EncodeToString(s[:])
-			data[hdr.Name] = b
+			p.entries[hdr.Name] = s
 		}
 	}
 	// A gzip stream must end cleanly; io.EOF from tar does not prove it.
 	if _, err := io.Copy(io.Discard, gz); err != nil {
 		return nil, corrupt("damaged gzip trailer (%v)", err)
 	}
+	if err := sp.flush(); err != nil {
+		return nil, fmt.Errorf("archive %s: %w", name, err)
+	}
 	if a.Version == "" {
 		return nil, corrupt("no %s entry", VersionPath)
 	}
-	if manifestData == nil {
+	if manifest == nil {
 		if !exp.AllowNoManifest {
 			return nil, corrupt("no %s: the archive is incomplete", ManifestPath)
 		}
-		return withoutManifest(a, data)
+		return p.withoutManifest(a), nil
 	}
 	if exp.ManifestSHA256 != "" {
-		s := sha256.Sum256(manifestData)
-		if got := hex.EncodeToString(s[:]); got != exp.ManifestSHA256 {
+		if got := hex.EncodeToString(manifest.sum[:]); got != exp.ManifestSHA256 {
 			return nil, corrupt("%s has SHA-256 %s, the backup's commit says %s", ManifestPath, got, exp.ManifestSHA256)
 		}
 	}
-	m, err := ParseManifest(manifestData)
+	return p.withManifest(a, name, manifest, corrupt)
+}
+
+// withManifest decodes the spooled manifest, checking each of its entries
+// against the archive's as it comes, and builds the items in its order.
+func (p *tarPass) withManifest(a *Archive, name string, manifest *spooled, corrupt func(string, ...any) error) (*Archive, error) {
+	var itemErr error
+	a.Items = make([]Item, 0, len(p.entries))
+	strs := map[string]string{}
+	m, err := decodeManifest(bufio.NewReaderSize(io.NewSectionReader(p.sp, manifest.off, manifest.size), 64<<10), func(e Entry) error {
+		s, ok := p.entries[e.Path]
+		var got [2 * sha256.Size]byte
+		hex.Encode(got[:], s.sum[:])
+		switch {
+		case !ok:
+			itemErr = corrupt("entry %s is listed in the manifest but missing", e.Path)
+		case string(got[:]) != e.SHA256:
+			itemErr = corrupt("entry %s has SHA-256 %s, the manifest says %s", e.Path, got[:], e.SHA256)
+		case s.size != e.Size:
+			itemErr = corrupt("entry %s is %d bytes, the manifest says %d", e.Path, s.size, e.Size)
+		default:
+			delete(p.entries, e.Path)
+			a.Items = append(a.Items, p.item(compact(e, strs), s))
+		}
+		return itemErr
+	})
+	if itemErr != nil {
+		return nil, itemErr
+	}
 	if err != nil {
 		return nil, fmt.Errorf("archive %s: %w: %w", name, err, ErrCorrupt)
 	}
 	a.Manifest = m
-	for _, e := range m.Entries {
-		got, ok := digests[e.Path]
-		if !ok {
-			return nil, corrupt("entry %s is listed in the manifest but missing", e.Path)
-		}
-		if got != e.SHA256 {
-			return nil, corrupt("entry %s has SHA-256 %s, the manifest says %s", e.Path, got, e.SHA256)
-		}
-		if int64(len(data[e.Path])) != e.Size {
-			return nil, corrupt("entry %s is %d bytes, the manifest says %d", e.Path, len(data[e.Path]), e.Size)
-		}
-		a.Items = append(a.Items, Item{Entry: e, Data: data[e.Path]})
-		delete(data, e.Path)
-	}
-	if len(data) > 0 {
-		extra := make([]string, 0, len(data))
-		for p := range data {
-			extra = append(extra, p)
+	if len(p.entries) > 0 {
+		extra := make([]string, 0, len(p.entries))
+		for path := range p.entries {
+			extra = append(extra, path)
 		}
 		sort.Strings(extra)
 		return nil, corrupt("entry %s is not listed in the manifest (%d such entries)", extra[0], len(extra))
@@ -186,22 +295,47 @@ func readTar(r io.Reader, name string, exp Expect) (*Archive, error) {
 	return a, nil
 }
 
+// compact shares the strings that repeat from entry to entry (group,
+// version, resource, kind, namespace) through strs, and takes the name
+// out of the path, so that the entries of many items take little memory.
+func compact(e Entry, strs map[string]string) Entry {
+	for _, f := range []*string{&e.Group, &e.Version, &e.Resource, &e.Kind, &e.Namespace} {
+		if v, ok := strs[*f]; ok {
+			*f = v
+		} else {
+			strs[*f] = *f
+		}
+	}
+	if base := e.Path[strings.LastIndexByte(e.Path, '/')+1:]; base == e.Name+".json" {
+		e.Name = base[:len(e.Name)]
+	}
+	return e
+}
+
+// item is the Item of entry e, spooled at s (no bytes when not kept).
+func (p *tarPass) item(e Entry, s spooled) Item {
+	if s.off < 0 {
+		return Item{Entry: e}
+	}
+	return Item{Entry: e, src: p.sp, off: s.off}
+}
+
 // withoutManifest builds items from paths alone (Velero archives).
-func withoutManifest(a *Archive, data map[string][]byte) (*Archive, error) {
-	paths := make([]string, 0, len(data))
-	for p := range data {
-		paths = append(paths, p)
+func (p *tarPass) withoutManifest(a *Archive) *Archive {
+	paths := make([]string, 0, len(p.entries))
+	for path := range p.entries {
+		paths = append(paths, path)
 	}
 	sort.Strings(paths)
-	for _, p := range paths {
-		gr, version, ns, name, ok := ParseItemPath(p)
+	for _, path := range paths {
+		gr, version, ns, name, ok := ParseItemPath(path)
 		if !ok {
 			continue
 		}
 		resource, group, _ := strings.Cut(gr, ".")
-		s := sha256.Sum256(data[p])
-		a.Items = append(a.Items, Item{Entry: Entry{Path: p, Group: group, Resource: resource, Version: strings.TrimSuffix(version, "-preferredversion"),
-			Namespace: ns, Name: name, Size: int64(len(data[p])), SHA256: hex.EncodeToString(s[:])}, Data: data[p]})
+		s := p.entries[path]
+		a.Items = append(a.Items, p.item(Entry{Path: path, Group: group, Resource: resource, Version: strings.TrimSuffix(version, "-preferredversion"),
+			Namespace: ns, Name: name, Size: s.size, SHA256: hex.EncodeToString(s.sum[:])}, s))
 	}
-	return a, nil
+	return a
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -21,8 +22,19 @@ var ErrNeedIdentity = errors.New("no age identity given")
 
 // Load reads the committed backup name and its archive, verified against
 // the digests in ferry-backup.json and the manifest. Nothing is returned
-// unless all of it verifies.
+// unless all of it verifies. The items' bytes wait in the archive's spool
+// file (archive.Read): the caller must Close the archive.
 func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archive, *v1alpha1.Backup, error) {
+	return load(ctx, loc, name, archive.Read)
+}
+
+// Verify is Load keeping no item bytes (archive.Verify): the archive's
+// entries, verified, for a command that lists or checks them.
+func Verify(ctx context.Context, loc *store.Location, name string) (*archive.Archive, *v1alpha1.Backup, error) {
+	return load(ctx, loc, name, archive.Verify)
+}
+
+func load(ctx context.Context, loc *store.Location, name string, read func(io.Reader, string, archive.Expect) (*archive.Archive, error)) (*archive.Archive, *v1alpha1.Backup, error) {
 	b, err := loc.GetBackup(ctx, name)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrIncomplete) {
@@ -44,7 +56,7 @@ func Load(ctx context.Context, loc *store.Location, name string) (*archive.Archi
 		return nil, nil, fmt.Errorf("%w: backup %q: %w", ErrNotRestorable, name, err)
 	}
 	defer rd.Close()
-	a, err := archive.Read(rd, b.Status.Archive.Key, archive.Expect{Size: b.Status.Archive.Size, SHA256: b.Status.Archive.SHA256, ManifestSHA256: b.Status.Archive.ManifestSHA256})
+	a, err := read(rd, b.Status.Archive.Key, archive.Expect{Size: b.Status.Archive.Size, SHA256: b.Status.Archive.SHA256, ManifestSHA256: b.Status.Archive.ManifestSHA256})
 	if err != nil {
 		return nil, nil, fmt.Errorf("backup %q: %w", name, err)
 	}

@@ -35,7 +35,7 @@ type veleroBackup struct {
 // per object and the others as alternatives (splitCopies). A legacy copy's
 // version comes from its apiVersion at plan time.
 // Velero archives carry no digests, so only their gzip and tar structure
-// can be checked.
+// can be checked. As for Load, the caller must Close the archive.
 func LoadVelero(ctx context.Context, loc *store.Location, name string) (*archive.Archive, *v1alpha1.Backup, error) {
 	if err := store.ValidateBackupName(name); err != nil {
 		return nil, nil, err
@@ -61,6 +61,7 @@ func LoadVelero(ctx context.Context, loc *store.Location, name string) (*archive
 		return nil, nil, fmt.Errorf("backup %q (Velero): %w", name, err)
 	}
 	if !veleroFormats[a.Version] {
+		a.Close()
 		return nil, nil, fmt.Errorf("backup %q (Velero): archive format version %q in %s is not one ferry reads (%s)", name, a.Version, archive.VersionPath, "1.0.0, 1.1.0")
 	}
 	b := v1alpha1.NewBackup(name)

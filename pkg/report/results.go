@@ -5,9 +5,11 @@
 package report
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"sync"
 	"text/tabwriter"
@@ -64,6 +66,14 @@ func (r *Results) Add(res Result) {
 	r.mu.Unlock()
 }
 
+// Grow makes room for n more item results, so that recording many does
+// not copy the list as it grows.
+func (r *Results) Grow(n int) {
+	r.mu.Lock()
+	r.Items = slices.Grow(r.Items, n)
+	r.mu.Unlock()
+}
+
 // Warnf records a warning.
 func (r *Results) Warnf(format string, args ...any) {
 	r.mu.Lock()
@@ -103,6 +113,11 @@ func (r *Results) Sorted() []Result {
 	r.mu.Lock()
 	items := append([]Result(nil), r.Items...)
 	r.mu.Unlock()
+	sortResults(items)
+	return items
+}
+
+func sortResults(items []Result) {
 	sort.Slice(items, func(i, j int) bool {
 		a, b := items[i], items[j]
 		if a.Resource != b.Resource {
@@ -113,7 +128,6 @@ func (r *Results) Sorted() []Result {
 		}
 		return a.Name < b.Name
 	})
-	return items
 }
 
 // MarshalJSON writes items sorted, so that results files are stable.
@@ -128,15 +142,55 @@ func (r *Results) MarshalJSON() ([]byte, error) {
 	}{items, r.Warnings, r.Errors})
 }
 
+// WriteJSON writes what MarshalJSON gives (the items sorted, in place),
+// one item at a time: the results of a restore of many objects are never
+// encoded whole in memory. pkg/store writes results files with it.
+func (r *Results) WriteJSON(w io.Writer) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sortResults(r.Items)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	enc := json.NewEncoder(bw)
+	bw.WriteString(`{"items":[`)
+	for i := range r.Items {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if err := enc.Encode(&r.Items[i]); err != nil {
+			return err
+		}
+	}
+	bw.WriteByte(']')
+	for _, l := range []struct {
+		key  string
+		list []string
+	}{{"warnings", r.Warnings}, {"errors", r.Errors}} {
+		if len(l.list) > 0 {
+			fmt.Fprintf(bw, ",%q:", l.key)
+			if err := enc.Encode(l.list); err != nil {
+				return err
+			}
+		}
+	}
+	bw.WriteString("}\n")
+	return bw.Flush()
+}
+
 // WriteTable prints the items that match keep (all when keep is nil) as
 // an aligned table: RESOURCE NAMESPACE NAME OUTCOME REASON.
 func (r *Results) WriteTable(w io.Writer, keep func(Result) bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESOURCE\tNAMESPACE\tNAME\tOUTCOME\tDETAIL")
-	for _, it := range r.Sorted() {
-		if keep != nil && !keep(it) {
-			continue
+	var items []Result
+	r.mu.Lock()
+	for _, it := range r.Items {
+		if keep == nil || keep(it) {
+			items = append(items, it)
 		}
+	}
+	r.mu.Unlock()
+	sortResults(items)
+	for _, it := range items {
 		ns, name := it.Namespace, it.Name
 		if it.TargetNamespace != "" && it.TargetNamespace != ns {
 			ns += "→" + it.TargetNamespace

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,8 +33,6 @@ type applier struct {
 	results    *report.Results
 	apis       *kube.APIs
 	tctx       transform.Context
-	uids       sync.Map // source UID -> target UID
-	processed  sync.Map // source UID -> true once the item is done
 	namespaces sync.Map // target namespace -> true once known to exist
 	nsMu       sync.Mutex
 	done       atomic.Int64
@@ -45,6 +44,9 @@ type applier struct {
 	// verifying compares each item with the target instead of applying it.
 	verifying bool
 	modifiers *modifiers.Rules
+	// inFlight bounds the bytes of the objects being applied at once
+	// (maxInFlightBytes), whatever their size.
+	inFlight *semaphore.Weighted
 	// beforeWorkloads, if set, runs once the tiers before the workloads
 	// are applied (claim data goes in before anything mounts a claim). It
 	// returns, for a workload, why it must not be created ("" if it may):
@@ -53,7 +55,8 @@ type applier struct {
 }
 
 func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report.Results) *applier {
-	a := &applier{cluster: c, opts: o, plan: p, results: res, total: len(p.Items)}
+	a := &applier{cluster: c, opts: o, plan: p, results: res, total: len(p.Items), inFlight: semaphore.NewWeighted(maxInFlightBytes)}
+	res.Grow(len(p.Items))
 	if o.Spec.ResourceModifiers != "" {
 		a.modifiers, _ = modifiers.Parse([]byte(o.Spec.ResourceModifiers)) // Validate parsed it
 	}
@@ -63,11 +66,12 @@ func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report
 		StorageClassMapping: o.Spec.StorageClassMapping,
 		Cloud:               mustCloud(o.Spec.FromCloud, o.Spec.ToCloud),
 		OwnerUIDs: func(uid string) (string, bool) {
-			v, ok := a.uids.Load(uid)
-			if !ok {
-				return "", false
+			if owner := p.byUID[uid]; owner != nil {
+				if v := owner.targetUID.Load(); v != nil {
+					return *v, true
+				}
 			}
-			return v.(string), true
+			return "", false
 		},
 	}
 	return a
@@ -92,9 +96,7 @@ func (a *applier) finish(it *Item, res report.Result) {
 		res.TargetName = it.TargetName
 	}
 	a.results.Add(res)
-	if it.peek.Metadata.UID != "" {
-		a.processed.Store(it.peek.Metadata.UID, true)
-	}
+	it.done.Store(true)
 	n := a.done.Add(1)
 	if a.opts.OnProgress != nil {
 		a.opts.OnProgress(int(n), a.total)
@@ -118,7 +120,6 @@ func (a *applier) run(ctx context.Context) error {
 	for _, it := range a.plan.Items {
 		if it.Skip != "" {
 			a.finish(it, report.Result{Outcome: report.Skipped, Reason: it.Skip})
-			it.Data = nil // let the archive's bytes go as the restore proceeds
 			continue
 		}
 		byTier[it.Tier] = append(byTier[it.Tier], it)
@@ -171,7 +172,6 @@ func (a *applier) holdBack(items []*Item, hold func(*Item) string) []*Item {
 	for _, it := range items {
 		if why := hold(it); why != "" {
 			a.finish(it, report.Result{Outcome: report.Failed, Reason: why})
-			it.Data = nil
 			continue
 		}
 		keep = append(keep, it)
@@ -180,17 +180,24 @@ func (a *applier) holdBack(items []*Item, hold func(*Item) string) []*Item {
 }
 
 func (a *applier) ownersDone(it *Item) bool {
-	for _, ref := range it.peek.Metadata.OwnerReferences {
+	for _, ref := range it.owners {
 		owner, ok := a.plan.byUID[string(ref.UID)]
 		if !ok || owner.Skip != "" {
 			continue
 		}
-		if _, done := a.processed.Load(string(ref.UID)); !done {
+		if !owner.done.Load() {
 			return false
 		}
 	}
 	return true
 }
+
+// maxInFlightBytes bounds the archive bytes of the objects that the
+// workers hold at once: each holds its object read from the spool, decoded,
+// encoded and the API server's answer, so a tier of 1 MiB Secrets must
+// not have every worker at that (docs/design.md#restore-flow). One object
+// larger than the bound goes alone.
+const maxInFlightBytes = 8 << 20
 
 func (a *applier) applyAll(ctx context.Context, items []*Item) error {
 	ch := make(chan *Item)
@@ -200,14 +207,16 @@ func (a *applier) applyAll(ctx context.Context, items []*Item) error {
 		go func() {
 			defer wg.Done()
 			for it := range ch {
+				n := min(max(it.Size, 1), maxInFlightBytes)
+				if a.inFlight.Acquire(ctx, n) != nil {
+					n = 0 // canceled: the item fails as the API call would
+				}
 				if a.verifying {
 					a.finish(it, a.verify(ctx, it))
 				} else {
 					a.finish(it, a.apply(ctx, it))
 				}
-				if it.Tier != tierCRD { // waitForCRDs reads CRDs again
-					it.Data = nil
-				}
+				a.inFlight.Release(n)
 			}
 		}()
 	}
@@ -230,8 +239,8 @@ func (a *applier) applyAll(ctx context.Context, items []*Item) error {
 // that the backup also holds a copy at; otherwise none, with the reason.
 // This is Velero's EnableAPIGroupVersions choice with the source's
 // preferred version first, so that a version is never changed when it
-// need not be. When another version is chosen, its Data and Version
-// become that copy's, and the change is reported once per group-resource.
+// need not be. When another version is chosen, it becomes that copy
+// (its entry and bytes), and the change is reported once per group-resource.
 func (a *applier) resolve(it *Item) (kube.Resource, string) {
 	gvr := schema.GroupVersionResource{Group: it.Group, Version: it.Version, Resource: it.Resource}
 	if r, ok := a.apis.Lookup(gvr); ok {
@@ -247,7 +256,7 @@ func (a *applier) resolve(it *Item) (kube.Resource, string) {
 				continue
 			}
 			r, _ := a.apis.Lookup(schema.GroupVersionResource{Group: it.Group, Version: v, Resource: it.Resource})
-			it.Data, it.Version, it.Others = o.Data, v, nil
+			it.Item, it.Others = o, nil
 			if _, loaded := a.versionChanges.LoadOrStore(it.GroupResource, true); !loaded {
 				a.results.Warnf("%s: restored at version %s: the target does not serve the source's preferred version %s (it serves %s)", it.GroupResource, v, it.SourceVersion, strings.Join(served, ", "))
 			}
@@ -308,7 +317,7 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 			a.results.Warnf("service %s: %v; restored with new node ports", key(u), clash)
 			changes = append(changes, "node ports already allocated in the target: new ones allocated")
 		}
-		a.uids.Store(it.peek.Metadata.UID, created.Metadata.UID)
+		it.setTargetUID(created.Metadata.UID)
 		if status != nil {
 			u.Object["status"] = status
 			u.SetResourceVersion(created.Metadata.ResourceVersion)
@@ -344,9 +353,15 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 // namespace. changes lists what they changed. failed is non-nil when the
 // object cannot be built (a corrupt object, a modifier that fails).
 func (a *applier) desired(it *Item, res kube.Resource) (u *unstructured.Unstructured, changes []string, failed *report.Result) {
+	// The object's bytes are read from the archive's spool for this call
+	// only (docs/design.md#restore-flow).
+	data, err := it.Read()
+	if err != nil {
+		return nil, nil, &report.Result{Outcome: report.Failed, Reason: "archive spool", Message: err.Error()}
+	}
 	u = &unstructured.Unstructured{}
 	// UnmarshalJSON keeps integers as int64, as the API machinery expects.
-	if err := u.UnmarshalJSON(it.Data); err != nil {
+	if err := u.UnmarshalJSON(data); err != nil {
 		return nil, nil, &report.Result{Outcome: report.Failed, Reason: "corrupt object", Message: err.Error()}
 	}
 	u.SetAPIVersion(schema.GroupVersion{Group: res.Group, Version: res.Version}.String())
@@ -419,7 +434,7 @@ func (a *applier) existing(ctx context.Context, it *Item, client dynamic.Resourc
 	if err != nil {
 		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: "exists", Message: "exists in the target but cannot be read: " + err.Error()}
 	}
-	a.uids.Store(it.peek.Metadata.UID, string(cur.GetUID()))
+	it.setTargetUID(string(cur.GetUID()))
 	d := comparable(desired)
 	same, where := contains(liveForCompare(cur).Object, d.Object, "")
 	if same {
@@ -551,6 +566,21 @@ func (a *applier) waitForCRDs(ctx context.Context, crds []*Item) {
 		}
 	}
 	// Discovery lags Established by a moment: poll until the CRDs' groups show.
+	type served struct{ group, plural string }
+	var want []served
+	for _, it := range ready {
+		var spec struct {
+			Spec struct {
+				Group string `json:"group"`
+				Names struct {
+					Plural string `json:"plural"`
+				} `json:"names"`
+			} `json:"spec"`
+		}
+		if data, err := it.Read(); err == nil && json.Unmarshal(data, &spec) == nil && spec.Spec.Group != "" {
+			want = append(want, served{spec.Spec.Group, spec.Spec.Names.Plural})
+		}
+	}
 	dctx, dcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer dcancel()
 	_ = wait.PollUntilContextCancel(dctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
@@ -559,16 +589,8 @@ func (a *applier) waitForCRDs(ctx context.Context, crds []*Item) {
 			return false, nil
 		}
 		a.apis = apis
-		for _, it := range ready {
-			var spec struct {
-				Spec struct {
-					Group string `json:"group"`
-					Names struct {
-						Plural string `json:"plural"`
-					} `json:"names"`
-				} `json:"spec"`
-			}
-			if json.Unmarshal(it.Data, &spec) == nil && spec.Spec.Group != "" && len(apis.Versions(spec.Spec.Group, spec.Spec.Names.Plural)) == 0 {
+		for _, w := range want {
+			if len(apis.Versions(w.group, w.plural)) == 0 {
 				return false, nil
 			}
 		}

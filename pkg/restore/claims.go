@@ -158,7 +158,7 @@ func skipDataPVs(p *Plan, rec *volumes.BackupRecord, po *PodVolumeOptions) {
 		if it.GroupResource != "persistentvolumes" || it.Skip != "" {
 			continue
 		}
-		cr := it.peek.Spec.ClaimRef
+		cr := it.claimRef
 		if cr == nil || !claims[cr.Namespace+"/"+cr.Name] {
 			continue
 		}
@@ -200,11 +200,15 @@ func holdWorkloads(out []volumes.PodVolumeRestore, o *Options) func(*Item) strin
 // volumeClaimTemplates (<template>-<name>-<ordinal>).
 func mountedClaims(it *Item) []string {
 	path, ok := kube.PodSpecPaths[it.GroupResource]
-	if !ok || it.Data == nil {
+	if !ok {
+		return nil
+	}
+	data, err := it.Read()
+	if err != nil {
 		return nil
 	}
 	var obj map[string]any
-	if json.Unmarshal(it.Data, &obj) != nil {
+	if json.Unmarshal(data, &obj) != nil {
 		return nil
 	}
 	var out []string

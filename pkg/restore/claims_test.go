@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubeferry/ferry/pkg/archive"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -38,8 +39,8 @@ func TestHoldWorkloads(t *testing.T) {
 		{"configmaps", "web-data", `{"data":{}}`, false},
 	}
 	for _, c := range cases {
-		it := &Item{GroupResource: c.gr}
-		it.Data, it.Namespace, it.Name = []byte(c.data), "src", c.name
+		ai := archive.NewItem(archive.Entry{Namespace: "src", Name: c.name}, []byte(c.data))
+		it := &Item{GroupResource: c.gr, Item: &ai}
 		why := hold(it)
 		if (why != "") != c.held {
 			t.Errorf("%s %s: hold %q, want held %v", c.gr, c.data, why, c.held)

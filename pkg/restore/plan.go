@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -16,30 +17,32 @@ import (
 	"github.com/kubeferry/ferry/pkg/filter"
 )
 
-// peek is the part of an object the planner reads; the full object is
-// decoded only when it is applied, which keeps memory near the archive's size.
+// peek is the part of an object the planner reads. The full object is
+// read from the archive's spool and decoded only when it is applied, and
+// of the peek an Item keeps only what the applier needs too (owners, a
+// PV's claim), so memory holds little of each object
+// (docs/design.md#restore-flow).
 type peek struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Metadata   struct {
-		Name              string                  `json:"name"`
-		Namespace         string                  `json:"namespace"`
 		UID               string                  `json:"uid"`
 		Labels            selectedKeys            `json:"labels"`
 		Annotations       selectedKeys            `json:"annotations"`
 		OwnerReferences   []metav1.OwnerReference `json:"ownerReferences"`
 		DeletionTimestamp *string                 `json:"deletionTimestamp"`
 	} `json:"metadata"`
-	Type string `json:"type"`
 	Spec struct {
-		ClaimRef *struct {
-			Namespace string `json:"namespace"`
-			Name      string `json:"name"`
-		} `json:"claimRef"`
-		VolumeName string          `json:"volumeName"`
+		ClaimRef   *claimRef       `json:"claimRef"`
 		SignerName string          `json:"signerName"`
 		Selector   json.RawMessage `json:"selector"`
 	} `json:"spec"`
+}
+
+// claimRef is a PersistentVolume's spec.claimRef.
+type claimRef struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
 }
 
 // plannerKeys are the only labels and annotations the planner reads.
@@ -70,10 +73,10 @@ func (s *selectedKeys) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Item is one planned restore item.
+// Item is one planned restore item: the archive's item (its entry, and
+// its bytes in the spool) and what the plan decided for it.
 type Item struct {
-	archive.Item
-	peek            peek
+	*archive.Item
 	GroupResource   string
 	Tier            int
 	TargetNamespace string
@@ -88,7 +91,26 @@ type Item struct {
 	// Others are copies of the same object at the source's other served
 	// versions (resources/<gr>/<version>/...), for a target that does not
 	// serve SourceVersion.
-	Others []archive.Item
+	Others []*archive.Item
+
+	// Of the object (peek): its owners, and a PV's claim.
+	owners   []metav1.OwnerReference
+	claimRef *claimRef
+	// targetUID is the object's UID in the target once applied (or
+	// found), for the owners of other items only (Plan.byUID).
+	targetUID atomic.Pointer[string]
+	// done is set once the item is finished.
+	done atomic.Bool
+	// owner is true for an item that other items name as owner.
+	owner bool
+}
+
+// setTargetUID records the object's UID in the target, if it owns items
+// of the plan.
+func (it *Item) setTargetUID(uid string) {
+	if it.owner {
+		it.targetUID.Store(&uid)
+	}
 }
 
 // Plan is the ordered restore plan.
@@ -99,7 +121,8 @@ type Plan struct {
 	PVNames map[string]string
 	// RestoredPVs is the set of source PV names this restore applies.
 	RestoredPVs map[string]bool
-	// byUID indexes planned items by source UID (for owner references).
+	// byUID indexes the planned items that own other planned items by
+	// their source UID (for owner references).
 	byUID map[string]*Item
 	// Warnings are options that match nothing in the backup (a namespace
 	// mapping or an included namespace the backup does not have): a typo
@@ -136,23 +159,36 @@ type objectKey struct{ gr, ns, name string }
 // the source's preferred version: ferry's unversioned path, or Velero's
 // <v>-preferredversion directory (Velero writes the preferred version at
 // both; the unversioned copy of a Velero archive is then a duplicate). An
-// object with no primary copy gets its first other copy promoted.
-func splitCopies(items []archive.Item) ([]archive.Item, map[objectKey][]archive.Item) {
+// object with no primary copy gets its first other copy promoted. The
+// copies point into items.
+func splitCopies(items []archive.Item) ([]*archive.Item, map[objectKey][]*archive.Item) {
+	key := func(ai *archive.Item) objectKey { return objectKey{ai.GroupResource(), ai.Namespace, ai.Name} }
+	dirs := make([]string, len(items))
+	versioned := map[objectKey]bool{} // objects with a copy under a version directory
+	for i := range items {
+		if _, dirs[i], _, _, _ = archive.ParseItemPath(items[i].Path); dirs[i] != "" {
+			versioned[key(&items[i])] = true
+		}
+	}
 	primary := map[objectKey]int{}
 	explicit := map[objectKey]bool{}
-	var prim []archive.Item
-	others := map[objectKey][]archive.Item{}
-	for _, ai := range items {
-		_, dir, _, _, _ := archive.ParseItemPath(ai.Path)
-		k := objectKey{ai.GroupResource(), ai.Namespace, ai.Name}
+	prim := make([]*archive.Item, 0, len(items))
+	others := map[objectKey][]*archive.Item{}
+	for i := range items {
+		ai, dir := &items[i], dirs[i]
+		if dir == "" && (len(versioned) == 0 || !versioned[key(ai)]) {
+			prim = append(prim, ai) // the only copy (paths are unique)
+			continue
+		}
+		k := key(ai)
 		preferredDir := strings.HasSuffix(dir, "-preferredversion")
 		if dir != "" && !preferredDir {
 			others[k] = append(others[k], ai)
 			continue
 		}
-		if i, ok := primary[k]; ok {
+		if j, ok := primary[k]; ok {
 			if preferredDir && !explicit[k] {
-				prim[i] = ai
+				prim[j] = ai
 				explicit[k] = true
 			}
 			continue
@@ -171,7 +207,8 @@ func splitCopies(items []archive.Item) ([]archive.Item, map[objectKey][]archive.
 	return prim, others
 }
 
-// buildPlan selects, orders and annotates the archive's items.
+// buildPlan selects, orders and annotates the archive's items. The plan's
+// items point into items.
 func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 	nsf, err := filter.NewNamespaces(o.Spec.IncludedNamespaces, o.Spec.ExcludedNamespaces)
 	if err != nil {
@@ -181,20 +218,33 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 	statusf := filter.NewResources(o.Spec.RestoreStatus, nil)
 	p := &Plan{PVNames: map[string]string{}, RestoredPVs: map[string]bool{}, byUID: map[string]*Item{}}
 	selectorServices := map[string]bool{}
-	items, others := splitCopies(items)
-	p.Warnings = unmatchedNamespaces(items, nsf, o)
-	for _, ai := range items {
-		it := &Item{Item: ai, GroupResource: ai.GroupResource(), Others: others[objectKey{ai.GroupResource(), ai.Namespace, ai.Name}]}
-		if err := json.Unmarshal(ai.Data, &it.peek); err != nil {
-			return nil, fmt.Errorf("archive entry %s: not a JSON object: %w", ai.Path, err)
+	prim, others := splitCopies(items)
+	p.Warnings = unmatchedNamespaces(prim, nsf, o)
+	p.Items = make([]*Item, 0, len(prim))
+	grs := map[string]string{} // one string per group-resource
+	for _, ai := range prim {
+		gr := ai.GroupResource()
+		if v, ok := grs[gr]; ok {
+			gr = v
+		} else {
+			grs[gr] = gr
 		}
-		kind := it.peek.Kind
+		it := &Item{Item: ai, GroupResource: gr}
+		if len(others) > 0 {
+			it.Others = others[objectKey{gr, ai.Namespace, ai.Name}]
+		}
+		pk, err := readPeek(ai)
+		if err != nil {
+			return nil, err
+		}
+		it.owners, it.claimRef = pk.Metadata.OwnerReferences, pk.Spec.ClaimRef
+		kind := pk.Kind
 		if kind == "" {
 			kind = ai.Kind
 		}
 		if it.Version == "" {
 			// A Velero legacy path names no version: the object's own does.
-			_, it.Version = splitAPIVersion(it.peek.APIVersion)
+			_, it.Version = splitAPIVersion(pk.APIVersion)
 		}
 		it.SourceVersion = it.Version
 		filtered := ""
@@ -222,19 +272,21 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 			it.TargetName = o.mapNamespace(ai.Name)
 		}
 		it.KeepStatus = len(o.Spec.RestoreStatus) > 0 && statusf.Explicit(ai.Group, ai.Resource, kind)
-		if it.GroupResource == "services" && len(it.peek.Spec.Selector) > 2 && string(it.peek.Spec.Selector) != "null" {
+		if it.GroupResource == "services" && len(pk.Spec.Selector) > 2 && string(pk.Spec.Selector) != "null" {
 			selectorServices[ai.Namespace+"/"+ai.Name] = true
 		}
-		if it.peek.Metadata.UID != "" {
-			p.byUID[it.peek.Metadata.UID] = it
+		it.Skip = skipReason(it, pk)
+		if pk.Metadata.UID != "" {
+			p.byUID[pk.Metadata.UID] = it
 		}
 		p.Items = append(p.Items, it)
 	}
 	for _, it := range p.Items {
-		if it.Skip == "" {
-			it.Skip = p.skipReason(it, selectorServices)
+		if it.Skip == "" && it.GroupResource == "endpoints" && selectorServices[it.Namespace+"/"+it.Name] {
+			it.Skip = "left to controllers: endpoints of a selector Service"
 		}
 	}
+	p.keepOwners()
 	// Owners left to controllers make their dependents left to controllers too.
 	for _, it := range p.Items {
 		if it.Skip == "" {
@@ -248,7 +300,7 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 			continue
 		}
 		p.RestoredPVs[it.Name] = true
-		if cr := it.peek.Spec.ClaimRef; cr != nil && cr.Namespace != "" && o.mapNamespace(cr.Namespace) != cr.Namespace {
+		if cr := it.claimRef; cr != nil && cr.Namespace != "" && o.mapNamespace(cr.Namespace) != cr.Namespace {
 			p.PVNames[it.Name] = clonedPVName(it.Name, o.mapNamespace(cr.Namespace))
 			it.TargetName = p.PVNames[it.Name]
 		}
@@ -257,9 +309,38 @@ func buildPlan(items []archive.Item, o *Options) (*Plan, error) {
 	return p, nil
 }
 
+// readPeek reads the planner's part of item ai from the spool.
+func readPeek(ai *archive.Item) (*peek, error) {
+	data, err := ai.Read()
+	if err != nil {
+		return nil, err
+	}
+	pk := &peek{}
+	if err := json.Unmarshal(data, pk); err != nil {
+		return nil, fmt.Errorf("archive entry %s: not a JSON object: %w", ai.Path, err)
+	}
+	return pk, nil
+}
+
+// keepOwners leaves in byUID only the items that other items of the plan
+// name as owners, and marks them: a plan of many objects keeps the UIDs
+// of few.
+func (p *Plan) keepOwners() {
+	owners := map[string]*Item{}
+	for _, it := range p.Items {
+		for _, ref := range it.owners {
+			if o := p.byUID[string(ref.UID)]; o != nil {
+				o.owner = true
+				owners[string(ref.UID)] = o
+			}
+		}
+	}
+	p.byUID = owners
+}
+
 // unmatchedNamespaces warns of the namespaces a restore's namespace
 // mapping or included namespaces name that the backup does not have.
-func unmatchedNamespaces(items []archive.Item, nsf *filter.Namespaces, o *Options) []string {
+func unmatchedNamespaces(items []*archive.Item, nsf *filter.Namespaces, o *Options) []string {
 	backupNS := map[string]bool{}
 	for _, ai := range items {
 		if ai.Namespace != "" {
@@ -295,12 +376,13 @@ func clonedPVName(name, ns string) string {
 	return name + suffix
 }
 
-// skipReason returns why an item is never applied, or "".
-func (p *Plan) skipReason(it *Item, selectorServices map[string]bool) string {
+// skipReason returns why an item is never applied, or "" (the endpoints
+// of a selector Service are found once every Service is planned).
+func skipReason(it *Item, pk *peek) string {
 	if r, ok := neverRestored[it.GroupResource]; ok {
 		return "never restored: " + r
 	}
-	if it.peek.Metadata.DeletionTimestamp != nil {
+	if pk.Metadata.DeletionTimestamp != nil {
 		return "being deleted in the source"
 	}
 	ns, name := it.Namespace, it.Name
@@ -316,22 +398,19 @@ func (p *Plan) skipReason(it *Item, selectorServices map[string]bool) string {
 		if ns == "default" && name == "kubernetes" {
 			return "never restored: the target's API server manages it"
 		}
-		if it.GroupResource == "endpoints" && selectorServices[ns+"/"+name] {
-			return "left to controllers: endpoints of a selector Service"
-		}
 	case "endpointslices.discovery.k8s.io":
-		if managedEndpointSlices[it.peek.Metadata.Labels["endpointslice.kubernetes.io/managed-by"]] {
-			return "left to controllers: managed by " + it.peek.Metadata.Labels["endpointslice.kubernetes.io/managed-by"]
+		if by := pk.Metadata.Labels["endpointslice.kubernetes.io/managed-by"]; managedEndpointSlices[by] {
+			return "left to controllers: managed by " + by
 		}
-		if ns == "default" && it.peek.Metadata.Labels["kubernetes.io/service-name"] == "kubernetes" {
+		if ns == "default" && pk.Metadata.Labels["kubernetes.io/service-name"] == "kubernetes" {
 			return "never restored: the target's API server manages it"
 		}
 	case "clustertrustbundles.certificates.k8s.io":
-		if it.peek.Spec.SignerName == "kubernetes.io/kube-apiserver-serving" {
+		if pk.Spec.SignerName == "kubernetes.io/kube-apiserver-serving" {
 			return "never restored: published by the target's kube-controller-manager"
 		}
 	case "persistentvolumes":
-		if prov := it.peek.Metadata.Annotations["pv.kubernetes.io/provisioned-by"]; prov != "" {
+		if prov := pk.Metadata.Annotations["pv.kubernetes.io/provisioned-by"]; prov != "" {
 			return "dynamically provisioned by " + prov + " in the source: the target provisions a new volume for its claim"
 		}
 	}
@@ -345,7 +424,7 @@ func (p *Plan) leftToController(it *Item, depth int) string {
 	if depth > 10 {
 		return ""
 	}
-	for _, ref := range it.peek.Metadata.OwnerReferences {
+	for _, ref := range it.owners {
 		if ref.Controller == nil || !*ref.Controller {
 			continue
 		}

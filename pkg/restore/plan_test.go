@@ -9,7 +9,7 @@ import (
 )
 
 func item(group, resource, ns, name, data string) archive.Item {
-	return archive.Item{Entry: archive.Entry{Group: group, Resource: resource, Version: "v1", Namespace: ns, Name: name}, Data: []byte(data)}
+	return archive.NewItem(archive.Entry{Group: group, Resource: resource, Version: "v1", Namespace: ns, Name: name}, []byte(data))
 }
 
 func TestPlanSkips(t *testing.T) {

@@ -2,9 +2,11 @@
 // cluster (Run), or compares a cluster with what a restore of the backup
 // would write (Verify). A restore is a pipeline of small stages: load
 // (backup.Load fetches and verifies the whole archive before anything is
-// written), plan (filters, mappings, what is left to controllers, order),
-// transform (pkg/transform), and apply (concurrent inside each tier, one
-// API call per created object), ending in per-item results.
+// written, spooling the items' bytes to local disk), plan (filters,
+// mappings, what is left to controllers, order), transform
+// (pkg/transform), and apply (concurrent inside each tier, one API call
+// per created object, each object read back from the spool), ending in
+// per-item results.
 package restore
 
 import (
@@ -144,6 +146,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	if err != nil {
 		return fail(ctx, loc, r, results, err)
 	}
+	defer a.Close() // removes the spool file of the items' bytes
 	opts.Log.Info("archive verified", "backup", b.Name, "items", len(a.Items))
 	plan, err := buildPlan(a.Items, &opts)
 	if err != nil {
@@ -365,7 +368,8 @@ func save(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results
 }
 
 // loadBackup loads and verifies the backup opts.Spec names (backup.Load,
-// or backup.LoadVelero for a backup made by Velero).
+// or backup.LoadVelero for a backup made by Velero). The caller must
+// Close the archive.
 func loadBackup(ctx context.Context, loc *store.Location, opts *Options) (*archive.Archive, *v1alpha1.Backup, error) {
 	if opts.Spec.FromVelero {
 		return backup.LoadVelero(ctx, loc, opts.Spec.BackupName)

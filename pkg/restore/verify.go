@@ -56,6 +56,7 @@ func Verify(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opt
 	if err != nil {
 		return nil, err
 	}
+	defer a.Close()
 	plan, err := buildPlan(a.Items, &opts)
 	if err != nil {
 		return nil, err
@@ -179,7 +180,7 @@ func (a *applier) verify(ctx context.Context, it *Item) report.Result {
 		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: string(apierrors.ReasonForError(err)), Message: "reading the target's object: " + err.Error()}
 	}
 	// Dependents expect their owners' UIDs in the target.
-	a.uids.Store(it.peek.Metadata.UID, string(cur.GetUID()))
+	it.setTargetUID(string(cur.GetUID()))
 	live := liveForCompare(cur)
 	d := comparable(u)
 	same, where := contains(live.Object, d.Object, "")

@@ -76,12 +76,10 @@ func (o *PodVolumeOptions) by() string {
 // planPodVolumes decides which restored pods wait for volume data: the
 // pods of the record that the plan restores. The others are warnings.
 func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, results *report.Results) *transform.PodVolumeRestore {
-	restored := map[string]bool{} // source ns/name
-	podData := map[string][]byte{}
+	restored := map[string]*Item{} // source ns/name
 	for _, it := range p.Items {
 		if it.GroupResource == "pods" && it.Skip == "" {
-			restored[it.Namespace+"/"+it.Name] = true
-			podData[it.Namespace+"/"+it.Name] = it.Data
+			restored[it.Namespace+"/"+it.Name] = it
 		}
 	}
 	pvr := &transform.PodVolumeRestore{RestoreUID: uid, Image: o.PodVolumes.HelperImage, Volumes: map[string][]string{}, Backup: o.Spec.BackupName, SourceNamespaces: map[string]string{}, By: o.PodVolumes.by()}
@@ -95,14 +93,14 @@ func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, 
 		}
 		for i, pod := range append([]string{v.Namespace + "/" + v.Pod}, v.AlsoMountedBy...) {
 			ns, name, _ := strings.Cut(pod, "/")
-			if !restored[pod] {
+			if restored[pod] == nil {
 				results.Warnf("pod volume %s/%s/%s: the pod is not restored, so neither is its data", ns, name, v.Volume)
 				continue
 			}
 			vol := v.Volume
 			if i > 0 && v.ClaimName != "" {
 				// Another pod mounting the same claim may call it otherwise.
-				if vol = claimVolume(podData[pod], v.ClaimName); vol == "" {
+				if vol = claimVolume(restored[pod], v.ClaimName); vol == "" {
 					results.Warnf("pod volume %s/%s: no volume of the pod mounts claim %s", ns, name, v.ClaimName)
 					continue
 				}
@@ -115,11 +113,15 @@ func planPodVolumes(rec *volumes.BackupRecord, p *Plan, o *Options, uid string, 
 	return pvr
 }
 
-// claimVolume returns the name of the volume of a pod (its JSON) that
-// mounts claim, or "".
-func claimVolume(pod []byte, claim string) string {
+// claimVolume returns the name of the volume of a pod item that mounts
+// claim, or "".
+func claimVolume(pod *Item, claim string) string {
+	data, err := pod.Read()
+	if err != nil {
+		return ""
+	}
 	var p corev1.Pod
-	if json.Unmarshal(pod, &p) != nil {
+	if json.Unmarshal(data, &p) != nil {
 		return ""
 	}
 	for _, v := range p.Spec.Volumes {

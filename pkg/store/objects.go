@@ -33,6 +33,10 @@ func (l *Location) PutSealedJSON(ctx context.Context, key string, v any) error {
 	return l.putJSON(ctx, key, v, l.Encrypted())
 }
 
+// jsonWriter is a value that writes its own JSON as a stream (a restore's
+// results of many objects), instead of being encoded whole in memory.
+type jsonWriter interface{ WriteJSON(io.Writer) error }
+
 func (l *Location) putJSON(ctx context.Context, key string, v any, seal bool) error {
 	var buf bytes.Buffer
 	var w io.Writer = &buf
@@ -49,10 +53,16 @@ func (l *Location) putJSON(ctx context.Context, key string, v any, seal bool) er
 		gz = gzip.NewWriter(w)
 		w = gz
 	}
-	je := json.NewEncoder(w)
-	je.SetIndent("", "  ")
-	if err := je.Encode(v); err != nil {
-		return fmt.Errorf("encoding %s: %w", key, err)
+	if jw, ok := v.(jsonWriter); ok {
+		if err := jw.WriteJSON(w); err != nil {
+			return fmt.Errorf("encoding %s: %w", key, err)
+		}
+	} else {
+		je := json.NewEncoder(w)
+		je.SetIndent("", "  ")
+		if err := je.Encode(v); err != nil {
+			return fmt.Errorf("encoding %s: %w", key, err)
+		}
 	}
 	if gz != nil {
 		if err := gz.Close(); err != nil {

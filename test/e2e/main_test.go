@@ -55,9 +55,15 @@ type result struct {
 // ferry runs the binary with args and env (added to the environment).
 func ferry(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	return ferryCmd(t, ferryBin, env, args...)
+}
+
+// ferryCmd runs program (ferry, or a launcher of it) as ferry does.
+func ferryCmd(t *testing.T, program string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ferryBin, args...)
+	cmd := exec.CommandContext(ctx, program, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
