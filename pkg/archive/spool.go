@@ -2,6 +2,7 @@ package archive
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -21,21 +22,7 @@ type Item struct {
 // items that do not come from an archive, as in tests). e.Size is set.
 func NewItem(e Entry, data []byte) Item {
 	e.Size = int64(len(data))
-	return Item{Entry: e, src: byteReader(data)}
-}
-
-// byteReader is a []byte as an io.ReaderAt.
-type byteReader []byte
-
-func (b byteReader) ReadAt(p []byte, off int64) (int, error) {
-	if off >= int64(len(b)) {
-		return 0, io.EOF
-	}
-	n := copy(p, b[off:])
-	if n < len(p) {
-		return n, io.EOF
-	}
-	return n, nil
+	return Item{Entry: e, src: bytes.NewReader(data)}
 }
 
 // ErrNoData is wrapped by Item.Read for an item read by Verify, which
