@@ -31,6 +31,8 @@ type references struct {
 	// serviceAccounts and services hold "namespace/name" of the included
 	// ServiceAccounts and Services.
 	serviceAccounts, services map[string]bool
+	// saNamespaces are the namespaces with an included ServiceAccount.
+	saNamespaces map[string]bool
 }
 
 // reasons are why one object is brought: at most maxReasons distinct
@@ -77,7 +79,7 @@ var builtinGroups = map[string]bool{
 }
 
 func newReferences() *references {
-	return &references{items: map[schema.GroupResource]map[string]*reasons{}, serviceAccounts: map[string]bool{}, services: map[string]bool{}}
+	return &references{items: map[schema.GroupResource]map[string]*reasons{}, serviceAccounts: map[string]bool{}, services: map[string]bool{}, saNamespaces: map[string]bool{}}
 }
 
 // add records that the object gr/name is brought, and why. A reason given
@@ -208,6 +210,9 @@ func (r *references) included(res kube.Resource, namespace, name string) {
 	switch res.GroupVersionResource.Resource {
 	case "serviceaccounts":
 		set = r.serviceAccounts
+		r.mu.Lock()
+		r.saNamespaces[namespace] = true
+		r.mu.Unlock()
 	case "services":
 		set = r.services
 	default:
@@ -219,10 +224,14 @@ func (r *references) included(res kube.Resource, namespace, name string) {
 }
 
 // includedSA and includedService report whether namespace/name is an
-// included ServiceAccount or Service.
+// included ServiceAccount or Service; includedSA with name "" whether
+// any ServiceAccount of namespace is.
 func (r *references) includedSA(namespace, name string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if name == "" {
+		return r.saNamespaces[namespace]
+	}
 	return r.serviceAccounts[namespace+"/"+name]
 }
 

@@ -358,16 +358,40 @@ func (f *follow) writeClusterRoles() error {
 }
 
 // bindingReasons returns why a ClusterRoleBinding is brought: one reason
-// per subject that is an included ServiceAccount.
+// per included ServiceAccount among its subjects, named as a
+// ServiceAccount, as its user (system:serviceaccount:NS:NAME) or by the
+// group of its namespace's ServiceAccounts (system:serviceaccounts:NS).
+// includedSA with name "" asks for any ServiceAccount of the namespace.
 func bindingReasons(b *rbacv1.ClusterRoleBinding, includedSA func(namespace, name string) bool) []string {
 	var out []string
 	for _, s := range b.Subjects {
-		if s.Kind == rbacv1.ServiceAccountKind && includedSA(s.Namespace, s.Name) {
-			out = append(out, "bound to serviceaccount "+s.Namespace+"/"+s.Name)
+		switch s.Kind {
+		case rbacv1.ServiceAccountKind:
+			if includedSA(s.Namespace, s.Name) {
+				out = append(out, "bound to serviceaccount "+s.Namespace+"/"+s.Name)
+			}
+		case rbacv1.UserKind:
+			rest, ok := strings.CutPrefix(s.Name, saUserPrefix)
+			ns, name, ok2 := strings.Cut(rest, ":")
+			if ok && ok2 && includedSA(ns, name) {
+				out = append(out, "bound to serviceaccount "+ns+"/"+name+" (as user "+s.Name+")")
+			}
+		case rbacv1.GroupKind:
+			if ns, ok := strings.CutPrefix(s.Name, saGroupPrefix); ok && ns != "" && includedSA(ns, "") {
+				out = append(out, "bound to the serviceaccounts of namespace "+ns+" (group "+s.Name+")")
+			}
 		}
 	}
 	return out
 }
+
+// saUserPrefix and saGroupPrefix are how the API server names a
+// ServiceAccount as a user and a namespace's ServiceAccounts as a group
+// (k8s.io/apiserver/pkg/authentication/serviceaccount).
+const (
+	saUserPrefix  = "system:serviceaccount:"
+	saGroupPrefix = "system:serviceaccounts:"
+)
 
 // webhook is what the follow-on reads of one admission webhook (mutating
 // and validating ones alike).

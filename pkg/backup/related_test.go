@@ -35,9 +35,14 @@ func TestBindingReasons(t *testing.T) {
 		{Kind: "User", Name: "cm/controller"},                            // not a ServiceAccount
 		{Kind: "Group", Name: "system:serviceaccounts:cm"},
 		{Kind: "ServiceAccount", Namespace: "cm", Name: "webhook"},
+		{Kind: "User", Name: "system:serviceaccount:cm:injector"},
+		{Kind: "User", Name: "system:serviceaccount:other:injector"},
+		{Kind: "Group", Name: "system:serviceaccounts:other"},
+		{Kind: "Group", Name: "system:serviceaccounts"}, // every namespace's: not this backup's
 	}}
-	got := bindingReasons(b, in("cm/controller", "cm/webhook"))
-	want := []string{"bound to serviceaccount cm/controller", "bound to serviceaccount cm/webhook"}
+	got := bindingReasons(b, in("cm/controller", "cm/webhook", "cm/injector", "cm/"))
+	want := []string{"bound to serviceaccount cm/controller", "bound to the serviceaccounts of namespace cm (group system:serviceaccounts:cm)",
+		"bound to serviceaccount cm/webhook", "bound to serviceaccount cm/injector (as user system:serviceaccount:cm:injector)"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
