@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // command is a command's options in kubectl's shape (pkg/cmd/rollout,
@@ -21,6 +23,9 @@ type command interface {
 // runE is the RunE of a command with options o.
 func runE(o command) func(*cobra.Command, []string) error {
 	return func(cmd *cobra.Command, args []string) error {
+		if err := emptyListFlags(cmd); err != nil {
+			return err
+		}
 		if err := o.Complete(cmd, args); err != nil {
 			return err
 		}
@@ -32,6 +37,19 @@ func runE(o command) func(*cobra.Command, []string) error {
 		}
 		return o.Run(cmd.Context())
 	}
+}
+
+// emptyListFlags refuses a list flag given with an empty value: an unset
+// shell variable in --include-namespaces "$NS" would otherwise read as no
+// filter at all, and back up every namespace.
+func emptyListFlags(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if sv, ok := f.Value.(pflag.SliceValue); ok && err == nil && len(sv.GetSlice()) == 0 {
+			err = fmt.Errorf("--%s \"\": names nothing; leave the flag out for its default", f.Name)
+		}
+	})
+	return err
 }
 
 // validateOnly, as a context key, stops commands after Validate: the unit

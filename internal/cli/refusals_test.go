@@ -55,6 +55,11 @@ func TestFlagRefusals(t *testing.T) {
 		{[]string{"install", "--location-url", "s3://b", "--credentials-file", empty}, "no KEY=VALUE lines"},
 		{[]string{"backup", "create", "b", "--server", "--ttl", "-5m"}, "--ttl -5m0s is negative"},
 		{[]string{"restore", "create", "--from-backup", "b", "--server", "--encryption-identity-secret", ":key"}, "want NAME[:KEY]"},
+		// An unset $NS in --include-namespaces "$NS" must not mean every
+		// namespace (every Secret of the cluster).
+		{[]string{"backup", "create", "b", "--include-namespaces", ""}, `--include-namespaces "": names nothing`},
+		{[]string{"restore", "create", "--from-backup", "b", "--include-namespaces", ""}, `--include-namespaces "": names nothing`},
+		{[]string{"migrate", "--from-context", "a", "--to-context", "b", "--include-resources", ""}, `--include-resources "": names nothing`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			args := append(c.args, "--kubeconfig", "/nonexistent")
