@@ -2,6 +2,7 @@ package archive
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -290,5 +291,42 @@ func TestReadKeepsNoItemBytes(t *testing.T) {
 		if err != nil || len(b) != size || string(b[:4]) != fmt.Sprintf("%04d", i) {
 			t.Fatalf("item %d: %d bytes %q, %v", i, len(b), b[:min(len(b), 4)], err)
 		}
+	}
+}
+
+// TestManifestOverEntryLimit: the manifest of a large cluster's backup is
+// bigger than one entry may be (a 200,000-object backup's was 73 MB, over
+// MaxEntrySize's 64 MiB, and its restore was refused as damaged). It is
+// read one entry at a time, so it has a bound of its own.
+func TestManifestOverEntryLimit(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("x", 240)
+	one := Entry{Path: ItemPath("", "configmaps", "n", long+"-0000000"), Resource: "configmaps", Namespace: "n", Name: long + "-0000000", Size: 2, SHA256: strings.Repeat("a", 64)}
+	ej, _ := json.Marshal(one)
+	n := MaxEntrySize/len(ej) + 2000 // the manifest is over MaxEntrySize
+	for i := 0; i < n; i++ {
+		if err := w.WriteItem(Entry{Resource: "configmaps", Namespace: "n", Name: fmt.Sprintf("%s-%07d", long, i)}, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := w.Close(Manifest{BackupName: "large"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Read(bytes.NewReader(buf.Bytes()), "k", expect(sum))
+	if err != nil {
+		t.Fatalf("an archive of %d entries: %v", n, err)
+	}
+	defer a.Close()
+	if len(a.Items) != n {
+		t.Fatalf("%d items, want %d", len(a.Items), n)
+	}
+	if _, err := Verify(bytes.NewReader(buf.Bytes()), "k", expect(sum)); err != nil {
+		t.Fatalf("verify: %v", err)
 	}
 }

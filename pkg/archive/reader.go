@@ -23,6 +23,12 @@ var ErrCorrupt = errors.New("the archive is damaged or was modified; it is not r
 // object is 3 MiB in etcd; 64 MiB leaves room for Velero's extras.
 const MaxEntrySize = 64 << 20
 
+// MaxManifestSize bounds ferry/manifest.json. The manifest grows with the
+// number of objects (about 300 bytes each: 73 MB for a 200,000-object
+// backup), and it is spooled to disk and decoded one entry at a time, so
+// it is not held in memory; 4 GiB is some ten million objects.
+const MaxManifestSize = 4 << 30
+
 // Expect is what the commit marker (ferry-backup.json) says about the
 // archive. Zero fields are not checked.
 type Expect struct {
@@ -198,8 +204,12 @@ func readTar(r io.Reader, name string, exp Expect, sp *spool, keep bool) (*Archi
 		if hdr.Typeflag != tar.TypeReg {
 			continue
 		}
-		if hdr.Size > MaxEntrySize || hdr.Size < 0 {
-			return nil, corrupt("entry %s is %d bytes, more than the %d allowed", hdr.Name, hdr.Size, MaxEntrySize)
+		limit := int64(MaxEntrySize)
+		if hdr.Name == ManifestPath {
+			limit = MaxManifestSize
+		}
+		if hdr.Size > limit || hdr.Size < 0 {
+			return nil, corrupt("entry %s is %d bytes, more than the %d allowed", hdr.Name, hdr.Size, limit)
 		}
 		if hdr.Name == VersionPath {
 			b, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
