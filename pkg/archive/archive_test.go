@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeTestArchive(t *testing.T) ([]byte, Summary) {
@@ -328,5 +329,28 @@ func TestManifestOverEntryLimit(t *testing.T) {
 	}
 	if _, err := Verify(bytes.NewReader(buf.Bytes()), "k", expect(sum)); err != nil {
 		t.Fatalf("verify: %v", err)
+	}
+}
+
+// TestManifestEncoding: the manifest written one entry at a time is the
+// same bytes as json.Marshal of the whole manifest.
+func TestManifestEncoding(t *testing.T) {
+	m := Manifest{FormatVersion: FormatVersion, BackupName: "b", Created: time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC),
+		Spec: json.RawMessage(`{"includedNamespaces":["a"]}`), SourceVersion: "v1.37.0", PreferredVersions: map[string]string{"apps": "v1", "": "v1"}}
+	for _, entries := range [][]Entry{nil, {{Path: "resources/a/cluster/x.json", Resource: "a", Name: "x", Size: 2, SHA256: "s"}},
+		{{Path: "p1", Name: "é\"<>"}, {Path: "p2", Group: "apps", Namespace: "n"}}} {
+		var buf bytes.Buffer
+		if err := encodeManifest(&buf, m, entries); err != nil {
+			t.Fatal(err)
+		}
+		whole := m
+		whole.Entries = entries
+		if whole.Entries == nil {
+			whole.Entries = []Entry{}
+		}
+		want, _ := json.Marshal(whole)
+		if buf.String() != string(want) {
+			t.Errorf("streamed %s\nwhole    %s", buf.String(), want)
+		}
 	}
 }

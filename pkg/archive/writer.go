@@ -2,6 +2,8 @@ package archive
 
 import (
 	"archive/tar"
+	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -110,16 +112,22 @@ func (w *Writer) Close(m Manifest) (Summary, error) {
 	}
 	w.closed = true
 	m.FormatVersion = FormatVersion
-	m.Entries = w.entries
 	if m.Created.IsZero() {
 		m.Created = w.now
 	}
-	data, err := json.Marshal(m)
-	if err != nil {
+	// The manifest is encoded twice, one entry at a time, rather than
+	// held whole (73 MB at 200,000 objects): once for its size, which the
+	// tar header needs first, and its digest; then into the archive.
+	sized := &countingHash{w: io.Discard, h: sha256.New()}
+	if err := encodeManifest(sized, m, w.entries); err != nil {
 		return Summary{}, fmt.Errorf("encoding manifest: %w", err)
 	}
-	if err := w.writeFile(ManifestPath, data); err != nil {
-		return Summary{}, err
+	hdr := &tar.Header{Name: ManifestPath, Mode: 0o644, Size: sized.n, ModTime: w.now, Typeflag: tar.TypeReg}
+	if err := w.tw.WriteHeader(hdr); err != nil {
+		return Summary{}, fmt.Errorf("archive entry %s: %w", ManifestPath, err)
+	}
+	if err := encodeManifest(w.tw, m, w.entries); err != nil {
+		return Summary{}, fmt.Errorf("archive entry %s: %w", ManifestPath, err)
 	}
 	if err := w.tw.Close(); err != nil {
 		return Summary{}, err
@@ -127,11 +135,36 @@ func (w *Writer) Close(m Manifest) (Summary, error) {
 	if err := w.gz.Close(); err != nil {
 		return Summary{}, err
 	}
-	ms := sha256.Sum256(data)
 	return Summary{
 		Size:           w.out.n,
 		SHA256:         hex.EncodeToString(w.out.h.Sum(nil)),
-		ManifestSHA256: hex.EncodeToString(ms[:]),
+		ManifestSHA256: hex.EncodeToString(sized.h.Sum(nil)),
 		Entries:        len(w.entries),
 	}, nil
+}
+
+// encodeManifest writes m with entries as its entries, the same bytes as
+// json.Marshal of the whole manifest, one entry at a time.
+func encodeManifest(out io.Writer, m Manifest, entries []Entry) error {
+	m.Entries = []Entry{}
+	head, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	// Entries is the last field: head ends in "entries":[]} .
+	head = bytes.TrimSuffix(head, []byte("]}"))
+	bw := bufio.NewWriterSize(out, 64<<10)
+	bw.Write(head)
+	for i, e := range entries {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		bw.Write(b)
+	}
+	bw.WriteString("]}")
+	return bw.Flush()
 }
