@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -303,19 +305,22 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 	}
 	created, err := a.create(ctx, res, u)
 	var clash error
-	if err != nil && it.GroupResource == "services" && isPortAllocated(err) {
+	var cleared []string
+	for try := 0; err != nil && it.GroupResource == "services" && isPortAllocated(err) && try < 3; try++ {
 		// The API server refuses a taken node port before it finds the
-		// name taken: without the node ports, the target allocates new
+		// name taken: without the taken ports, the target allocates new
 		// ones, or the Service is there already and keeps its own.
-		clash = err
-		transform.ClearNodePorts(u)
+		if clash == nil {
+			clash = err
+		}
+		cleared = append(cleared, clearTakenNodePorts(u, err, try == 2)...)
 		created, err = a.create(ctx, res, u)
 	}
 	switch {
 	case err == nil:
 		if clash != nil {
-			a.results.Warnf("service %s: %v; restored with new node ports", key(u), clash)
-			changes = append(changes, "node ports already allocated in the target: new ones allocated")
+			a.results.Warnf("service %s: %v; restored with new node ports for %s", key(u), clash, strings.Join(cleared, ", "))
+			changes = append(changes, "node ports already allocated in the target: new ones allocated for "+strings.Join(cleared, ", "))
 		}
 		it.setTargetUID(created.Metadata.UID)
 		if status != nil {
@@ -496,6 +501,57 @@ func key(u *unstructured.Unstructured) string {
 // "provided port is already allocated".
 func isPortAllocated(err error) bool {
 	return strings.Contains(err.Error(), "provided port is already allocated")
+}
+
+// portField is a node port field of a Service in an API server's cause.
+var portField = regexp.MustCompile(`^spec\.ports\[(\d+)\]\.nodePort$`)
+
+// clearTakenNodePorts clears the node ports that err, the API server's
+// refusal, names as already allocated (its causes' fields), and returns
+// them ("spec.ports[0].nodePort 30201"); the free ones a client pinned
+// stay. When the causes name none it knows, or all is set, every node
+// port is cleared.
+func clearTakenNodePorts(u *unstructured.Unstructured, err error, all bool) []string {
+	var causes []metav1.StatusCause
+	if st, ok := err.(apierrors.APIStatus); ok && st.Status().Details != nil && !all {
+		causes = st.Status().Details.Causes
+	}
+	ports, _, _ := unstructured.NestedSlice(u.Object, "spec", "ports")
+	var out []string
+	for _, c := range causes {
+		if !strings.Contains(c.Message, "already allocated") && !strings.Contains(c.Message, "provided port") {
+			continue
+		}
+		if m := portField.FindStringSubmatch(c.Field); m != nil {
+			i, _ := strconv.Atoi(m[1])
+			if i >= len(ports) {
+				continue
+			}
+			if p, ok := ports[i].(map[string]any); ok && p["nodePort"] != nil {
+				out = append(out, fmt.Sprintf("%s %v", c.Field, p["nodePort"]))
+				delete(p, "nodePort")
+			}
+		} else if c.Field == "spec.healthCheckNodePort" {
+			if hc, ok, _ := unstructured.NestedInt64(u.Object, "spec", "healthCheckNodePort"); ok {
+				out = append(out, fmt.Sprintf("%s %d", c.Field, hc))
+				unstructured.RemoveNestedField(u.Object, "spec", "healthCheckNodePort")
+			}
+		}
+	}
+	if len(out) > 0 {
+		_ = unstructured.SetNestedSlice(u.Object, ports, "spec", "ports")
+		return out
+	}
+	for i, p := range ports {
+		if m, ok := p.(map[string]any); ok && m["nodePort"] != nil {
+			out = append(out, fmt.Sprintf("spec.ports[%d].nodePort %v", i, m["nodePort"]))
+		}
+	}
+	if hc, ok, _ := unstructured.NestedInt64(u.Object, "spec", "healthCheckNodePort"); ok && hc != 0 {
+		out = append(out, fmt.Sprintf("spec.healthCheckNodePort %d", hc))
+	}
+	transform.ClearNodePorts(u)
+	return out
 }
 
 // ensureNamespace creates namespace ns if the target lacks it (one that
