@@ -3,6 +3,7 @@ package restore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -513,7 +514,8 @@ var portField = regexp.MustCompile(`^spec\.ports\[(\d+)\]\.nodePort$`)
 // port is cleared.
 func clearTakenNodePorts(u *unstructured.Unstructured, err error, all bool) []string {
 	var causes []metav1.StatusCause
-	if st, ok := err.(apierrors.APIStatus); ok && st.Status().Details != nil && !all {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) && st.Status().Details != nil && !all {
 		causes = st.Status().Details.Causes
 	}
 	ports, _, _ := unstructured.NestedSlice(u.Object, "spec", "ports")
