@@ -39,6 +39,16 @@ func TestDryRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The quota must see kube-root-ca.crt: published after the quota's
+	// first count, it is not counted until a full resync (minutes).
+	for i := 0; ; i++ {
+		if _, err := dst.CoreV1().ConfigMaps("dry").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{}); err == nil {
+			break
+		} else if i == 120 {
+			t.Fatalf("kube-root-ca.crt never published in dry: %v", err)
+		}
+		sleep()
+	}
 	// Room for one more ConfigMap only: kube-root-ca.crt, same, changed, +1.
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "small"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{"count/configmaps": resource.MustParse("4")}}}
@@ -105,15 +115,21 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
-// waitQuotaUsed waits until the quota controller has filled in status.used.
+// waitQuotaUsed waits until the quota controller counts all three
+// ConfigMaps the target has (kube-root-ca.crt, same, changed): usage
+// counted before the root-ca controller published kube-root-ca.crt left
+// room for both new ConfigMaps, and the dry run found no quota error.
 func waitQuotaUsed(t *testing.T, cs kubernetes.Interface, ns, name string) {
 	t.Helper()
-	for i := 0; i < 60; i++ {
+	var used resource.Quantity
+	for i := 0; i < 120; i++ {
 		q, err := cs.CoreV1().ResourceQuotas(ns).Get(context.Background(), name, metav1.GetOptions{})
-		if err == nil && len(q.Status.Used) > 0 {
-			return
+		if err == nil {
+			if used = q.Status.Used["count/configmaps"]; used.Value() == 3 {
+				return
+			}
 		}
 		sleep()
 	}
-	t.Fatalf("quota %s/%s never got its usage", ns, name)
+	t.Fatalf("quota %s/%s never counted the target's 3 ConfigMaps (used %s)", ns, name, used.String())
 }
