@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/kubeferry/ferry/internal/testenv"
 )
 
 // referenceObjects are the source objects of TestNamespaceReferences: a
@@ -175,13 +172,7 @@ func TestNamespaceReferences(t *testing.T) {
 	}
 	ctx := context.Background()
 	e := newEnv(t)
-	file := filepath.Join(t.TempDir(), "references.yaml")
-	if err := os.WriteFile(file, []byte(referenceObjects), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := testenv.Apply(ctx, e.src.Config, "", file); err != nil {
-		t.Fatal(err)
-	}
+	applyYAML(t, e.src.Config, "references.yaml", referenceObjects)
 	e.backup(t, "refs", "--include-namespaces", "shop,ops", "--include-cluster-resources", "true", "--include-resources",
 		"namespaces,serviceaccounts,services,mutatingwebhookconfigurations,validatingwebhookconfigurations,customresourcedefinitions,clusterroles,clusterrolebindings,rolebindings")
 	rs, r := e.restore(t, "refs", "refs", "--namespace-mappings", "shop:shop2")

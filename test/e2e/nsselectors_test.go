@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubeferry/ferry/internal/testenv"
 )
@@ -163,13 +164,7 @@ func TestNamespaceSelectors(t *testing.T) {
 	}
 	ctx := context.Background()
 	e := newEnv(t)
-	file := filepath.Join(t.TempDir(), "selectors.yaml")
-	if err := os.WriteFile(file, []byte(selectorObjects), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := testenv.Apply(ctx, e.src.Config, "", file); err != nil {
-		t.Fatal(err)
-	}
+	applyYAML(t, e.src.Config, "selectors.yaml", selectorObjects)
 	e.backup(t, "sel", "--include-namespaces", "shop,ops", "--include-cluster-resources", "true", "--include-resources",
 		"namespaces,networkpolicies,deployments,resourcequotas,validatingwebhookconfigurations,validatingadmissionpolicies,validatingadmissionpolicybindings")
 	rs, r := e.restore(t, "sel", "sel", "--namespace-mappings", "shop:shop2")
@@ -254,5 +249,17 @@ func TestNamespaceSelectors(t *testing.T) {
 	vr := e.run(t, "verify", "--backup", "sel", "--restore", "sel", "--to-context", "dst", "--report-dir", dir)
 	if v := readVerification(t, dir); vr.code != 0 || v.Summary["unexpected"] != 0 {
 		t.Errorf("verify: exit %d, %d unexpected differences: %+v\n%s", vr.code, v.Summary["unexpected"], v.Differences, vr.stderr)
+	}
+}
+
+// applyYAML applies manifest (multi-document YAML) to the cluster at cfg.
+func applyYAML(t *testing.T, cfg *rest.Config, name, manifest string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(file, []byte(manifest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testenv.Apply(context.Background(), cfg, "", file); err != nil {
+		t.Fatal(err)
 	}
 }
