@@ -175,13 +175,21 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	// Only a dry run prints the restore's results; otherwise they are in
+	// its results file, and the verification collects its own: not
+	// holding both lists at once keeps a large migrate's peak memory down.
+	var dryRun *report.Results
+	if r.Spec.DryRun {
+		dryRun = rres
+	}
+	rres = nil
 	// The restore is checked against the backup, after its own expected
 	// changes, unless it is a dry run or did not run.
 	var m migration
 	if o.verify && !r.Spec.DryRun && r.Status.Phase != "Failed" {
 		m.verification, m.paths, m.verifyErr = o.verifyRestore(ctx, dst, loc, ropts, b, r)
 	}
-	if err := o.print(b, r, rres, &m); err != nil {
+	if err := o.print(b, r, dryRun, &m); err != nil {
 		return err
 	}
 	return migrateExit(o.name, b, r, &m)
