@@ -32,7 +32,8 @@ image:
 # The test control plane (etcd, kube-apiserver, kube-controller-manager built
 # from Go modules), the test nodes (kubelet, kube-scheduler, kube-proxy,
 # containerd; Debian's runc, CNI plugins, iptables: hack/build-node.sh) and
-# versitygw, cached outside the clone (docs/design.md#test-infrastructure),
+# the object-store servers (versitygw, fake-gcs-server, Azurite through npm),
+# cached outside the clone (docs/design.md#test-infrastructure),
 # and the Debian packages
 # the tests use (hack/install-packages.sh).
 control-plane:

@@ -1,6 +1,7 @@
 // Package testenv starts real local test infrastructure for ferry's tests:
 // Kubernetes control planes (etcd + kube-apiserver through controller-runtime
-// envtest, plus kube-controller-manager), a real S3 server (versitygw), and a
+// envtest, plus kube-controller-manager), real object stores (versitygw for
+// S3, fake-gcs-server for GCS, Azurite for Azure Blob Storage), and a
 // small "kubectl create -f" equivalent (Apply) for test input.
 //
 // The binaries are built from Go modules by the repository's hack/ scripts
@@ -90,15 +91,17 @@ func BinDir() (string, error) {
 	return binDir, binErr
 }
 
-// ToolsBinDir returns the directory holding the test tools (versitygw v1.8.0).
+// ToolsBinDir returns the directory holding the test tools: versitygw
+// v1.8.0, fake-gcs-server v1.56.1 and azurite-blob (a launcher of the npm
+// package Azurite 3.37.0, installed into azurite-3.37.0/ next to it).
 //
-// If FERRY_TOOLS_BIN is set and holds versitygw, it is returned as is;
+// If FERRY_TOOLS_BIN is set and holds all three, it is returned as is;
 // otherwise hack/install-tools.sh is run (it installs what is missing and
 // prints the directory on its last stdout line). Computed once per process;
 // errors as for BinDir.
 func ToolsBinDir() (string, error) {
 	toolsOnce.Do(func() {
-		toolsDir, toolsErr = resolveDir("FERRY_TOOLS_BIN", "install-tools.sh", []string{"versitygw"})
+		toolsDir, toolsErr = resolveDir("FERRY_TOOLS_BIN", "install-tools.sh", []string{"versitygw", "fake-gcs-server", "azurite-blob"})
 	})
 	return toolsDir, toolsErr
 }
