@@ -49,7 +49,8 @@ type Azurite struct {
 // StartAzurite starts "azurite-blob --blobHost 127.0.0.1 --blobPort PORT
 // --location DIR --silent --skipApiVersionCheck --disableTelemetry" on a free port with a
 // fresh temporary DIR, and waits until it answers any HTTP request
-// (timeout 30 s; typically about a second, Node.js starting).
+// (timeout 60 s; typically about a second, Node.js starting, but 20 s on a
+// loaded machine).
 // azurite-blob comes from ToolsBinDir (hack/install-tools.sh installs the
 // npm package). If t is non-nil, t.Cleanup(Stop) is registered.
 //
@@ -110,7 +111,7 @@ func startAzurite(ctx context.Context, path string) (_ *Azurite, err error) {
 	if a.done, err = startLogged(a.cmd, a.LogPath); err != nil {
 		return nil, err
 	}
-	return a, waitHTTP(ctx, "azurite", a.Endpoint+"/"+AzuriteAccount+"?comp=list", a.done, a.LogPath, 30*time.Second)
+	return a, waitHTTP(ctx, "azurite", a.Endpoint+"/"+AzuriteAccount+"?comp=list", a.done, a.LogPath, 60*time.Second)
 }
 
 // Stop stops Azurite (SIGTERM, SIGKILL after 5 s) and removes Dir and the

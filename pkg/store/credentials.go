@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -16,6 +17,33 @@ const (
 	EnvAWSRegion          = "AWS_REGION"
 )
 
+// Credential keys for azblob:// locations: a storage account and its
+// shared key, or a connection string (the Azure SDK's variable names).
+const (
+	EnvAzureStorageAccount          = "AZURE_STORAGE_ACCOUNT"
+	EnvAzureStorageKey              = "AZURE_STORAGE_KEY"
+	EnvAzureStorageConnectionString = "AZURE_STORAGE_CONNECTION_STRING"
+)
+
+// EnvGoogleCredentialsJSON is the credential key for gs:// locations: the
+// content (not the path) of a service-account key JSON file.
+const EnvGoogleCredentialsJSON = "GOOGLE_APPLICATION_CREDENTIALS_JSON"
+
+// credentialKeys lists the keys each scheme takes, in documentation order.
+var credentialKeys = map[string][]string{
+	"s3":     {EnvAWSAccessKeyID, EnvAWSSecretAccessKey, EnvAWSSessionToken, EnvAWSRegion},
+	"azblob": {EnvAzureStorageAccount, EnvAzureStorageKey, EnvAzureStorageConnectionString},
+	"gs":     {EnvGoogleCredentialsJSON},
+}
+
+// CredentialKeys returns the credential keys WithCredentials accepts for
+// locations of scheme ("s3", "azblob", "gs"; nil for file, mem and others):
+// what a CLI collects from its environment for helper pods. The slice is a
+// copy.
+func CredentialKeys(scheme string) []string {
+	return slices.Clone(credentialKeys[scheme])
+}
+
 // OpenOption configures Open.
 type OpenOption func(*openOptions)
 
@@ -24,13 +52,28 @@ type openOptions struct {
 }
 
 // WithCredentials makes Open use these credentials instead of the process
-// environment's. Keys are the AWS SDK's variable names (EnvAWSAccessKeyID,
-// EnvAWSSecretAccessKey, optional EnvAWSSessionToken and EnvAWSRegion, the
-// region used when the URL has none). Only s3:// locations take them; Open
-// refuses them for other schemes, and refuses unknown keys or an access key
-// without its secret, naming the key. An empty map is no credentials.
+// environment's. Keys (CredentialKeys) are per scheme:
+//
+//   - s3://: EnvAWSAccessKeyID with EnvAWSSecretAccessKey, optional
+//     EnvAWSSessionToken and EnvAWSRegion (the region used when the URL has
+//     none);
+//   - azblob://: EnvAzureStorageAccount with EnvAzureStorageKey (a shared
+//     key), or EnvAzureStorageConnectionString;
+//   - gs://: EnvGoogleCredentialsJSON, a service-account key JSON.
+//
+// Keys with an empty value count as absent; an empty map is no
+// credentials. Open refuses, naming the key, an unknown key, a key of
+// another scheme, credentials for a scheme that takes none (file://), half
+// of a pair, and both forms of Azure credentials at once.
 func WithCredentials(env map[string]string) OpenOption {
-	return func(o *openOptions) { o.credentials = env }
+	return func(o *openOptions) {
+		o.credentials = map[string]string{}
+		for k, v := range env {
+			if v != "" {
+				o.credentials[k] = v
+			}
+		}
+	}
 }
 
 func (o *openOptions) check(scheme string) error {
@@ -42,18 +85,49 @@ func (o *openOptions) check(scheme string) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	if scheme != "s3" {
-		return fmt.Errorf("credentials (%s) are supported for s3:// locations only; a %s:// location uses the server's environment or workload identity", strings.Join(keys, ", "), scheme)
+	want := credentialKeys[scheme]
+	if want == nil {
+		return fmt.Errorf("credentials (%s) are not used by %s:// locations; only s3://, azblob:// and gs:// locations take credentials", strings.Join(keys, ", "), scheme)
 	}
 	for _, k := range keys {
-		switch k {
-		case EnvAWSAccessKeyID, EnvAWSSecretAccessKey, EnvAWSSessionToken, EnvAWSRegion:
-		default:
-			return fmt.Errorf("credential key %q is not used by s3:// locations (want %s, %s, and optionally %s, %s)", k, EnvAWSAccessKeyID, EnvAWSSecretAccessKey, EnvAWSSessionToken, EnvAWSRegion)
+		if slices.Contains(want, k) {
+			continue
+		}
+		for other, otherKeys := range credentialKeys {
+			if slices.Contains(otherKeys, k) {
+				return fmt.Errorf("credential key %q is for %s:// locations, not %s:// ones (want %s)", k, other, scheme, strings.Join(want, ", "))
+			}
+		}
+		return fmt.Errorf("credential key %q is not used by %s:// locations (want %s)", k, scheme, strings.Join(want, ", "))
+	}
+	c := o.credentials
+	switch scheme {
+	case "s3":
+		if (c[EnvAWSAccessKeyID] == "") != (c[EnvAWSSecretAccessKey] == "") {
+			return fmt.Errorf("credentials: %s and %s go together", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+		}
+	case "azblob":
+		if c[EnvAzureStorageConnectionString] != "" {
+			if c[EnvAzureStorageAccount] != "" || c[EnvAzureStorageKey] != "" {
+				return fmt.Errorf("credentials: %s replaces %s and %s: give one or the other", EnvAzureStorageConnectionString, EnvAzureStorageAccount, EnvAzureStorageKey)
+			}
+		} else if c[EnvAzureStorageAccount] == "" || c[EnvAzureStorageKey] == "" {
+			return fmt.Errorf("credentials: %s and %s go together", EnvAzureStorageAccount, EnvAzureStorageKey)
 		}
 	}
-	if (o.credentials[EnvAWSAccessKeyID] == "") != (o.credentials[EnvAWSSecretAccessKey] == "") {
-		return fmt.Errorf("credentials: %s and %s go together", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
-	}
 	return nil
+}
+
+// credentialHint names the credentials of scheme for an access-denied
+// error.
+func credentialHint(scheme string) string {
+	switch scheme {
+	case "s3":
+		return EnvAWSAccessKeyID + "/" + EnvAWSSecretAccessKey + ", or the AWS SDK's credential chain"
+	case "azblob":
+		return EnvAzureStorageAccount + "/" + EnvAzureStorageKey + " or " + EnvAzureStorageConnectionString + ", or the Azure SDK's default credential"
+	case "gs":
+		return EnvGoogleCredentialsJSON + ", or Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS)"
+	}
+	return "the provider's credentials"
 }

@@ -24,6 +24,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"net/http"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"gocloud.dev/blob"
 	// Drivers for the URL schemes a location may use.
 	_ "gocloud.dev/blob/azureblob"
@@ -32,6 +35,8 @@ import (
 	_ "gocloud.dev/blob/memblob"
 	_ "gocloud.dev/blob/s3blob"
 	"gocloud.dev/gcerrors"
+	"golang.org/x/oauth2"
+	"google.golang.org/api/googleapi"
 )
 
 // EnvStorage names the environment variable that selects the location when
@@ -67,7 +72,9 @@ func DefaultURL() string {
 }
 
 // Open opens the location at rawURL and checks that it is reachable with
-// the credentials in the environment (or those of WithCredentials). Errors
+// the credentials in the environment (or those of WithCredentials; for a
+// gs:// location EnvGoogleCredentialsJSON is read from the environment
+// too, as no Google library does). Errors
 // name the location (without credentials) and say whether the cause is
 // access, absence or the URL. file:// locations are created if missing.
 func Open(ctx context.Context, rawURL string, opts ...OpenOption) (*Location, error) {
@@ -77,6 +84,11 @@ func Open(ctx context.Context, rawURL string, opts ...OpenOption) (*Location, er
 	}
 	if rawURL == "" {
 		rawURL = DefaultURL()
+	}
+	if o.credentials == nil && strings.HasPrefix(rawURL, "gs:") && os.Getenv(EnvGoogleCredentialsJSON) != "" {
+		// ferry's own variable, which no Google library reads: the CLI's
+		// and the helper pods' way to give a key's content.
+		o.credentials = map[string]string{EnvGoogleCredentialsJSON: os.Getenv(EnvGoogleCredentialsJSON)}
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" {
@@ -107,9 +119,14 @@ func Open(ctx context.Context, rawURL string, opts ...OpenOption) (*Location, er
 		return nil, fmt.Errorf("backup storage location %s: %w", Redact(rawURL), err)
 	}
 	var b *blob.Bucket
-	if u.Scheme == "s3" {
+	switch {
+	case u.Scheme == "s3":
 		b, err = openS3(ctx, u, o.credentials)
-	} else {
+	case u.Scheme == "azblob" && len(o.credentials) > 0:
+		b, err = openAzure(ctx, u, o.credentials)
+	case u.Scheme == "gs" && (len(o.credentials) > 0 || u.Query().Has("endpoint")):
+		b, err = openGCS(ctx, u, o.credentials)
+	default:
 		b, err = blob.OpenBucket(ctx, openURL)
 	}
 	if err != nil {
@@ -136,16 +153,24 @@ func (l *Location) Check(ctx context.Context) error {
 // describe wraps a storage error with the location and a plain reason.
 func (l *Location) describe(op string, err error) error {
 	reason := ""
-	switch gcerrors.Code(err) {
-	case gcerrors.PermissionDenied:
-		reason = "access denied: check the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the provider's equivalent)"
-	case gcerrors.NotFound:
+	denied := "access denied: check the credentials (" + credentialHint(l.scheme()) + ")"
+	switch {
+	case accessDenied(err):
+		reason = denied
+		var g *googleapi.Error
+		if errors.As(err, &g) && g.Code == http.StatusForbidden {
+			// GCS answers 403 also for a bucket the identity may not see.
+			reason = "access denied (or the bucket does not exist): check the credentials (" + credentialHint("gs") + ")"
+		}
+	case gcerrors.Code(err) == gcerrors.PermissionDenied:
+		reason = denied
+	case gcerrors.Code(err) == gcerrors.NotFound:
 		reason = "not found: check that the bucket exists"
-	case gcerrors.Unknown, gcerrors.Internal:
+	case gcerrors.Code(err) == gcerrors.Unknown, gcerrors.Code(err) == gcerrors.Internal:
 		s := err.Error()
 		switch {
 		case strings.Contains(s, "InvalidAccessKeyId"), strings.Contains(s, "XAdminUserNotFound"), strings.Contains(s, "InvalidClientTokenId"), strings.Contains(s, "SignatureDoesNotMatch"), strings.Contains(s, "AccessDenied"), strings.Contains(s, "StatusCode: 403"):
-			reason = "access denied: check the credentials (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or the provider's equivalent)"
+			reason = denied
 		case strings.Contains(s, "NoSuchBucket"):
 			reason = "not found: check that the bucket exists"
 		case strings.Contains(s, "connection refused"), strings.Contains(s, "no such host"), strings.Contains(s, "i/o timeout"):
@@ -156,6 +181,32 @@ func (l *Location) describe(op string, err error) error {
 		return fmt.Errorf("backup storage location %s: %s: %s: %w", Redact(l.url), op, reason, err)
 	}
 	return fmt.Errorf("backup storage location %s: %s: %w", Redact(l.url), op, err)
+}
+
+// accessDenied reports whether err is an Azure or Google refusal of the
+// credentials: an HTTP 401 or 403 of either SDK (gocloud.dev maps Azure's
+// AuthenticationFailed but not Azurite's AuthorizationFailure, and GCS's
+// 403 to NotFound), or an OAuth token exchange the token endpoint refused
+// (invalid_grant for a revoked or unknown service-account key).
+func accessDenied(err error) bool {
+	var az *azcore.ResponseError
+	if errors.As(err, &az) {
+		return az.StatusCode == http.StatusUnauthorized || az.StatusCode == http.StatusForbidden
+	}
+	var g *googleapi.Error
+	if errors.As(err, &g) {
+		return g.Code == http.StatusUnauthorized || g.Code == http.StatusForbidden
+	}
+	var re *oauth2.RetrieveError
+	return errors.As(err, &re)
+}
+
+// scheme is the URL scheme of the location ("" if unparseable).
+func (l *Location) scheme() string {
+	if u, err := url.Parse(l.url); err == nil {
+		return u.Scheme
+	}
+	return ""
 }
 
 // URL returns the location's URL with any credentials removed.
