@@ -42,7 +42,7 @@ func (f *installFlags) register(cmd *cobra.Command, render bool) {
 	fl.StringVar(&f.nodeAgentLimits, "node-agent-limits", "memory=1Gi", "the node agent's resource limits")
 	fl.StringVar(&f.hostPodsDir, "host-pods-dir", install.DefaultHostPodsDir, "the kubelet's pods directory on the nodes, mounted into the node agent")
 	fl.StringVar(&f.locationURL, "location-url", "", "render BackupStorageLocation \"default\" with this URL (as --storage: s3://bucket?endpoint=...&region=...)")
-	fl.StringVar(&f.credentialsFile, "credentials-file", "", "render Secret ferry-credentials for the location from this file of KEY=VALUE lines (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ...)")
+	fl.StringVar(&f.credentialsFile, "credentials-file", "", "render Secret ferry-credentials for the location from this file: KEY=VALUE lines of the location's scheme (s3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional AWS_SESSION_TOKEN, AWS_REGION; azblob: AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY, or AZURE_STORAGE_CONNECTION_STRING), or for gs a service-account key JSON file as downloaded")
 	fl.StringVar(&f.repositoryPasswordFile, "repository-password-file", "", "render Secret ferry-repository with the volume repository password from this file, for pod volume data (source and target need the same one); without it, volume backups fail with the reason")
 	fl.BoolVar(&f.apply, "apply", false, "apply the objects to the cluster (server-side apply) instead of printing them")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "print the objects (the default; kept for kubectl habits)")
@@ -106,6 +106,9 @@ func (f *installFlags) objects() ([]client.Object, error) {
 		}
 		if len(o.Credentials) == 0 {
 			return nil, fmt.Errorf("--credentials-file %s: no KEY=VALUE lines", f.credentialsFile)
+		}
+		if err := install.CheckCredentials(f.locationURL, o.Credentials); err != nil {
+			return nil, fmt.Errorf("--credentials-file %s for --location-url: %w", f.credentialsFile, err)
 		}
 	}
 	if f.repositoryPasswordFile != "" {

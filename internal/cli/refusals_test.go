@@ -36,10 +36,15 @@ func TestFlagRefusals(t *testing.T) {
 	if err := os.WriteFile(empty, []byte("# nothing\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	awsCreds := filepath.Join(t.TempDir(), "aws")
+	if err := os.WriteFile(awsCreds, []byte("AWS_ACCESS_KEY_ID=a\nAWS_SECRET_ACCESS_KEY=b\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
+		{[]string{"install", "--location-url", "azblob://c", "--credentials-file", awsCreds}, "--credentials-file " + awsCreds + " for --location-url: credential key AWS_ACCESS_KEY_ID is not used by azblob:// locations (they take AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY, AZURE_STORAGE_CONNECTION_STRING)"},
 		{[]string{"backup", "create", "b", "--platform", "linux/amd64"}, "with --images=record nothing is copied"},
 		{[]string{"backup", "create", "b", "--images", "none", "--platform", "linux/amd64"}, "with --images=none nothing is copied"},
 		{[]string{"restore", "create", "--from-backup", "b", "--platform", "linux/amd64"}, "a restore pushes the platforms its backup kept"},

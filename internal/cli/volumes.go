@@ -65,20 +65,13 @@ func defaultImage() string { return "ghcr.io/kubeferry/ferry:" + imageTag() }
 
 // helpers returns the helper pods of a volume backup or restore in
 // cluster, with the location's URL, its credentials (from this process's
-// environment) and password in their Secret.
+// environment, helperCredentials) and password in their Secret.
 func (f *volumeFlags) helpers(ctx context.Context, loc *store.Location, cluster *kube.Cluster, password string, log *slog.Logger) (*volumes.Helpers, error) {
-	creds := map[string]string{}
-	for _, k := range []string{store.EnvAWSAccessKeyID, store.EnvAWSSecretAccessKey, store.EnvAWSSessionToken, store.EnvAWSRegion} {
-		creds[k] = os.Getenv(k)
-	}
-	if strings.HasPrefix(loc.SecretURL(), "s3:") && creds[store.EnvAWSAccessKeyID] == "" {
-		// Credentials from the SDK's chain (a shared credentials file, a
-		// profile, SSO): the helper pods get the keys this process uses.
-		if err := sdkCredentials(ctx, creds); err != nil && log != nil {
-			// The helpers may still have an identity of their own in the
-			// cluster (a workload identity); if not, each says so.
-			log.Warn("no AWS credentials to give the helper pods", "error", err)
-		}
+	creds, err := helperCredentials(ctx, loc.SecretURL())
+	if err != nil && log != nil {
+		// The helpers may still have an identity of their own in the
+		// cluster (a workload identity); if not, each says so.
+		log.Warn("no credentials to give the helper pods", "error", err)
 	}
 	env, err := volumes.HelperEnv(loc.SecretURL(), password, creds)
 	if err != nil {
@@ -403,6 +396,43 @@ func printMigratedVolumes(w io.Writer, name string, recs []volumes.PodVolumeRest
 	}
 }
 
+// helperCredentials are the credentials of the location at locURL in this
+// process's environment, under the keys of its scheme
+// (store.CredentialKeys), for helper pods: for s3 the AWS_* variables, or
+// else the keys the AWS SDK's chain resolves (a shared credentials file, a
+// profile, SSO); for azblob the AZURE_STORAGE_* variables; for gs
+// $GOOGLE_APPLICATION_CREDENTIALS_JSON, or else the content of the key
+// file $GOOGLE_APPLICATION_CREDENTIALS names. The error says why there are
+// none (the map still holds what was found).
+func helperCredentials(ctx context.Context, locURL string) (map[string]string, error) {
+	scheme, _, _ := strings.Cut(locURL, ":")
+	creds := map[string]string{}
+	for _, k := range store.CredentialKeys(scheme) {
+		if v := os.Getenv(k); v != "" {
+			creds[k] = v
+		}
+	}
+	switch scheme {
+	case "s3":
+		if creds[store.EnvAWSAccessKeyID] == "" {
+			return creds, sdkCredentials(ctx, creds)
+		}
+	case "gs":
+		if creds[store.EnvGoogleCredentialsJSON] == "" {
+			file := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS")
+			if file == "" {
+				return creds, fmt.Errorf("neither $%s nor $GOOGLE_APPLICATION_CREDENTIALS (a service-account key file) is set", store.EnvGoogleCredentialsJSON)
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return creds, fmt.Errorf("$GOOGLE_APPLICATION_CREDENTIALS: %w", err)
+			}
+			creds[store.EnvGoogleCredentialsJSON] = string(data)
+		}
+	}
+	return creds, nil
+}
+
 // sdkCredentials fills creds with the AWS SDK's default credentials, as
 // this process resolves them.
 func sdkCredentials(ctx context.Context, creds map[string]string) error {
@@ -417,7 +447,7 @@ func sdkCredentials(ctx context.Context, creds map[string]string) error {
 		return fmt.Errorf("no AWS credentials in this process's environment or configuration: %w", err)
 	}
 	creds[store.EnvAWSAccessKeyID], creds[store.EnvAWSSecretAccessKey], creds[store.EnvAWSSessionToken] = c.AccessKeyID, c.SecretAccessKey, c.SessionToken
-	if creds[store.EnvAWSRegion] == "" {
+	if creds[store.EnvAWSRegion] == "" && cfg.Region != "" {
 		creds[store.EnvAWSRegion] = cfg.Region
 	}
 	return nil

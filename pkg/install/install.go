@@ -34,8 +34,12 @@ package install
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
+	"slices"
+	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -49,6 +53,7 @@ import (
 
 	"github.com/kubeferry/ferry/config/crd"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // Names of what Render creates.
@@ -82,7 +87,8 @@ type Options struct {
 	// LocationURL, when set, renders BackupStorageLocation "default".
 	LocationURL string
 	// Credentials, when set, render Secret ferry-credentials (referenced by
-	// the location): environment-variable names and values.
+	// the location): the keys of the location's scheme
+	// (store.CredentialKeys, checked by CheckCredentials) and their values.
 	Credentials map[string]string
 	// RepositoryPassword, when set, renders Secret ferry-repository. The
 	// source and target clusters of a migration need the same one: it
@@ -111,15 +117,32 @@ func ParseResources(what, s string) (corev1.ResourceList, error) {
 	return out, nil
 }
 
-// ReadCredentials reads an environment file: KEY=VALUE lines, blank lines
-// and # comments ignored (AWS_ACCESS_KEY_ID=..., AWS_SECRET_ACCESS_KEY=...).
+// ReadCredentials reads a location's credentials from a file: a Google
+// service-account key JSON ("type": "service_account") as is, under key
+// store.EnvGoogleCredentialsJSON; anything else as an environment file of
+// KEY=VALUE lines, blank lines and # comments ignored
+// (AWS_ACCESS_KEY_ID=..., AZURE_STORAGE_KEY=...). Errors name the file
+// and, for a bad line, its number.
 func ReadCredentials(path string) (map[string]string, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("credentials file: %w", err)
 	}
+	if trimmed := bytes.TrimSpace(data); bytes.HasPrefix(trimmed, []byte("{")) {
+		var key struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(trimmed, &key); err != nil {
+			return nil, fmt.Errorf("credentials file %s: JSON, but not valid: %w", path, err)
+		}
+		if key.Type != "service_account" {
+			return nil, fmt.Errorf("credentials file %s: JSON of type %q, not a Google service-account key (\"type\": \"service_account\"); give a service-account key, or KEY=VALUE lines", path, key.Type)
+		}
+		return map[string]string{store.EnvGoogleCredentialsJSON: string(trimmed)}, nil
+	}
 	out := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64*1024), len(data)+1)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -131,7 +154,32 @@ func ReadCredentials(path string) (map[string]string, error) {
 		}
 		out[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"'`)
 	}
-	return out, nil
+	return out, sc.Err()
+}
+
+// CheckCredentials checks that creds are credentials of the location at
+// locationURL: each key is one of store.CredentialKeys of its scheme.
+// Errors name the key and the scheme, and the keys the scheme takes.
+func CheckCredentials(locationURL string, creds map[string]string) error {
+	u, err := url.Parse(locationURL)
+	if err != nil || u.Scheme == "" {
+		return fmt.Errorf("location URL %q: not a URL", store.Redact(locationURL))
+	}
+	want := store.CredentialKeys(u.Scheme)
+	if len(want) == 0 && len(creds) > 0 {
+		return fmt.Errorf("a %s:// location takes no credentials", u.Scheme)
+	}
+	keys := make([]string, 0, len(creds))
+	for k := range creds {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(want, k) {
+			return fmt.Errorf("credential key %s is not used by %s:// locations (they take %s)", k, u.Scheme, strings.Join(want, ", "))
+		}
+	}
+	return nil
 }
 
 // Render returns the objects in apply order: CRDs, Namespace, identities
@@ -206,7 +254,14 @@ func Render(o Options) []client.Object {
 		)
 	}
 	if len(o.Credentials) > 0 {
-		objs = append(objs, &corev1.Secret{ObjectMeta: meta(CredentialsName), Type: corev1.SecretTypeOpaque, StringData: o.Credentials})
+		// data, not stringData: applied again with other keys (another
+		// scheme's), server-side apply removes the keys no longer given,
+		// which it cannot for stringData.
+		data := map[string][]byte{}
+		for k, v := range o.Credentials {
+			data[k] = []byte(v)
+		}
+		objs = append(objs, &corev1.Secret{ObjectMeta: meta(CredentialsName), Type: corev1.SecretTypeOpaque, Data: data})
 	}
 	if o.RepositoryPassword != "" {
 		objs = append(objs, &corev1.Secret{ObjectMeta: meta(RepositorySecretName), Type: corev1.SecretTypeOpaque, StringData: map[string]string{RepositorySecretKey: o.RepositoryPassword}})

@@ -9,6 +9,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 func TestRenderRBAC(t *testing.T) {
@@ -88,7 +90,62 @@ func TestFlagsParsing(t *testing.T) {
 			t.Error("DaemonSet rendered with NoNodeAgent")
 		}
 	}
-	if secret == nil || secret.StringData["AWS_SECRET_ACCESS_KEY"] != "b=c" {
+	if secret == nil || string(secret.Data["AWS_SECRET_ACCESS_KEY"]) != "b=c" || len(secret.StringData) != 0 {
 		t.Errorf("secret %+v", secret)
+	}
+}
+
+// TestReadCredentialsSchemes: a Google service-account key JSON is read
+// whole into one key, an Azure connection string (with '=' and ';') as a
+// value; CheckCredentials refuses a key of another scheme, naming the key
+// and the scheme.
+func TestReadCredentialsSchemes(t *testing.T) {
+	dir := t.TempDir()
+	saJSON := `{"type": "service_account", "project_id": "p", "private_key": "-----BEGIN PRIVATE KEY-----\nX\n-----END PRIVATE KEY-----\n", "client_email": "a@p.iam.gserviceaccount.com"}`
+	sa := filepath.Join(dir, "sa.json")
+	os.WriteFile(sa, []byte("\n"+saJSON+"\n"), 0o600)
+	m, err := ReadCredentials(sa)
+	if err != nil || len(m) != 1 || m[store.EnvGoogleCredentialsJSON] != saJSON {
+		t.Errorf("ReadCredentials(service-account JSON) = %v, %v", m, err)
+	}
+	if err := CheckCredentials("gs://bucket", m); err != nil {
+		t.Errorf("CheckCredentials(gs, service-account JSON) = %v", err)
+	}
+	if err := CheckCredentials("s3://bucket", m); err == nil || !strings.Contains(err.Error(), "credential key "+store.EnvGoogleCredentialsJSON+" is not used by s3:// locations") {
+		t.Errorf("CheckCredentials(s3, service-account JSON) = %v", err)
+	}
+	user := filepath.Join(dir, "adc.json")
+	os.WriteFile(user, []byte(`{"type": "authorized_user"}`), 0o600)
+	if _, err := ReadCredentials(user); err == nil || !strings.Contains(err.Error(), `JSON of type "authorized_user", not a Google service-account key`) {
+		t.Errorf("ReadCredentials(authorized_user JSON) = %v", err)
+	}
+	broken := filepath.Join(dir, "broken.json")
+	os.WriteFile(broken, []byte(`{"type": `), 0o600)
+	if _, err := ReadCredentials(broken); err == nil || !strings.Contains(err.Error(), "broken.json: JSON, but not valid") {
+		t.Errorf("ReadCredentials(broken JSON) = %v", err)
+	}
+	conn := "DefaultEndpointsProtocol=http;AccountName=dev;AccountKey=a2V5==;BlobEndpoint=http://10.0.0.1:1/dev;"
+	az := filepath.Join(dir, "azure")
+	os.WriteFile(az, []byte(store.EnvAzureStorageConnectionString+"="+conn+"\n"), 0o600)
+	m, err = ReadCredentials(az)
+	if err != nil || m[store.EnvAzureStorageConnectionString] != conn {
+		t.Errorf("ReadCredentials(connection string) = %v, %v", m, err)
+	}
+	if err := CheckCredentials("azblob://c?protocol=http", m); err != nil {
+		t.Errorf("CheckCredentials(azblob, connection string) = %v", err)
+	}
+	for _, c := range []struct {
+		url   string
+		creds map[string]string
+		want  string
+	}{
+		{"azblob://c", map[string]string{"AWS_ACCESS_KEY_ID": "a"}, "credential key AWS_ACCESS_KEY_ID is not used by azblob:// locations (they take " + store.EnvAzureStorageAccount},
+		{"gs://b", map[string]string{"GOOGLE_APPLICATION_CREDENTIALS": "/sa.json"}, "credential key GOOGLE_APPLICATION_CREDENTIALS is not used by gs:// locations"},
+		{"file:///tmp/x", map[string]string{"K": "v"}, "a file:// location takes no credentials"},
+		{"no-scheme", map[string]string{"K": "v"}, `location URL "no-scheme": not a URL`},
+	} {
+		if err := CheckCredentials(c.url, c.creds); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("CheckCredentials(%s, %v) = %v, want %q", c.url, c.creds, err, c.want)
+		}
 	}
 }

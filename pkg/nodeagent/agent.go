@@ -179,6 +179,7 @@ type Reconciler struct {
 
 	mu        sync.Mutex
 	repos     map[string]*agentRepo                   // by location name
+	retired   []*agentRepo                            // of locations changed since, closed with the agent
 	unwritten map[types.UID]*v1alpha1.PodVolumeStatus // outcomes not yet written
 }
 

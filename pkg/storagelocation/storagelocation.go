@@ -46,13 +46,22 @@ func Resolve(ctx context.Context, c client.Reader, ns, name string) (*v1alpha1.B
 // with secrets, an uncached reader, so the server needs only "get" on
 // Secrets in its namespace). pkg/store checks that the bucket can be listed.
 func Open(ctx context.Context, secrets client.Reader, bsl *v1alpha1.BackupStorageLocation) (*store.Location, error) {
-	env, err := Credentials(ctx, secrets, bsl)
+	creds, err := Credentials(ctx, secrets, bsl)
 	if err != nil {
 		return nil, err
 	}
+	return OpenWith(ctx, bsl, creds)
+}
+
+// OpenWith opens bsl's store with creds, read by Credentials: every key of
+// the Secret goes to store.WithCredentials, which takes those of the
+// location's scheme (s3, gs, azblob; store.CredentialKeys) and refuses
+// others, naming the key. nil creds (no Secret) leave the store to the
+// server's environment or workload identity.
+func OpenWith(ctx context.Context, bsl *v1alpha1.BackupStorageLocation, creds map[string]string) (*store.Location, error) {
 	var opts []store.OpenOption
-	if env != nil {
-		opts = append(opts, store.WithCredentials(env))
+	if creds != nil {
+		opts = append(opts, store.WithCredentials(creds))
 	}
 	return store.Open(ctx, bsl.Spec.URL, opts...)
 }

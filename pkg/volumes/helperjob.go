@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"sync"
 	"time"
@@ -14,8 +15,10 @@ import (
 
 // EnvHelperJob is the environment variable that holds a volume helper
 // pod's job (HelperJob, JSON). The location's URL is in store.EnvStorage,
-// the repository password in EnvPassword and the credentials in the
-// provider's variables (AWS_ACCESS_KEY_ID, ...), all from the pod's Secret.
+// the repository password in EnvPassword and the credentials under the
+// keys of the location's scheme (store.CredentialKeys: AWS_ACCESS_KEY_ID,
+// AZURE_STORAGE_KEY, GOOGLE_APPLICATION_CREDENTIALS_JSON, ...), all from
+// the pod's Secret.
 const EnvHelperJob = "FERRY_VOLUME_JOB"
 
 // Where a helper pod mounts what it works on.
@@ -85,7 +88,8 @@ func RunHelperJob(ctx context.Context, job HelperJob, progress io.Writer) Helper
 	if job.Op != HelperBackup && job.Op != HelperRestore {
 		return fail(fmt.Errorf("volume helper: unknown op %q", job.Op))
 	}
-	loc, err := store.Open(ctx, os.Getenv(store.EnvStorage))
+	locURL := os.Getenv(store.EnvStorage)
+	loc, err := store.Open(ctx, locURL, store.WithCredentials(helperCredentials(locURL)))
 	if err != nil {
 		return fail(err)
 	}
@@ -128,6 +132,24 @@ func RunHelperJob(ctx context.Context, job HelperJob, progress io.Writer) Helper
 	}
 	out.Restore = &PodVolumeRestore{RestoreTarget: RestoreTarget{PodVolume: job.Volume, SnapshotID: job.SnapshotID}, Path: dir, RestoreResult: res}
 	return out
+}
+
+// helperCredentials are the credentials of the location at locURL in a
+// helper's environment: its scheme's keys (store.CredentialKeys) that are
+// set. GOOGLE_APPLICATION_CREDENTIALS_JSON is no variable the Google
+// libraries read themselves, so the store is given them explicitly.
+func helperCredentials(locURL string) map[string]string {
+	u, err := url.Parse(locURL)
+	if err != nil {
+		return nil
+	}
+	creds := map[string]string{}
+	for _, k := range store.CredentialKeys(u.Scheme) {
+		if v := os.Getenv(k); v != "" {
+			creds[k] = v
+		}
+	}
+	return creds
 }
 
 // progressPrinter prints the latest totals once a second (also when they

@@ -54,8 +54,9 @@ type Helpers struct {
 }
 
 // HelperEnv returns the Secret environment of helpers that use location
-// URL locURL with password: credentials are the process's (AWS_*), which
-// the helpers need to reach the same bucket. A file:// or mem:// location
+// URL locURL with password and credentials, under the keys of locURL's
+// scheme (store.CredentialKeys), which the helpers need to reach the same
+// bucket; other keys and empty values are left out. A file:// or mem:// location
 // is not reachable from a pod, which is an error.
 func HelperEnv(locURL, password string, credentials map[string]string) (map[string]string, error) {
 	u, err := url.Parse(locURL)
@@ -75,8 +76,8 @@ func HelperEnv(locURL, password string, credentials map[string]string) (map[stri
 		}
 	}
 	env := map[string]string{store.EnvStorage: locURL, EnvPassword: password}
-	for k, v := range credentials {
-		if v != "" {
+	for _, k := range store.CredentialKeys(u.Scheme) {
+		if v := credentials[k]; v != "" {
 			env[k] = v
 		}
 	}

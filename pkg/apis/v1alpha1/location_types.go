@@ -32,10 +32,16 @@ type BackupStorageLocationSpec struct {
 	// can reach). Credentials never go in the URL.
 	// +kubebuilder:validation:Pattern=`^(s3|gs|azblob|file|mem)://`
 	URL string `json:"url"`
-	// Credential names a Secret in the server's namespace whose keys are
-	// environment-variable names for the store's SDK: AWS_ACCESS_KEY_ID,
-	// AWS_SECRET_ACCESS_KEY and optionally AWS_SESSION_TOKEN for s3://.
-	// Without it the server's own environment (or workload identity) is used.
+	// Credential names a Secret in the server's namespace with the
+	// location's credentials, under the keys of its scheme: for s3://
+	// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, optionally
+	// AWS_SESSION_TOKEN and AWS_REGION; for azblob:// AZURE_STORAGE_ACCOUNT
+	// and AZURE_STORAGE_KEY, or AZURE_STORAGE_CONNECTION_STRING; for gs://
+	// GOOGLE_APPLICATION_CREDENTIALS_JSON, the content of a service-account
+	// key JSON file. A key of another scheme makes the location
+	// Unavailable, naming the key. The server, the node agents and the
+	// helper pods all use them. Without it the server's own environment
+	// (or workload identity) is used.
 	// +optional
 	Credential *SecretReference `json:"credential,omitempty"`
 	// Default marks the location used by Backups and Restores that name none.
