@@ -180,13 +180,26 @@ func (r *Repository) Maintain(ctx context.Context) error {
 	return r.maintain(ctx, maintenance.ModeAuto, maintenance.SafetyFull)
 }
 
+// Only one process at a time runs it on a repository (lockMaintenance); a
+// process that finds another one at it skips maintenance (logged): the
+// other does the same work.
 func (r *Repository) maintain(ctx context.Context, mode maintenance.Mode, safety maintenance.SafetyParameters) error {
+	unlock, held, err := r.lockMaintenance(ctx)
+	if err != nil {
+		return err
+	}
+	if held != nil {
+		r.log.Info("volume repository maintenance skipped: another process is running it", "location", r.url, "holder", held.Owner, "until", held.Expires)
+		return nil
+	}
+	defer unlock()
 	return repo.DirectWriteSession(ctx, r.rep, repo.WriteSessionOptions{Purpose: "ferry: maintenance"}, func(ctx context.Context, w repo.DirectRepositoryWriter) error {
 		return runMaintenance(ctx, w, mode, safety)
 	})
 }
 
-func runMaintenance(ctx context.Context, w repo.DirectRepositoryWriter, mode maintenance.Mode, safety maintenance.SafetyParameters) error {
+// runMaintenance is kopia's snapshot maintenance (a variable for tests).
+var runMaintenance = func(ctx context.Context, w repo.DirectRepositoryWriter, mode maintenance.Mode, safety maintenance.SafetyParameters) error {
 	return snapshotmaintenance.Run(ctx, w, mode, true, safety)
 }
 
