@@ -135,6 +135,19 @@ func TestDamagedIndexBlob(t *testing.T) {
 		}
 	}
 	r.Close(ctx)
+	// Opened again, the damaged blob is still left out, and the recovered
+	// index serves.
+	ra, err := Open(ctx, loc, testPassword, OpenOptions{})
+	if err != nil {
+		t.Fatalf("open after the recovery: %v", err)
+	}
+	if d := ra.Damage(); d == nil || len(d.Indexes) != 1 || d.RecoveredPacks != 0 {
+		t.Errorf("damage after the recovery: %+v", d)
+	}
+	if err := restoreAndCompare(t, ra, id2, src2); err != nil {
+		t.Errorf("snapshot %s after the recovery: %v", id2, err)
+	}
+	ra.Close(ctx)
 
 	// Now the second backup's data is damaged too (each pack's end, where
 	// its own index is): its packs cannot be recovered.
@@ -177,6 +190,9 @@ func TestDamagedIndexBlob(t *testing.T) {
 	v2, err := r3.Verify(ctx, id2)
 	if err == nil && len(v2.Errors) == 0 {
 		t.Errorf("verify of the damaged snapshot %s found nothing: %+v", id2, v2)
+	}
+	if err := r3.Maintain(ctx); err == nil || !strings.Contains(err.Error(), "have no readable index") {
+		t.Errorf("maintenance with unrecovered packs: %v", err)
 	}
 }
 

@@ -110,7 +110,8 @@ type OpenOptions struct {
 	// CacheDir holds kopia's local caches (default a new temporary
 	// directory, removed on Close).
 	CacheDir string
-	// Log receives what Open found damaged and recovered (default: discarded).
+	// Log receives what Open found damaged and recovered, and a skipped
+	// maintenance (default slog.Default()).
 	Log *slog.Logger
 }
 
@@ -133,7 +134,7 @@ func Open(ctx context.Context, loc *store.Location, password string, opts OpenOp
 	st.dir = localDir(loc)
 	r := &Repository{st: st, release: release, url: loc.URL(), log: opts.Log}
 	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
+		r.log = slog.Default()
 	}
 	ok := false
 	defer func() {

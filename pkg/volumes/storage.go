@@ -219,7 +219,9 @@ func (s *bucketStorage) write(ctx context.Context, id kblob.ID, data kblob.Bytes
 
 func (s *bucketStorage) writeOnce(ctx context.Context, id kblob.ID, data kblob.Bytes, createOnly bool) error {
 	if createOnly && s.dir != "" {
-		return s.linkOnce(id, data)
+		if err := s.linkOnce(id, data); !errors.Is(err, errNoHardLinks) {
+			return err
+		}
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -237,6 +239,10 @@ func (s *bucketStorage) writeOnce(ctx context.Context, id kblob.ID, data kblob.B
 	}
 	return nil
 }
+
+// errNoHardLinks is linkOnce's answer on a filesystem without hard links:
+// the write is then gocloud's (IfNotExist, checked but not atomic).
+var errNoHardLinks = errors.New("no hard links")
 
 // linkOnce is write's create-only write on a file:// location: data is
 // staged under fileblob's own staging name (which ListBlobs skips) and
@@ -258,11 +264,16 @@ func (s *bucketStorage) linkOnce(id kblob.ID, data kblob.Bytes) error {
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Link(staged, path)
+	if err != nil {
+		return fmt.Errorf("writing %s in %s: %w", s.key(id), s.name, err)
 	}
+	err = os.Link(staged, path)
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("writing %s: %w", s.key(id), kblob.ErrBlobAlreadyExists)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return errNoHardLinks
 	}
 	if err != nil {
 		return fmt.Errorf("writing %s in %s: %w", s.key(id), s.name, err)
