@@ -563,7 +563,8 @@ type backupVerification struct {
 	items   int
 	images  map[string]any // nil for a backup without images
 	volumes []volumeVerify
-	bad     int // volume data errors
+	damage  *volumes.Damage // of the volume repository's indexes
+	bad     int             // volume data errors
 }
 
 func newBackupVerifyCmd(g *globals) *cobra.Command {
@@ -609,7 +610,7 @@ func (o *backupVerifyOptions) Run(ctx context.Context) error {
 		}
 		v.images = map[string]any{"key": b.Status.Images.Key, "images": len(rec.Images), "bundleBlobs": blobs, "bundleBytes": size}
 	}
-	if v.volumes, err = o.volumes.verifyVolumes(ctx, loc, b.Name); err != nil {
+	if v.volumes, v.damage, err = o.volumes.verifyVolumes(ctx, loc, b.Name); err != nil {
 		return err
 	}
 	for _, vol := range v.volumes {
@@ -627,7 +628,7 @@ func (o *backupVerifyOptions) Run(ctx context.Context) error {
 func (o *backupVerifyOptions) print(v *backupVerification) error {
 	b := v.backup
 	if o.output != "table" {
-		return printObject(o.stdout, o.output, map[string]any{"backup": b.Name, "verified": v.bad == 0, "items": v.items, "archive": b.Status.Archive, "images": v.images, "volumes": v.volumes})
+		return printObject(o.stdout, o.output, map[string]any{"backup": b.Name, "verified": v.bad == 0, "items": v.items, "archive": b.Status.Archive, "images": v.images, "volumes": v.volumes, "volumeRepositoryDamage": v.damage})
 	}
 	state := "verified"
 	if v.bad > 0 {
@@ -638,6 +639,7 @@ func (o *backupVerifyOptions) print(v *backupVerification) error {
 	if imgs := v.images; imgs != nil {
 		fmt.Fprintf(o.stdout, "Images file %s matches its commit: %d images; %d bundled blobs (%s) match their digests\n", imgs["key"], imgs["images"], imgs["bundleBlobs"], humanBytes(imgs["bundleBytes"].(int64)))
 	}
+	printDamage(o.stdout, v.damage)
 	for _, vol := range v.volumes {
 		state := "verified"
 		if len(vol.Errors) > 0 {

@@ -276,15 +276,17 @@ type volumeVerify struct {
 }
 
 // verifyVolumes reads back every snapshot of backup name (kopia snapshot
-// verify, every file). A backup without volume data gives nil.
-func (f *volumeFlags) verifyVolumes(ctx context.Context, loc *store.Location, name string) ([]volumeVerify, error) {
+// verify, every file), and returns what opening the repository found
+// damaged in its indexes (nil if nothing). A backup without volume data
+// gives nil.
+func (f *volumeFlags) verifyVolumes(ctx context.Context, loc *store.Location, name string) ([]volumeVerify, *volumes.Damage, error) {
 	rec, err := volumes.LoadBackupRecord(ctx, loc, name)
 	if err != nil || rec == nil || rec.Snapshots() == 0 {
-		return nil, err
+		return nil, nil, err
 	}
 	repo, err := f.openRepository(ctx, loc, false)
 	if err != nil {
-		return nil, fmt.Errorf("backup %s holds pod volume data: %w", name, err)
+		return nil, nil, fmt.Errorf("backup %s holds pod volume data: %w", name, err)
 	}
 	defer repo.Close(context.WithoutCancel(ctx))
 	var out []volumeVerify
@@ -298,7 +300,22 @@ func (f *volumeFlags) verifyVolumes(ctx context.Context, loc *store.Location, na
 		}
 		out = append(out, volumeVerify{Volume: v.Key(), VerifyResult: res})
 	}
-	return out, nil
+	return out, repo.Damage(), nil
+}
+
+// printDamage prints what opening the volume repository found damaged
+// in its indexes and what it recovered.
+func printDamage(w io.Writer, d *volumes.Damage) {
+	if d == nil {
+		return
+	}
+	for _, b := range d.Indexes {
+		fmt.Fprintf(w, "Volume repository index blob %s is damaged (%s): left out\n", b.Blob, b.Reason)
+	}
+	fmt.Fprintf(w, "Volume repository index recovered from %d pack blobs (%d contents)\n", d.RecoveredPacks, d.RecoveredContents)
+	for _, b := range d.Unrecovered {
+		fmt.Fprintf(w, "Volume repository pack blob %s could not be recovered (%s): the snapshots using its data are damaged\n", b.Blob, b.Reason)
+	}
 }
 
 // printPodVolumes prints a pod volume summary line.

@@ -180,13 +180,37 @@ func (r *Repository) Maintain(ctx context.Context) error {
 	return r.maintain(ctx, maintenance.ModeAuto, maintenance.SafetyFull)
 }
 
+// Only one process at a time runs it on a repository (lockMaintenance); a
+// process that finds another one at it skips maintenance (logged): the
+// other does the same work.
+//
+// A repository with pack blobs whose index could not be recovered (see
+// Damage) is not maintained: to kopia's garbage collection they would be
+// unreferenced, and it would delete them.
 func (r *Repository) maintain(ctx context.Context, mode maintenance.Mode, safety maintenance.SafetyParameters) error {
+	if d := r.damage; d != nil && len(d.Unrecovered) > 0 {
+		return fmt.Errorf("volume repository in %s: no maintenance while %d pack blobs (%s first) have no readable index: garbage collection would delete them", r.where(), len(d.Unrecovered), d.Unrecovered[0].Blob)
+	}
+	unlock, held, err := r.lockMaintenance(ctx)
+	if err != nil {
+		return err
+	}
+	if held != nil {
+		args := []any{"location", r.url, "holder", held.Owner}
+		if !held.Expires.IsZero() {
+			args = append(args, "until", held.Expires)
+		}
+		r.log.Info("volume repository maintenance skipped: another process is running it", args...)
+		return nil
+	}
+	defer unlock()
 	return repo.DirectWriteSession(ctx, r.rep, repo.WriteSessionOptions{Purpose: "ferry: maintenance"}, func(ctx context.Context, w repo.DirectRepositoryWriter) error {
 		return runMaintenance(ctx, w, mode, safety)
 	})
 }
 
-func runMaintenance(ctx context.Context, w repo.DirectRepositoryWriter, mode maintenance.Mode, safety maintenance.SafetyParameters) error {
+// runMaintenance is kopia's snapshot maintenance (a variable for tests).
+var runMaintenance = func(ctx context.Context, w repo.DirectRepositoryWriter, mode maintenance.Mode, safety maintenance.SafetyParameters) error {
 	return snapshotmaintenance.Run(ctx, w, mode, true, safety)
 }
 

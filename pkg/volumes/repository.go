@@ -16,11 +16,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/kopia/kopia/repo"
+	kblob "github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/blob/retrying"
 	"github.com/kopia/kopia/repo/content"
 	"github.com/kopia/kopia/repo/format"
 	"github.com/kopia/kopia/repo/maintenance"
@@ -96,6 +99,8 @@ type Repository struct {
 	dir     string
 	release func()
 	url     string
+	log     *slog.Logger
+	damage  *Damage
 }
 
 // OpenOptions configure Open.
@@ -105,14 +110,20 @@ type OpenOptions struct {
 	// CacheDir holds kopia's local caches (default a new temporary
 	// directory, removed on Close).
 	CacheDir string
+	// Log receives what Open found damaged and recovered, and a skipped
+	// maintenance (default slog.Default()).
+	Log *slog.Logger
 }
 
 // Open connects to the kopia repository under volumes/ in loc with
 // password, first creating it when opts.Create is set and there is none.
 // A new repository uses kopia's defaults, AES256-GCM-HMAC-SHA256
 // encryption of every blob and BLAKE2B-256-128 content hashing, and
-// content-defined chunking with Splitter. Errors: ErrNoPassword,
-// ErrWrongPassword and ErrNoRepository (wrapped), or the store's error.
+// content-defined chunking with Splitter. Processes creating it at the
+// same time make one repository (see initialize). A repository with a
+// damaged index blob still opens (see connect; Damage says what was
+// found). Errors: ErrNoPassword, ErrWrongPassword and ErrNoRepository
+// (wrapped), or the store's error.
 func Open(ctx context.Context, loc *store.Location, password string, opts OpenOptions) (*Repository, error) {
 	if password == "" {
 		return nil, ErrNoPassword
@@ -120,36 +131,28 @@ func Open(ctx context.Context, loc *store.Location, password string, opts OpenOp
 	handle := make([]byte, 8)
 	_, _ = rand.Read(handle)
 	st, release := newBucketStorage(loc.Bucket(), RepositoryPrefix, loc.URL(), hex.EncodeToString(handle))
-	r := &Repository{st: st, release: release, url: loc.URL()}
+	st.dir = localDir(loc)
+	r := &Repository{st: st, release: release, url: loc.URL(), log: opts.Log}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
 	ok := false
 	defer func() {
 		if !ok {
 			r.cleanup()
 		}
 	}()
-
-	exists, err := loc.Exists(ctx, RepositoryPrefix+format.KopiaRepositoryBlobID)
+	created, err := r.initialize(ctx, loc, password, opts.Create)
 	if err != nil {
 		return nil, err
 	}
-	if !exists && !opts.Create {
-		return nil, fmt.Errorf("%s%s in %s: %w", RepositoryPrefix, format.KopiaRepositoryBlobID, loc.URL(), ErrNoRepository)
-	}
-	if !exists {
-		if err := repo.Initialize(ctx, st, &repo.NewRepositoryOptions{ObjectFormat: format.ObjectFormat{Splitter: Splitter}}, password); err != nil && !errors.Is(err, repo.ErrAlreadyInitialized) {
-			return nil, fmt.Errorf("creating the volume repository in %s: %w", r.where(), err)
-		}
-	}
-
-	r.dir, err = os.MkdirTemp("", "ferry-kopia-")
-	if err != nil {
+	if r.dir, err = os.MkdirTemp("", "ferry-kopia-"); err != nil {
 		return nil, err
 	}
 	cacheDir := opts.CacheDir
 	if cacheDir == "" {
 		cacheDir = filepath.Join(r.dir, "cache")
 	}
-	config := filepath.Join(r.dir, "repository.config")
 	copts := &repo.ConnectOptions{
 		ClientOptions: repo.ClientOptions{Hostname: clientHost, Username: clientUser, Description: "ferry " + loc.URL()},
 		CachingOptions: content.CachingOptions{
@@ -160,33 +163,73 @@ func Open(ctx context.Context, loc *store.Location, password string, opts OpenOp
 			CacheDirectory: cacheDir,
 		},
 	}
-	if err := repo.Connect(ctx, config, st, password, copts); err != nil {
-		return nil, r.describe(err)
+	if err := r.connect(ctx, filepath.Join(r.dir, "repository.config"), password, copts); err != nil {
+		return nil, err
 	}
-	rep, err := repo.Open(ctx, config, password, &repo.Options{DisableRepositoryLog: true, OnFatalError: func(error) {}})
-	if err != nil {
-		return nil, r.describe(err)
-	}
-	dr, isDirect := rep.(repo.DirectRepository)
-	if !isDirect {
-		rep.Close(ctx)
-		return nil, fmt.Errorf("volume repository in %s: not a direct repository", r.where())
-	}
-	r.rep = dr
-	if !exists {
+	if created {
 		// Every ferry process is the same client, so each may run maintenance.
-		err := repo.WriteSession(ctx, dr, repo.WriteSessionOptions{Purpose: "ferry: maintenance owner"}, func(ctx context.Context, w repo.RepositoryWriter) error {
+		err := repo.WriteSession(ctx, r.rep, repo.WriteSessionOptions{Purpose: "ferry: maintenance owner"}, func(ctx context.Context, w repo.RepositoryWriter) error {
 			p := maintenance.DefaultParams()
 			p.Owner = clientUser + "@" + clientHost
 			return maintenance.SetParams(ctx, w, &p)
 		})
 		if err != nil {
-			dr.Close(ctx)
+			r.rep.Close(ctx)
 			return nil, fmt.Errorf("volume repository in %s: setting maintenance parameters: %w", r.where(), err)
 		}
 	}
 	ok = true
 	return r, nil
+}
+
+// connect connects to the repository and opens it. When that fails and
+// some index blobs are damaged (they cannot be read, authenticated or
+// decoded, see findDamagedIndexes), it connects again with those left out
+// of kopia's listings and then rebuilds the index of the pack blobs that
+// no remaining index describes from the packs themselves
+// (recoverUnindexedPacks), so that every snapshot whose data is still in
+// the store is readable again. The damaged blobs stay in the store;
+// what was left out and recovered is logged and kept in r.damage.
+func (r *Repository) connect(ctx context.Context, config, password string, copts *repo.ConnectOptions) error {
+	err := r.connectOnce(ctx, config, password, copts)
+	if err == nil || errors.Is(err, ErrWrongPassword) {
+		return err
+	}
+	bad, ferr := findDamagedIndexes(ctx, r.st, password)
+	if ferr != nil || len(bad) == 0 {
+		return err
+	}
+	r.damage = &Damage{Indexes: bad}
+	for _, b := range bad {
+		r.st.hide(kblob.ID(strings.TrimPrefix(b.Blob, RepositoryPrefix)), b.Reason)
+	}
+	if err := r.connectOnce(ctx, config, password, copts); err != nil {
+		return fmt.Errorf("volume repository in %s, leaving out %d damaged index blobs: %w", r.where(), len(bad), err)
+	}
+	if err := r.recoverUnindexedPacks(ctx); err != nil {
+		return fmt.Errorf("volume repository in %s, leaving out %d damaged index blobs: %w", r.where(), len(bad), err)
+	}
+	r.logDamage()
+	return nil
+}
+
+// connectOnce is kopia's repo.Connect and repo.Open with config.
+func (r *Repository) connectOnce(ctx context.Context, config, password string, copts *repo.ConnectOptions) error {
+	_ = os.Remove(config) // from a failed attempt
+	if err := repo.Connect(ctx, config, retrying.NewWrapper(r.st), password, copts); err != nil {
+		return r.describe(err)
+	}
+	rep, err := repo.Open(ctx, config, password, &repo.Options{DisableRepositoryLog: true, OnFatalError: func(error) {}})
+	if err != nil {
+		return r.describe(err)
+	}
+	dr, isDirect := rep.(repo.DirectRepository)
+	if !isDirect {
+		rep.Close(ctx)
+		return fmt.Errorf("volume repository in %s: not a direct repository", r.where())
+	}
+	r.rep = dr
+	return nil
 }
 
 func (r *Repository) where() string { return r.url + " " + RepositoryPrefix }

@@ -1,15 +1,22 @@
 package volumes
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 
 	kblob "github.com/kopia/kopia/repo/blob"
+	"github.com/kopia/kopia/repo/blob/retrying"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 )
@@ -40,6 +47,12 @@ type bucketStorage struct {
 	prefix string
 	name   string // for messages: the location URL, without credentials
 	handle string
+	// dir is the local directory of a file:// location ("" for others),
+	// where create-only writes are made with a hard link (see createOnce).
+	dir string
+
+	mu     sync.Mutex
+	hidden map[kblob.ID]string // blob ID -> why ListBlobs hides it (see hide)
 }
 
 // storageConfig is what kopia records in its local config file for this
@@ -60,16 +73,41 @@ func init() {
 		if !ok {
 			return nil, fmt.Errorf("ferry storage handle %q is not open in this process", c.Handle)
 		}
-		return st.(*bucketStorage), nil
+		return st.(kblob.Storage), nil
 	})
 }
 
 // newBucketStorage returns kopia storage over the objects of bucket under
-// prefix, registered under handle until release is called.
+// prefix, registered under handle until release is called. What kopia
+// gets from the handle is st behind kopia's retrying wrapper
+// (repo/blob/retrying): each read, write, delete and attribute read is
+// retried with exponential backoff (10 attempts, about 8 s), except for
+// kopia's sentinel errors (a missing blob, a range past the end, a
+// create-only write of an existing blob, invalid credentials), which are
+// answers, not faults. This is on top of the backend's own retries
+// (pkg/store), for faults that outlast them.
 func newBucketStorage(bucket *blob.Bucket, prefix, name, handle string) (st *bucketStorage, release func()) {
 	st = &bucketStorage{bucket: bucket, prefix: prefix, name: name, handle: handle}
-	openHandles.Store(handle, st)
+	openHandles.Store(handle, retrying.NewWrapper(st))
 	return st, func() { openHandles.Delete(handle) }
+}
+
+// hide makes ListBlobs leave out blob id, for reason: a damaged index blob
+// that kopia must not load (see openDamaged). The object stays in the store.
+func (s *bucketStorage) hide(id kblob.ID, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hidden == nil {
+		s.hidden = map[kblob.ID]string{}
+	}
+	s.hidden[id] = reason
+}
+
+func (s *bucketStorage) isHidden(id kblob.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.hidden[id]
+	return ok
 }
 
 func (s *bucketStorage) key(id kblob.ID) string { return s.prefix + string(id) }
@@ -82,6 +120,8 @@ func (s *bucketStorage) translate(op string, id kblob.ID, err error) error {
 		return fmt.Errorf("%s %s: %w", op, s.key(id), kblob.ErrBlobNotFound)
 	case gcerrors.FailedPrecondition:
 		return fmt.Errorf("%s %s: %w", op, s.key(id), kblob.ErrBlobAlreadyExists)
+	case gcerrors.PermissionDenied:
+		return fmt.Errorf("%s %s in %s: %w: %w", op, s.key(id), s.name, kblob.ErrInvalidCredentials, err)
 	}
 	return fmt.Errorf("%s %s in %s: %w", op, s.key(id), s.name, err)
 }
@@ -134,7 +174,8 @@ func (s *bucketStorage) GetMetadata(ctx context.Context, id kblob.ID) (kblob.Met
 	return kblob.Metadata{BlobID: id, Length: a.Size, Timestamp: a.ModTime}, nil
 }
 
-// PutBlob writes data as blob id, replacing it unless opts.DoNotRecreate.
+// PutBlob writes data as blob id, replacing it unless opts.DoNotRecreate,
+// which makes the write create-only (ErrBlobAlreadyExists if id exists).
 func (s *bucketStorage) PutBlob(ctx context.Context, id kblob.ID, data kblob.Bytes, opts kblob.PutOptions) error {
 	if opts.HasRetentionOptions() {
 		return fmt.Errorf("blob retention on %s: %w", s.name, kblob.ErrUnsupportedPutBlobOption)
@@ -142,9 +183,49 @@ func (s *bucketStorage) PutBlob(ctx context.Context, id kblob.ID, data kblob.Byt
 	if !opts.SetModTime.IsZero() {
 		return kblob.ErrSetTimeUnsupported
 	}
+	if err := s.write(ctx, id, data, opts.DoNotRecreate); err != nil {
+		return err
+	}
+	if opts.GetModTime != nil {
+		a, err := s.bucket.Attributes(ctx, s.key(id))
+		if err != nil {
+			return s.translate("reading attributes of", id, err)
+		}
+		*opts.GetModTime = a.ModTime
+	}
+	return nil
+}
+
+// write writes data as blob id; createOnly refuses to replace an existing
+// blob. gocloud's fileblob checks IfNotExist with a stat before its rename,
+// which two processes (or two bucket handles) can pass together, so on a
+// file:// location a create-only write is a hard link of a staged file
+// instead: link(2) fails atomically when the name exists. On S3, GCS and
+// Azure, IfNotExist is the service's own conditional write.
+//
+// A create-only write refused because the blob holds exactly data is this
+// process's own earlier write, whose answer was lost (the retrying wrapper
+// then writes again), and succeeds.
+func (s *bucketStorage) write(ctx context.Context, id kblob.ID, data kblob.Bytes, createOnly bool) error {
+	err := s.writeOnce(ctx, id, data, createOnly)
+	if createOnly && errors.Is(err, kblob.ErrBlobAlreadyExists) {
+		var want, got outputBuffer
+		if _, werr := data.WriteTo(&want); werr == nil && s.GetBlob(ctx, id, 0, -1, &got) == nil && bytes.Equal(want.Bytes(), got.Bytes()) {
+			return nil
+		}
+	}
+	return err
+}
+
+func (s *bucketStorage) writeOnce(ctx context.Context, id kblob.ID, data kblob.Bytes, createOnly bool) error {
+	if createOnly && s.dir != "" {
+		if err := s.linkOnce(id, data); !errors.Is(err, errNoHardLinks) {
+			return err
+		}
+	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := s.bucket.NewWriter(wctx, s.key(id), &blob.WriterOptions{ContentType: "application/x-kopia", IfNotExist: opts.DoNotRecreate})
+	w, err := s.bucket.NewWriter(wctx, s.key(id), &blob.WriterOptions{ContentType: "application/x-kopia", IfNotExist: createOnly})
 	if err != nil {
 		return s.translate("writing", id, err)
 	}
@@ -156,12 +237,46 @@ func (s *bucketStorage) PutBlob(ctx context.Context, id kblob.ID, data kblob.Byt
 	if err := w.Close(); err != nil {
 		return s.translate("writing", id, err)
 	}
-	if opts.GetModTime != nil {
-		a, err := s.bucket.Attributes(ctx, s.key(id))
-		if err != nil {
-			return s.translate("reading attributes of", id, err)
-		}
-		*opts.GetModTime = a.ModTime
+	return nil
+}
+
+// errNoHardLinks is linkOnce's answer on a filesystem without hard links:
+// the write is then gocloud's (IfNotExist, checked but not atomic).
+var errNoHardLinks = errors.New("no hard links")
+
+// linkOnce is write's create-only write on a file:// location: data is
+// staged under fileblob's own staging name (which ListBlobs skips) and
+// hard-linked to the blob's path.
+func (s *bucketStorage) linkOnce(id kblob.ID, data kblob.Bytes) error {
+	path := filepath.FromSlash(s.dir + s.key(id))
+	if err := os.MkdirAll(filepath.Dir(path), 0o777); err != nil {
+		return s.translate("writing", id, err)
+	}
+	suffix := make([]byte, 8)
+	_, _ = rand.Read(suffix)
+	staged := path + "." + hex.EncodeToString(suffix) + ".tmp"
+	f, err := os.OpenFile(staged, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o666)
+	if err != nil {
+		return s.translate("writing", id, err)
+	}
+	defer os.Remove(staged)
+	_, err = data.WriteTo(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s in %s: %w", s.key(id), s.name, err)
+	}
+	err = os.Link(staged, path)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("writing %s: %w", s.key(id), kblob.ErrBlobAlreadyExists)
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return errNoHardLinks
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s in %s: %w", s.key(id), s.name, err)
 	}
 	return nil
 }
@@ -194,6 +309,9 @@ func (s *bucketStorage) ListBlobs(ctx context.Context, prefix kblob.ID, cb func(
 			continue
 		}
 		id := kblob.ID(strings.TrimPrefix(obj.Key, s.prefix))
+		if s.isHidden(id) {
+			continue
+		}
 		if err := cb(kblob.Metadata{BlobID: id, Length: obj.Size, Timestamp: obj.ModTime}); err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	kblob "github.com/kopia/kopia/repo/blob"
 	"gocloud.dev/blob"
@@ -23,7 +24,11 @@ func TestBucketStorage(t *testing.T) {
 	t.Run("mem", func(t *testing.T) {
 		b := memblob.OpenBucket(nil)
 		defer b.Close()
-		testBucketStorage(t, b, "mem://")
+		testBucketStorage(t, b, "mem://", "")
+	})
+	t.Run("file", func(t *testing.T) {
+		loc, dir := openTestStore(t)
+		testBucketStorage(t, loc.Bucket(), loc.URL(), dir+"/")
 	})
 	t.Run("versitygw", func(t *testing.T) {
 		if testing.Short() {
@@ -42,11 +47,13 @@ func TestBucketStorage(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer loc.Close()
-		testBucketStorage(t, loc.Bucket(), loc.URL())
+		testBucketStorage(t, loc.Bucket(), loc.URL(), "")
 	})
 }
 
-func testBucketStorage(t *testing.T, b *blob.Bucket, name string) {
+// testBucketStorage runs the cases on b; dir is a file:// location's
+// directory (see bucketStorage.dir).
+func testBucketStorage(t *testing.T, b *blob.Bucket, name, dir string) {
 	ctx := context.Background()
 	// An object outside the prefix and a fileblob staging file are not blobs.
 	for key, data := range map[string]string{"backups/x": "x", "volumes/p1.18a3f0c2b.tmp": "partial"} {
@@ -56,6 +63,7 @@ func testBucketStorage(t *testing.T, b *blob.Bucket, name string) {
 	}
 	st, release := newBucketStorage(b, "volumes/", name, "h-"+t.Name())
 	defer release()
+	st.dir = dir
 
 	put := func(id string, data string, opts kblob.PutOptions) error {
 		return st.PutBlob(ctx, kblob.ID(id), sliceBytes(data), opts)
@@ -95,6 +103,15 @@ func testBucketStorage(t *testing.T, b *blob.Bucket, name string) {
 	if err := put("p1", "again", kblob.PutOptions{DoNotRecreate: true}); !errors.Is(err, kblob.ErrBlobAlreadyExists) {
 		t.Errorf("DoNotRecreate: %v", err)
 	}
+	// The same bytes again: this process's own write, whose answer was lost.
+	if err := put("p1", "hello world", kblob.PutOptions{DoNotRecreate: true}); err != nil {
+		t.Errorf("DoNotRecreate of the same bytes: %v", err)
+	}
+	if err := put("p5", "new", kblob.PutOptions{DoNotRecreate: true}); err != nil {
+		t.Errorf("DoNotRecreate of a new blob: %v", err)
+	} else if err := st.DeleteBlob(ctx, "p5"); err != nil {
+		t.Fatal(err)
+	}
 	if err := put("p3", "x", kblob.PutOptions{RetentionPeriod: 1}); !errors.Is(err, kblob.ErrUnsupportedPutBlobOption) {
 		t.Errorf("retention: %v", err)
 	}
@@ -121,8 +138,23 @@ func testBucketStorage(t *testing.T, b *blob.Bucket, name string) {
 	}
 	// kopia re-creates the storage from its config by handle.
 	again, err := kblob.NewStorage(ctx, st.ConnectionInfo(), false)
-	if err != nil || again != kblob.Storage(st) {
-		t.Errorf("NewStorage from ConnectionInfo: %v", err)
+	if err != nil || again.DisplayName() != st.DisplayName() {
+		t.Fatalf("NewStorage from ConnectionInfo: %v", err)
+	}
+	// That storage retries faults (kopia's retrying wrapper, whose first
+	// retry waits 100 ms), but not kopia's sentinel answers.
+	t0 := time.Now()
+	if err := again.GetBlob(ctx, "missing", 0, -1, &outBuf{}); !errors.Is(err, kblob.ErrBlobNotFound) {
+		t.Errorf("missing blob through kopia's storage: %v", err)
+	}
+	if err := again.GetBlob(ctx, "q2", 100, 10, &outBuf{}); !errors.Is(err, kblob.ErrInvalidRange) {
+		t.Errorf("range past the end through kopia's storage: %v", err)
+	}
+	if err := again.PutBlob(ctx, "q2", sliceBytes("other"), kblob.PutOptions{DoNotRecreate: true}); !errors.Is(err, kblob.ErrBlobAlreadyExists) {
+		t.Errorf("create-only write of an existing blob through kopia's storage: %v", err)
+	}
+	if d := time.Since(t0); d > 90*time.Millisecond {
+		t.Errorf("sentinel errors took %s: retried", d)
 	}
 	release()
 	if _, err := kblob.NewStorage(ctx, st.ConnectionInfo(), false); err == nil {

@@ -263,6 +263,33 @@ func volumeRoundTrip(t *testing.T, e *env, env []string, s3Dir string, extra boo
 	if _, err := os.Stat(volumes.MarkerPath(dirs[0], string(rs3.UID))); err == nil {
 		t.Errorf("a failed volume restore wrote its done-marker")
 	}
+
+	// A damaged index blob as well (the newest): verify still opens the
+	// repository, names the blob and what it recovered from the packs, and
+	// still fails the volume whose pack is damaged.
+	var index string
+	var newest time.Time
+	_ = filepath.WalkDir(filepath.Join(storeDir, "volumes"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), "xn") {
+			if st, _ := d.Info(); st.ModTime().After(newest) {
+				index, newest = p, st.ModTime()
+			}
+		}
+		return nil
+	})
+	data, err = os.ReadFile(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x5a
+	if err := os.WriteFile(index, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	v = run("backup", "verify", "b2")
+	if v.code != 1 || !strings.Contains(v.stdout, "index blob volumes/"+filepath.Base(index)+" is damaged") ||
+		!strings.Contains(v.stdout, "Volume repository index recovered from") || !strings.Contains(v.stdout, "big.bin: ") {
+		t.Errorf("verify with a damaged index blob: exit %d\n%s\n%s", v.code, v.stdout, v.stderr)
+	}
 }
 
 // noPlaintext reads every file under dir (there must be some) and fails
