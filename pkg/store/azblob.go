@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -96,4 +97,24 @@ func azureServiceOptions(q url.Values, account string) (*azureblob.ServiceURLOpt
 		}
 	}
 	return opts, nil
+}
+
+// azureEnvCredentials are the shared key or connection string of the
+// process environment, for Open to use as given credentials: then the
+// same checks apply (one form, both halves of a pair, no endpoint in the
+// URL beside a connection string). nil when the environment has neither,
+// for gocloud.dev's opener (a SAS token, the Azure SDK's default
+// credential).
+func azureEnvCredentials() map[string]string {
+	cs, key := os.Getenv(EnvAzureStorageConnectionString), os.Getenv(EnvAzureStorageKey)
+	if cs == "" && key == "" {
+		return nil
+	}
+	creds := map[string]string{}
+	for _, k := range []string{EnvAzureStorageAccount, EnvAzureStorageKey, EnvAzureStorageConnectionString} {
+		if v := os.Getenv(k); v != "" {
+			creds[k] = v
+		}
+	}
+	return creds
 }

@@ -133,7 +133,13 @@ func TestGCSCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("STORAGE_EMULATOR_HOST", "")
+	// A key file named but missing is refused, not ignored (it was, with
+	// endpoint=: a new user's finding).
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent")
+	if _, err := store.Open(ctx, g.URL("creds")+"&prefix=p/"); err == nil || !strings.Contains(err.Error(), "GOOGLE_APPLICATION_CREDENTIALS: open /nonexistent") {
+		t.Errorf("endpoint, a missing key file: %v", err)
+	}
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
 	loc, err := store.Open(ctx, g.URL("creds")+"&prefix=p/")
 	if err != nil {
 		t.Fatalf("endpoint, no credentials: %v", err)

@@ -2,14 +2,19 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/storage"
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/gcsblob"
 	"gocloud.dev/gcp"
+	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 	"google.golang.org/api/option"
 )
@@ -39,15 +44,9 @@ func openGCS(ctx context.Context, u *url.URL, creds map[string]string) (*blob.Bu
 	if strings.Trim(u.Path, "/") != "" {
 		return nil, fmt.Errorf("a gs URL names a bucket, not a folder: use gs://%s?prefix=%s/ for a key prefix", u.Host, strings.Trim(u.Path, "/"))
 	}
-	client := gcp.NewAnonymousHTTPClient(gcp.DefaultTransport())
-	if js := creds[EnvGoogleCredentialsJSON]; js != "" {
-		c, err := google.CredentialsFromJSONWithType(ctx, []byte(js), google.ServiceAccount, storage.ScopeReadWrite)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvGoogleCredentialsJSON, err)
-		}
-		if client, err = gcp.NewHTTPClient(gcp.DefaultTransport(), c.TokenSource); err != nil {
-			return nil, err
-		}
+	client, err := gcsClient(endpoint != "", creds)
+	if err != nil {
+		return nil, err
 	}
 	opts := &gcsblob.Options{}
 	if endpoint != "" {
@@ -62,4 +61,50 @@ func openGCS(ctx context.Context, u *url.URL, creds map[string]string) (*blob.Bu
 		return b, err
 	}
 	return blob.PrefixedBucket(b, prefix), nil
+}
+
+// TokenTimeout bounds each OAuth token request of a gs:// location's
+// credentials: Google's token source asks without a context, so a token
+// endpoint that never answers would hold ferry past any deadline or signal.
+const TokenTimeout = 30 * time.Second
+
+// gcsClient is the HTTP client of a gs:// location: with
+// EnvGoogleCredentialsJSON, its service-account key; else the key file
+// $GOOGLE_APPLICATION_CREDENTIALS names; else, for an endpoint=, none
+// (an emulator); else Application Default Credentials (the metadata
+// server's workload identity). A missing or unusable key is an error
+// naming where it came from, never an anonymous client.
+func gcsClient(endpoint bool, creds map[string]string) (*gcp.HTTPClient, error) {
+	tctx := context.WithValue(context.Background(), oauth2.HTTPClient, &http.Client{Timeout: TokenTimeout})
+	js, from := creds[EnvGoogleCredentialsJSON], EnvGoogleCredentialsJSON
+	if js == "" {
+		if path := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"); path != "" {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return nil, fmt.Errorf("GOOGLE_APPLICATION_CREDENTIALS: %w", err)
+			}
+			js, from = string(data), "GOOGLE_APPLICATION_CREDENTIALS "+path
+		}
+	}
+	var c *google.Credentials
+	var err error
+	switch {
+	case js != "":
+		var key struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal([]byte(js), &key); err != nil {
+			return nil, fmt.Errorf("%s: not a JSON key: %w", from, err)
+		}
+		if c, err = google.CredentialsFromJSONWithType(tctx, []byte(js), google.CredentialsType(key.Type), storage.ScopeReadWrite); err != nil {
+			return nil, fmt.Errorf("%s: %w", from, err)
+		}
+	case endpoint:
+		return gcp.NewAnonymousHTTPClient(gcp.DefaultTransport()), nil
+	default:
+		if c, err = google.FindDefaultCredentials(tctx, storage.ScopeReadWrite); err != nil {
+			return nil, fmt.Errorf("no Google credentials: set %s (a service-account key's content) or GOOGLE_APPLICATION_CREDENTIALS (its file), or run with a workload identity: %w", EnvGoogleCredentialsJSON, err)
+		}
+	}
+	return gcp.NewHTTPClient(gcp.DefaultTransport(), c.TokenSource)
 }

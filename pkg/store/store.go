@@ -19,12 +19,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-
-	"net/http"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"gocloud.dev/blob"
@@ -95,8 +95,11 @@ func Open(ctx context.Context, rawURL string, opts ...OpenOption) (*Location, er
 		return nil, fmt.Errorf("backup storage location %q: not a URL (want file:///dir, s3://bucket?..., gs://, azblob://, mem://)", rawURL)
 	}
 	openURL := rawURL
-	if u.Scheme == "file" && (u.Host != "" || !strings.HasPrefix(u.Path, "/")) {
-		return nil, fmt.Errorf("backup storage location %q: a file URL needs an absolute path: file:///abs/dir", rawURL)
+	if err := checkURL(u); err != nil {
+		return nil, fmt.Errorf("backup storage location %s: %w", Redact(rawURL), err)
+	}
+	if o.credentials == nil && u.Scheme == "azblob" {
+		o.credentials = azureEnvCredentials()
 	}
 	if u.Scheme == "file" {
 		q := u.Query()
@@ -124,7 +127,7 @@ func Open(ctx context.Context, rawURL string, opts ...OpenOption) (*Location, er
 		b, err = openS3(ctx, u, o.credentials)
 	case u.Scheme == "azblob" && len(o.credentials) > 0:
 		b, err = openAzure(ctx, u, o.credentials)
-	case u.Scheme == "gs" && (len(o.credentials) > 0 || u.Query().Has("endpoint")):
+	case u.Scheme == "gs" && (len(o.credentials) > 0 || u.Query().Has("endpoint") || os.Getenv("STORAGE_EMULATOR_HOST") == ""):
 		b, err = openGCS(ctx, u, o.credentials)
 	default:
 		b, err = blob.OpenBucket(ctx, openURL)
@@ -140,12 +143,23 @@ func Open(ctx context.Context, rawURL string, opts ...OpenOption) (*Location, er
 	return loc, nil
 }
 
-// Check verifies that the bucket exists and that the credentials may list it.
+// CheckTimeout bounds Check: a store that accepts connections and never
+// answers, or an endpoint that refuses them (which the Google client
+// retries without end), is reported unreachable after it.
+var CheckTimeout = 30 * time.Second
+
+// Check verifies that the bucket exists and that the credentials may list
+// it, within CheckTimeout.
 func (l *Location) Check(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	defer cancel()
 	it := l.bucket.List(&blob.ListOptions{Prefix: "backups/", Delimiter: "/"})
-	_, err := it.Next(ctx)
+	_, err := it.Next(cctx)
 	if err == nil || errors.Is(err, errEOF) {
 		return nil
+	}
+	if ctx.Err() == nil && cctx.Err() != nil {
+		return fmt.Errorf("backup storage location %s: checking access: unreachable: no answer within %s: %w", Redact(l.url), CheckTimeout, err)
 	}
 	return l.describe("checking access", err)
 }
