@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/install"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // installFlags are the flags of install and uninstall.
@@ -69,6 +70,11 @@ func (f *installFlags) validate() error {
 	}
 	if f.credentialsFile != "" && f.locationURL == "" {
 		return fmt.Errorf("--credentials-file needs --location-url")
+	}
+	if f.locationURL != "" {
+		if err := store.ValidateURL(f.locationURL); err != nil {
+			return fmt.Errorf("--location-url: %w", err)
+		}
 	}
 	return nil
 }

@@ -58,6 +58,11 @@ func TestFlagRefusals(t *testing.T) {
 		{[]string{"install", "-n", ""}, `--namespace "": a lowercase RFC 1123 label`},
 		{[]string{"install", "--image", ""}, "--image is empty"},
 		{[]string{"install", "--location-url", "s3://b", "--credentials-file", empty}, "no KEY=VALUE lines"},
+		// Rendered without a word, then refused by every command (a
+		// new user's finding).
+		{[]string{"install", "--location-url", "nope://x"}, `--location-url: backup storage location nope://x: unknown scheme "nope"`},
+		{[]string{"install", "--location-url", "gs://b1/some/path"}, "use gs://b1?prefix=some/path/"},
+		{[]string{"install", "--location-url", "azblob://"}, "names no container"},
 		{[]string{"backup", "create", "b", "--server", "--ttl", "-5m"}, "--ttl -5m0s is negative"},
 		{[]string{"restore", "create", "--from-backup", "b", "--server", "--encryption-identity-secret", ":key"}, "want NAME[:KEY]"},
 		// An unset $NS in --include-namespaces "$NS" must not mean every

@@ -38,6 +38,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -117,6 +118,9 @@ func ParseResources(what, s string) (corev1.ResourceList, error) {
 	return out, nil
 }
 
+// credentialKey is what a credentials file's key may be: a variable name.
+var credentialKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
 // ReadCredentials reads a location's credentials from a file: a Google
 // service-account key JSON ("type": "service_account") as is, under key
 // store.EnvGoogleCredentialsJSON; anything else as an environment file of
@@ -128,6 +132,8 @@ func ReadCredentials(path string) (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("credentials file: %w", err)
 	}
+	// A byte-order mark, as some editors on Windows save files.
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	if trimmed := bytes.TrimSpace(data); bytes.HasPrefix(trimmed, []byte("{")) {
 		var key struct {
 			Type string `json:"type"`
@@ -149,10 +155,16 @@ func ReadCredentials(path string) (map[string]string, error) {
 			continue
 		}
 		k, v, ok := strings.Cut(strings.TrimPrefix(line, "export "), "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("credentials file %s:%d: want KEY=VALUE", path, n)
+		k = strings.TrimSpace(k)
+		if !ok || !credentialKey.MatchString(k) {
+			// Never quote the line: it may hold the secret.
+			return nil, fmt.Errorf("credentials file %s:%d: want KEY=VALUE, KEY being a variable name", path, n)
 		}
-		out[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"'`)
+		v = strings.Trim(strings.TrimSpace(v), `"'`)
+		if v == "" {
+			return nil, fmt.Errorf("credentials file %s:%d: %s has an empty value", path, n, k)
+		}
+		out[k] = v
 	}
 	return out, sc.Err()
 }

@@ -149,3 +149,33 @@ func TestReadCredentialsSchemes(t *testing.T) {
 		}
 	}
 }
+
+// TestReadCredentialsNeverEchoes: a line with a space or a colon instead
+// of "=" made its whole text the key, and the refusal printed it, secret
+// and all; a service-account key saved with a byte-order mark was read as
+// one such line and its private key printed. Bad lines are named by
+// number only, a BOM is skipped, and an empty value is refused.
+func TestReadCredentialsNeverEchoes(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "Eby8vdM02xNOcqFl==" // base64: the first "=" is inside it
+	saJSON := `{"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\n` + secret + `\n-----END PRIVATE KEY-----\n"}`
+	for _, c := range []struct{ name, content, want string }{
+		{"space", "AZURE_STORAGE_ACCOUNT=dev\nAZURE_STORAGE_KEY " + secret + "\n", "space:2: want KEY=VALUE"},
+		{"colon", "AZURE_STORAGE_KEY: " + secret + "\n", "colon:1: want KEY=VALUE"},
+		{"badkey", "AZURE STORAGE KEY=" + secret + "\n", "badkey:1: want KEY=VALUE"},
+		{"empty", "AZURE_STORAGE_ACCOUNT=\n", "empty:1: AZURE_STORAGE_ACCOUNT has an empty value"},
+	} {
+		p := filepath.Join(dir, c.name)
+		os.WriteFile(p, []byte(c.content), 0o600)
+		_, err := ReadCredentials(p)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), secret[:8]) {
+			t.Errorf("ReadCredentials(%s) = %v, want %q and no secret", c.name, err, c.want)
+		}
+	}
+	bom := filepath.Join(dir, "bom.json")
+	os.WriteFile(bom, []byte("\xef\xbb\xbf"+saJSON), 0o600)
+	m, err := ReadCredentials(bom)
+	if err != nil || m[store.EnvGoogleCredentialsJSON] != saJSON {
+		t.Errorf("ReadCredentials(service-account JSON with a BOM) = %d keys, %v", len(m), err)
+	}
+}
