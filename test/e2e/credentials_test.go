@@ -114,8 +114,12 @@ func TestServerCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	credsWorkload(ctx, t, c, reg)
+	// installed is when the last install began: location waits for a
+	// validation after it, not the previous location's status.
+	var installed time.Time
 	install := func(locURL, creds string) {
 		t.Helper()
+		installed = time.Now().Truncate(time.Second)
 		r := ferry(t, nil, "install", "--apply", "--kubeconfig", kubeconfig, "--image", image, "--host-pods-dir", filepath.Join(c.Node.RootDir, "pods"),
 			"--location-url", locURL, "--credentials-file", creds, "--repository-password-file", password)
 		if r.code != 0 {
@@ -128,6 +132,9 @@ func TestServerCredentials(t *testing.T) {
 			bsl := &v1alpha1.BackupStorageLocation{}
 			if err := cl.Get(ctx, crclient.ObjectKey{Namespace: "ferry", Name: "default"}, bsl); err != nil {
 				return err
+			}
+			if v := bsl.Status.LastValidationTime; v == nil || v.Time.Before(installed) {
+				return fmt.Errorf("not validated since the install (URL %s)", bsl.Spec.URL)
 			}
 			if bsl.Status.Phase != want || !strings.Contains(bsl.Status.Message, msg) {
 				return fmt.Errorf("phase %q: %s (URL %s)", bsl.Status.Phase, bsl.Status.Message, bsl.Spec.URL)
@@ -187,7 +194,8 @@ func TestServerCredentials(t *testing.T) {
 	install(az.NodeURL("ferry"), azWrong)
 	location(v1alpha1.LocationUnavailable, "access denied")
 	install(gcs.NodeURL("ferry"), gsWrong)
-	location(v1alpha1.LocationUnavailable, "")
+	// The Azure location's refusal is Unavailable too: wait for this one's.
+	location(v1alpha1.LocationUnavailable, "gs://ferry")
 	if n, m := tokens.refused.Load(), tokens.accepted.Load(); n == 0 || m != 0 {
 		t.Errorf("token endpoint: %d requests refused, %d accepted; want the wrong key's refused", n, m)
 	}
