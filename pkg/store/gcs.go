@@ -19,18 +19,18 @@ import (
 	"google.golang.org/api/option"
 )
 
-// openGCS opens a gs:// location with ferry's endpoint query parameter or
-// credentials of WithCredentials; without either, Open leaves it to
-// gocloud.dev's opener (Application Default Credentials, and
-// STORAGE_EMULATOR_HOST for an emulator).
+// openGCS opens a gs:// location with the credentials gcsClient finds
+// and ferry's endpoint query parameter. Open leaves only a location
+// without either to gocloud.dev's opener, when STORAGE_EMULATOR_HOST
+// points every gs:// location at an emulator.
 //
 // endpoint=http(s)://host:port sends the JSON API to that server (a GCS
 // emulator, a private endpoint) for this location only, from wherever it
 // is opened (helper pods too), and reads through the JSON API
 // (storage.WithJSONReads) rather than the XML API, which emulators serve
-// only under their public host name. Without EnvGoogleCredentialsJSON the
-// client is unauthenticated. EnvGoogleCredentialsJSON is a service-account
-// key JSON; its tokens are asked for with the read-write storage scope.
+// only under their public host name. Without a key the client is then
+// unauthenticated. EnvGoogleCredentialsJSON is a service-account key JSON;
+// its tokens are asked for with the read-write storage scope.
 // Only prefix may be in the query beside endpoint.
 func openGCS(ctx context.Context, u *url.URL, creds map[string]string) (*blob.Bucket, error) {
 	q := u.Query()
