@@ -191,7 +191,9 @@ func CheckCredentials(locationURL string, creds map[string]string) error {
 			return fmt.Errorf("credential key %s is not used by %s:// locations (they take %s)", k, u.Scheme, strings.Join(want, ", "))
 		}
 	}
-	return nil
+	// Half pairs and both Azure forms at once, which the server's store
+	// would refuse when it opens the location.
+	return store.CheckCredentials(u.Scheme, creds)
 }
 
 // Render returns the objects in apply order: CRDs, Namespace, identities

@@ -142,6 +142,11 @@ func TestReadCredentialsSchemes(t *testing.T) {
 		{"azblob://c", map[string]string{"AWS_ACCESS_KEY_ID": "a"}, "credential key AWS_ACCESS_KEY_ID is not used by azblob:// locations (they take " + store.EnvAzureStorageAccount},
 		{"gs://b", map[string]string{"GOOGLE_APPLICATION_CREDENTIALS": "/sa.json"}, "credential key GOOGLE_APPLICATION_CREDENTIALS is not used by gs:// locations"},
 		{"file:///tmp/x", map[string]string{"K": "v"}, "a file:// location takes no credentials"},
+		// Refused only when the server opened the location (a new user's
+		// finding): now at install.
+		{"azblob://c", map[string]string{store.EnvAzureStorageAccount: "dev"}, store.EnvAzureStorageAccount + " and " + store.EnvAzureStorageKey + " go together"},
+		{"azblob://c", map[string]string{store.EnvAzureStorageAccount: "dev", store.EnvAzureStorageKey: "k", store.EnvAzureStorageConnectionString: "c"}, "give one or the other"},
+		{"s3://b", map[string]string{store.EnvAWSAccessKeyID: "a"}, "go together"},
 		{"no-scheme", map[string]string{"K": "v"}, `location URL "no-scheme": not a URL`},
 	} {
 		if err := CheckCredentials(c.url, c.creds); err == nil || !strings.Contains(err.Error(), c.want) {

@@ -76,6 +76,15 @@ func WithCredentials(env map[string]string) OpenOption {
 	}
 }
 
+// CheckCredentials checks creds for a location of scheme as Open does
+// (WithCredentials): the keys the scheme takes, pairs complete, one
+// Azure form. For `ferry install`, before it renders a credential Secret
+// the server would refuse.
+func CheckCredentials(scheme string, creds map[string]string) error {
+	o := openOptions{credentials: creds}
+	return o.check(scheme)
+}
+
 func (o *openOptions) check(scheme string) error {
 	if len(o.credentials) == 0 {
 		return nil
