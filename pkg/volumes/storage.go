@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"time"
 
 	kblob "github.com/kopia/kopia/repo/blob"
 	"github.com/kopia/kopia/repo/blob/retrying"
@@ -296,14 +297,49 @@ var stagingFile = regexp.MustCompile(`\.[0-9a-f]+\.tmp$`)
 
 // ListBlobs calls cb for every blob whose ID starts with prefix.
 func (s *bucketStorage) ListBlobs(ctx context.Context, prefix kblob.ID, cb func(kblob.Metadata) error) error {
+	// On file:// gocloud reads a folder and then stats each entry: a
+	// staging file another writer renames away in between fails the
+	// listing with NotFound. It is listed again (the whole listing, before
+	// any callback, so that none sees a blob twice).
+	var list []kblob.Metadata
+	var err error
+	for attempt := 1; ; attempt++ {
+		list, err = s.list(ctx, prefix)
+		if err == nil || gcerrors.Code(err) != gcerrors.NotFound || attempt == listAttempts {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("listing %s in %s: %w", s.key(prefix), s.name, err)
+	}
+	for _, m := range list {
+		if err := cb(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listAttempts is how many times ListBlobs lists on NotFound, 10 ms
+// longer apart each time.
+const listAttempts = 10
+
+// list returns the blobs whose ID starts with prefix.
+func (s *bucketStorage) list(ctx context.Context, prefix kblob.ID) ([]kblob.Metadata, error) {
+	var list []kblob.Metadata
 	it := s.bucket.List(&blob.ListOptions{Prefix: s.key(prefix)})
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
-			return nil
+			return list, nil
 		}
 		if err != nil {
-			return fmt.Errorf("listing %s in %s: %w", s.key(prefix), s.name, err)
+			return nil, err
 		}
 		if obj.IsDir || stagingFile.MatchString(obj.Key) {
 			continue
@@ -312,9 +348,7 @@ func (s *bucketStorage) ListBlobs(ctx context.Context, prefix kblob.ID, cb func(
 		if s.isHidden(id) {
 			continue
 		}
-		if err := cb(kblob.Metadata{BlobID: id, Length: obj.Size, Timestamp: obj.ModTime}); err != nil {
-			return err
-		}
+		list = append(list, kblob.Metadata{BlobID: id, Length: obj.Size, Timestamp: obj.ModTime})
 	}
 }
 
