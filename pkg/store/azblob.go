@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"strconv"
-	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -26,9 +25,6 @@ func openAzure(ctx context.Context, u *url.URL, creds map[string]string) (*blob.
 	q := u.Query()
 	prefix := q.Get("prefix")
 	q.Del("prefix")
-	if strings.Trim(u.Path, "/") != "" {
-		return nil, fmt.Errorf("an azblob URL names a container, not a folder: use azblob://%s?prefix=%s/ for a key prefix", u.Host, strings.Trim(u.Path, "/"))
-	}
 	var client *container.Client
 	var err error
 	if cs := creds[EnvAzureStorageConnectionString]; cs != "" {

@@ -41,9 +41,6 @@ func openGCS(ctx context.Context, u *url.URL, creds map[string]string) (*blob.Bu
 	for k := range q {
 		return nil, fmt.Errorf("query parameter %s: with endpoint= or credentials a gs URL takes only endpoint and prefix", k)
 	}
-	if strings.Trim(u.Path, "/") != "" {
-		return nil, fmt.Errorf("a gs URL names a bucket, not a folder: use gs://%s?prefix=%s/ for a key prefix", u.Host, strings.Trim(u.Path, "/"))
-	}
 	client, err := gcsClient(endpoint != "", creds)
 	if err != nil {
 		return nil, err

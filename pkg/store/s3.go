@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -85,9 +84,6 @@ func openS3(ctx context.Context, u *url.URL, creds map[string]string) (*blob.Buc
 	q.Del("awssdk")
 	prefix := q.Get("prefix")
 	q.Del("prefix")
-	if strings.Trim(u.Path, "/") != "" {
-		return nil, fmt.Errorf("an s3 URL names a bucket, not a folder: use s3://%s?prefix=%s/ for a key prefix", u.Host, strings.Trim(u.Path, "/"))
-	}
 	if creds[EnvAWSRegion] != "" && q.Get("region") == "" {
 		q.Set("region", creds[EnvAWSRegion])
 	}

@@ -36,7 +36,8 @@ func checkURL(u *url.URL) error {
 	case u.Host == "":
 		return fmt.Errorf("the URL names no %s: want %s://%s-name", what, u.Scheme, what)
 	case strings.Trim(u.Path, "/") != "":
-		return fmt.Errorf("a %s URL names a %s, not a folder: use %s://%s?prefix=%s/ for a key prefix", u.Scheme, what, u.Scheme, u.Host, strings.Trim(u.Path, "/"))
+		article := map[string]string{"s3": "an", "gs": "a", "azblob": "an"}[u.Scheme]
+		return fmt.Errorf("%s %s URL names a %s, not a folder: use %s://%s?prefix=%s/ for a key prefix", article, u.Scheme, what, u.Scheme, u.Host, strings.Trim(u.Path, "/"))
 	}
 	return checkPrefix(u.Query()["prefix"])
 }
