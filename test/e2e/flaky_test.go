@@ -2,54 +2,13 @@ package e2e
 
 import (
 	"context"
-	"math/rand"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeferry/ferry/internal/testenv"
 )
-
-// flakyProxy forwards to target and fails a share of requests at random:
-// half of the failures answer 503, half reset the connection.
-type flakyProxy struct {
-	proxy          *httputil.ReverseProxy
-	share          float64
-	mu             sync.Mutex
-	rng            *rand.Rand
-	total, injured atomic.Int64
-}
-
-func (p *flakyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p.total.Add(1)
-	p.mu.Lock()
-	x, reset := p.rng.Float64(), p.rng.Intn(2) == 0
-	p.mu.Unlock()
-	if x < p.share {
-		p.injured.Add(1)
-		if reset {
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, err := hj.Hijack(); err == nil {
-					if tc, ok := conn.(interface{ SetLinger(int) error }); ok {
-						_ = tc.SetLinger(0) // RST, not FIN
-					}
-					conn.Close()
-					return
-				}
-			}
-		}
-		http.Error(w, "injected failure", http.StatusServiceUnavailable)
-		return
-	}
-	p.proxy.ServeHTTP(w, r)
-}
 
 // TestFlakyObjectStore puts a proxy that fails 20% of requests (503 or a
 // connection reset) in front of the S3 server: backup and restore still
@@ -67,11 +26,8 @@ func TestFlakyObjectStore(t *testing.T) {
 	if err := s3.CreateBucket(ctx, "flaky"); err != nil {
 		t.Fatal(err)
 	}
-	target, _ := url.Parse(s3.Endpoint)
-	fp := &flakyProxy{proxy: httputil.NewSingleHostReverseProxy(target), share: 0.2, rng: rand.New(rand.NewSource(42))}
-	srv := httptest.NewServer(fp)
-	defer srv.Close()
-	storage := strings.Replace(s3.URL("flaky"), s3.Endpoint, srv.URL, 1)
+	fp := testenv.StartFlakyProxy(t, s3.Endpoint, 0.2, 42)
+	storage := fp.S3URL(s3, "flaky")
 	if storage == s3.URL("flaky") {
 		t.Fatalf("could not point %s at the proxy", storage)
 	}
@@ -113,9 +69,9 @@ func TestFlakyObjectStore(t *testing.T) {
 		retried += bs.Status.Retries["objectStore"] + rs.Status.Retries["objectStore"]
 		t.Logf("%s: backup retries %v, restore retries %v", name, bs.Status.Retries, rs.Status.Retries)
 	}
-	t.Logf("proxy: %d requests, %d failed on purpose; %d retries counted", fp.total.Load(), fp.injured.Load(), retried)
-	if fp.injured.Load() < 3 {
-		t.Fatalf("the proxy failed only %d requests: the test proves little", fp.injured.Load())
+	t.Logf("proxy: %d requests, %d failed on purpose; %d retries counted", fp.Total.Load(), fp.Injured.Load(), retried)
+	if fp.Injured.Load() < 3 {
+		t.Fatalf("the proxy failed only %d requests: the test proves little", fp.Injured.Load())
 	}
 	if retried == 0 {
 		t.Error("requests failed but no retry was counted")
@@ -146,12 +102,9 @@ func TestFlakyRegistryAndStore(t *testing.T) {
 	}
 	regs := startRegistries(t, testenv.RegistryOptions{}, testenv.RegistryOptions{})
 	srcReg, dstReg := regs[0], regs[1]
-	flaky := func(rawURL string, seed int64) (*flakyProxy, string) {
-		target, _ := url.Parse(rawURL)
-		fp := &flakyProxy{proxy: httputil.NewSingleHostReverseProxy(target), share: 0.2, rng: rand.New(rand.NewSource(seed))}
-		srv := httptest.NewServer(fp)
-		t.Cleanup(srv.Close)
-		return fp, srv.URL
+	flaky := func(rawURL string, seed int64) (*testenv.FlakyProxy, string) {
+		fp := testenv.StartFlakyProxy(t, rawURL, 0.2, seed)
+		return fp, fp.URL
 	}
 	fpS3, s3Proxy := flaky(s3.Endpoint, 1)
 	fpSrc, srcProxy := flaky("http://"+srcReg.Host, 2)
@@ -223,9 +176,9 @@ func TestFlakyRegistryAndStore(t *testing.T) {
 			t.Errorf("synced/deploy:1: %v %v, want %v", got, ok, want)
 		}
 	}
-	t.Logf("injected failures: S3 %d/%d, source registry %d/%d, target registry %d/%d", fpS3.injured.Load(), fpS3.total.Load(), fpSrc.injured.Load(), fpSrc.total.Load(), fpDst.injured.Load(), fpDst.total.Load())
+	t.Logf("injected failures: S3 %d/%d, source registry %d/%d, target registry %d/%d", fpS3.Injured.Load(), fpS3.Total.Load(), fpSrc.Injured.Load(), fpSrc.Total.Load(), fpDst.Injured.Load(), fpDst.Total.Load())
 	t.Logf("retries counted: sync %d; backup %v; restore %v", sync.Retries, bs.Status.Retries, rs.Status.Retries)
-	if fpS3.injured.Load() == 0 || fpSrc.injured.Load() == 0 || fpDst.injured.Load() == 0 {
+	if fpS3.Injured.Load() == 0 || fpSrc.Injured.Load() == 0 || fpDst.Injured.Load() == 0 {
 		t.Fatal("a proxy injected no failure: the test proves little")
 	}
 	if sync.Retries == 0 || bs.Status.Retries["registry"] == 0 || rs.Status.Retries["registry"] == 0 || bs.Status.Retries["objectStore"]+rs.Status.Retries["objectStore"] == 0 {
