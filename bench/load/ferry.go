@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -20,15 +21,22 @@ import (
 // storage location and -o json) through the launcher, with ferryEnv added
 // to its environment, and decodes what it printed: {"backup","restore"}
 // for migrate, a Backup or a Restore otherwise. With -cpuprofile, ferry
-// writes a CPU profile of the run, <op>.pprof.
+// writes a CPU profile of the run, <op>.pprof, and runs with -v, its log
+// kept as <op>.log.
 func (e *ferryRuns) ferryRun(ctx context.Context, op string, objects int, args ...string) *Run {
 	args = append(args, "--kubeconfig", e.kubeconfig, "--storage", e.storage, "-o", "json")
 	profile := ""
 	if e.o.cpuProfile != "" {
 		profile = filepath.Join(e.o.cpuProfile, op+".pprof")
-		args = append(args, "--cpuprofile", profile)
+		args = append(args, "--cpuprofile", profile, "-v")
 	}
 	out, stderr, u, err := launch(ctx, e.launcher, ferryEnv, e.ferry, args...)
+	if profile != "" {
+		// The -v log's timestamps say when each step and tier began.
+		if werr := os.WriteFile(filepath.Join(e.o.cpuProfile, op+".log"), stderr, 0o644); werr != nil && err == nil {
+			err = werr
+		}
+	}
 	r := &Run{
 		Operation: op, Args: args, Objects: objects, Seconds: u.Seconds, MaxRSSMiB: u.MaxRSSMiB, CPUSeconds: u.CPUSeconds,
 		UnderTarget: u.MaxRSSMiB < e.o.rssTargetMiB, ExitCode: u.Code, Profile: profile, StderrTail: benchutil.Tail(string(stderr), 4000),

@@ -112,7 +112,9 @@
 //
 // Where the time goes: -cpuprofile DIR passes ferry's hidden --cpuprofile
 // flag to each ferry run, which writes DIR/<operation>.pprof (read it with
-// "go tool pprof -top DIR/restore.pprof").
+// "go tool pprof -top DIR/restore.pprof"), and runs it with -v, keeping its
+// log as DIR/<operation>.log: its timestamps say when each step and restore
+// tier began.
 //
 // Run from the repository root (about 10 minutes on 2 cores for 50,000
 // objects; for 200,000 objects about an hour, and two clusters of a few
@@ -229,7 +231,7 @@ func main() {
 	flag.Float64Var(&o.rssTargetMiB, "rss-target-mib", rssTargetMiB, "peak RSS target in MiB: a ferry run above it fails the benchmark (exit 1)")
 	flag.IntVar(&o.sampleEvery, "sample-every", 100, "after each restore, compare the content of every Nth seeded object of each kind (and every Nth namespace) with the source")
 	flag.StringVar(&o.images, "images", "none", "ferry's --images for migrate and backup: none, or record (resolves the Deployments' image at its registry, which the loopback-only network namespace cannot reach)")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "folder for a CPU profile of each ferry run, <operation>.pprof (ferry's hidden --cpuprofile flag; off by default)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "folder for a CPU profile of each ferry run, <operation>.pprof (ferry's hidden --cpuprofile flag), and its -v log, <operation>.log; off by default")
 	flag.StringVar(&o.ferry, "ferry", "", "ferry binary to use (default: build ./cmd/ferry)")
 	flag.StringVar(&o.out, "out", "", "JSON result file (default <repo>/bench/results/load.json)")
 	flag.Parse()

@@ -132,6 +132,7 @@ func (a *applier) run(ctx context.Context) error {
 			byTier[t] = a.holdBack(byTier[t], a.beforeWorkloads(ctx))
 		}
 		pending = append(pending, byTier[t]...)
+		tierStart := time.Now()
 		if len(byTier[t]) > 0 {
 			a.opts.Log.Info("restoring tier", "tier", tierNames[t], "items", len(byTier[t]))
 		}
@@ -154,6 +155,9 @@ func (a *applier) run(ctx context.Context) error {
 		}
 		if t == tierCRD && len(byTier[t]) > 0 && !a.opts.Spec.DryRun && !a.verifying {
 			a.waitForCRDs(ctx, byTier[t])
+		}
+		if len(byTier[t]) > 0 {
+			a.opts.Log.Info("tier done", "tier", tierNames[t], "took", time.Since(tierStart).Round(time.Millisecond))
 		}
 	}
 	// Owners that never came (failed): apply without those references.
