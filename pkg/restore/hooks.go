@@ -7,8 +7,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/hooks"
@@ -30,40 +33,7 @@ const defaultHookWait = 10 * time.Minute
 // is an error of the restore when its on-error is Fail, a warning
 // otherwise; each names pod, container and command.
 func runRestoreHooks(ctx context.Context, cluster *kube.Cluster, p *Plan, o *Options, results *report.Results) {
-	nss := map[string]bool{}
-	for _, it := range p.Items {
-		if it.Skip == "" && it.Namespace != "" {
-			nss[o.mapNamespace(it.Namespace)] = true
-		}
-	}
-	type podHook struct {
-		pod  corev1.Pod
-		hook *hooks.ExecHook
-	}
-	var todo []podHook
-	own := &ownership{client: cluster.Typed, label: transform.LabelValue(o.Name), cache: map[string]bool{}}
-	names := make([]string, 0, len(nss))
-	for ns := range nss {
-		names = append(names, ns)
-	}
-	sort.Strings(names)
-	for _, ns := range names {
-		pods, err := cluster.Typed.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			results.Warnf("post-restore hooks in namespace %s not run: listing pods: %v", ns, err)
-			continue
-		}
-		for _, pod := range pods.Items {
-			h, err := hooks.RestoreHook(&pod)
-			if err != nil {
-				results.Errorf("%v", err)
-				continue
-			}
-			if h != nil && own.restored(ctx, ns, pod.Labels, pod.OwnerReferences, 0) {
-				todo = append(todo, podHook{pod: pod, hook: h})
-			}
-		}
-	}
+	todo := findRestoreHooks(ctx, cluster, p, o, results)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for _, ph := range todo {
@@ -157,4 +127,86 @@ func (w *ownership) lookup(ctx context.Context, ns string, ref metav1.OwnerRefer
 		return false
 	}
 	return w.restored(ctx, ns, meta.GetLabels(), meta.GetOwnerReferences(), depth+1)
+}
+
+// podHook is a pod of this restore and its post-restore hook.
+type podHook struct {
+	pod  corev1.Pod
+	hook *hooks.ExecHook
+}
+
+// findRestoreHooks returns the pods of the restored namespaces that this
+// restore brought (ownership) and that have a post-restore hook. The pods
+// are read with one paginated cluster-wide LIST (restorePods); an invalid
+// hook of a pod is an error of the restore.
+func findRestoreHooks(ctx context.Context, cluster *kube.Cluster, p *Plan, o *Options, results *report.Results) []podHook {
+	nss := map[string]bool{}
+	for _, it := range p.Items {
+		if it.Skip == "" && it.Namespace != "" {
+			nss[o.mapNamespace(it.Namespace)] = true
+		}
+	}
+	var todo []podHook
+	own := &ownership{client: cluster.Typed, label: transform.LabelValue(o.Name), cache: map[string]bool{}}
+	restorePods(ctx, cluster.Typed, nss, results, func(pod *corev1.Pod) {
+		h, err := hooks.RestoreHook(pod)
+		if err != nil {
+			results.Errorf("%v", err)
+			return
+		}
+		if h != nil && own.restored(ctx, pod.Namespace, pod.Labels, pod.OwnerReferences, 0) {
+			todo = append(todo, podHook{pod: *pod, hook: h})
+		}
+	})
+	return todo
+}
+
+// hookPageSize is the page size of restorePods' LIST.
+const hookPageSize = 500
+
+// restorePods calls fn for each pod in namespaces nss. More than one
+// namespace is read with one paginated cluster-wide LIST: one LIST per
+// namespace took 18 s of a restore into 200 namespaces while the API
+// server was busy with the controllers' work on what had been restored
+// (docs/benchmarks.md#load-results). A user who may not list pods
+// cluster-wide gets one LIST per namespace instead.
+func restorePods(ctx context.Context, client kubernetes.Interface, nss map[string]bool, results *report.Results, fn func(*corev1.Pod)) {
+	if len(nss) > 1 {
+		pg := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		})
+		pg.PageSize = hookPageSize
+		var seen []*corev1.Pod
+		err := pg.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+			if pod, ok := obj.(*corev1.Pod); ok && nss[pod.Namespace] {
+				seen = append(seen, pod)
+			}
+			return nil
+		})
+		if err == nil {
+			for _, pod := range seen {
+				fn(pod)
+			}
+			return
+		}
+		if !apierrors.IsForbidden(err) {
+			results.Warnf("post-restore hooks not run: listing pods: %v", err)
+			return
+		}
+	}
+	names := make([]string, 0, len(nss))
+	for ns := range nss {
+		names = append(names, ns)
+	}
+	sort.Strings(names)
+	for _, ns := range names {
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			results.Warnf("post-restore hooks in namespace %s not run: listing pods: %v", ns, err)
+			continue
+		}
+		for i := range pods.Items {
+			fn(&pods.Items[i])
+		}
+	}
 }

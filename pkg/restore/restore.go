@@ -175,7 +175,9 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	}
 	pv.finish(ctx, cluster, ap, &opts, r)
 	if !opts.Spec.DryRun && r.Status.FailureReason == "" && ctx.Err() == nil {
+		hooksStart := time.Now()
 		runRestoreHooks(ctx, cluster, plan, &opts, results)
+		opts.Log.Info("post-restore hooks done", "took", time.Since(hooksStart).Round(time.Millisecond))
 	}
 	end := metav1.Now()
 	r.Status.CompletionTimestamp = &end
