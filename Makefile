@@ -68,6 +68,8 @@ generate: tools
 	$(CODE_GENERATOR_BIN)/defaulter-gen $(GEN_HEADER) --output-file zz_generated.defaults.go $(HUB_APIS)
 	$(OPENAPI_GEN) $(GEN_HEADER) --output-file zz_generated.openapi.go --output-dir pkg/hub/openapi \
 	  --output-pkg github.com/kubeferry/ferry/pkg/hub/openapi --report-filename /dev/null \
+	  --output-model-name-file zz_generated.model_name.go \
+	  --readonly-pkg k8s.io/apimachinery/pkg/apis/meta/v1 --readonly-pkg k8s.io/apimachinery/pkg/runtime --readonly-pkg k8s.io/apimachinery/pkg/version \
 	  k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version $(HUB_APIS)
 
 # The command reference in docs/cli, one Markdown page per command, from

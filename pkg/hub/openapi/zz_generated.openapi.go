@@ -6,6 +6,8 @@
 package openapi
 
 import (
+	v1alpha1 "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1"
+	v1beta1 "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	version "k8s.io/apimachinery/pkg/version"
@@ -15,93 +17,93 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.Cluster":               schema_hub_apis_ferry_v1alpha1_Cluster(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterCredential":     schema_hub_apis_ferry_v1alpha1_ClusterCredential(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterCredentialList": schema_hub_apis_ferry_v1alpha1_ClusterCredentialList(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterList":           schema_hub_apis_ferry_v1alpha1_ClusterList(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterSpec":           schema_hub_apis_ferry_v1alpha1_ClusterSpec(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterStatus":         schema_hub_apis_ferry_v1alpha1_ClusterStatus(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.LocalObjectReference":  schema_hub_apis_ferry_v1alpha1_LocalObjectReference(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.Migration":             schema_hub_apis_ferry_v1alpha1_Migration(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationBackup":       schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationCounts":       schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationImages":       schema_hub_apis_ferry_v1alpha1_MigrationImages(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationList":         schema_hub_apis_ferry_v1alpha1_MigrationList(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationRestore":      schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationSpec":         schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationStatus":       schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationStorage":      schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.Cluster":                schema_hub_apis_ferry_v1beta1_Cluster(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterCredential":      schema_hub_apis_ferry_v1beta1_ClusterCredential(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterCredentialList":  schema_hub_apis_ferry_v1beta1_ClusterCredentialList(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterList":            schema_hub_apis_ferry_v1beta1_ClusterList(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterReference":       schema_hub_apis_ferry_v1beta1_ClusterReference(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterSpec":            schema_hub_apis_ferry_v1beta1_ClusterSpec(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterStatus":          schema_hub_apis_ferry_v1beta1_ClusterStatus(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.LocalObjectReference":   schema_hub_apis_ferry_v1beta1_LocalObjectReference(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.Migration":              schema_hub_apis_ferry_v1beta1_Migration(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationBackup":        schema_hub_apis_ferry_v1beta1_MigrationBackup(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationCounts":        schema_hub_apis_ferry_v1beta1_MigrationCounts(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationImages":        schema_hub_apis_ferry_v1beta1_MigrationImages(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationList":          schema_hub_apis_ferry_v1beta1_MigrationList(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationRestore":       schema_hub_apis_ferry_v1beta1_MigrationRestore(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationSpec":          schema_hub_apis_ferry_v1beta1_MigrationSpec(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationStatus":        schema_hub_apis_ferry_v1beta1_MigrationStatus(ref),
-		"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationStorage":       schema_hub_apis_ferry_v1beta1_MigrationStorage(ref),
-		v1.APIGroup{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_APIGroup(ref),
-		v1.APIGroupList{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_APIGroupList(ref),
-		v1.APIResource{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_APIResource(ref),
-		v1.APIResourceList{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_APIResourceList(ref),
-		v1.APIVersions{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_APIVersions(ref),
-		v1.ApplyOptions{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_ApplyOptions(ref),
-		v1.Condition{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_Condition(ref),
-		v1.CreateOptions{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_CreateOptions(ref),
-		v1.DeleteOptions{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		v1.Duration{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_Duration(ref),
-		v1.FieldSelectorRequirement{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
-		v1.FieldsV1{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_FieldsV1(ref),
-		v1.GetOptions{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_GetOptions(ref),
-		v1.GroupKind{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_GroupKind(ref),
-		v1.GroupResource{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_GroupResource(ref),
-		v1.GroupVersion{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_GroupVersion(ref),
-		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
-		v1.GroupVersionKind{}.OpenAPIModelName():                                       schema_pkg_apis_meta_v1_GroupVersionKind(ref),
-		v1.GroupVersionResource{}.OpenAPIModelName():                                   schema_pkg_apis_meta_v1_GroupVersionResource(ref),
-		v1.InternalEvent{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_InternalEvent(ref),
-		v1.LabelSelector{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_LabelSelector(ref),
-		v1.LabelSelectorRequirement{}.OpenAPIModelName():                               schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
-		v1.List{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_List(ref),
-		v1.ListMeta{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_ListMeta(ref),
-		v1.ListOptions{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_ListOptions(ref),
-		v1.ManagedFieldsEntry{}.OpenAPIModelName():                                     schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		v1.MicroTime{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_MicroTime(ref),
-		v1.ObjectMeta{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		v1.OwnerReference{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_OwnerReference(ref),
-		v1.PartialObjectMetadata{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
-		v1.PartialObjectMetadataList{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
-		v1.Patch{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_Patch(ref),
-		v1.PatchOptions{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_PatchOptions(ref),
-		v1.Preconditions{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_Preconditions(ref),
-		v1.RootPaths{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_RootPaths(ref),
-		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
-		v1.ShardInfo{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_ShardInfo(ref),
-		v1.Status{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_Status(ref),
-		v1.StatusCause{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_StatusCause(ref),
-		v1.StatusDetails{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_StatusDetails(ref),
-		v1.Table{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_Table(ref),
-		v1.TableColumnDefinition{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
-		v1.TableOptions{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_TableOptions(ref),
-		v1.TableRow{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_TableRow(ref),
-		v1.TableRowCondition{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_TableRowCondition(ref),
-		v1.Time{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_Time(ref),
-		v1.Timestamp{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_Timestamp(ref),
-		v1.TypeMeta{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_TypeMeta(ref),
-		v1.UpdateOptions{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_UpdateOptions(ref),
-		v1.WatchEvent{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_WatchEvent(ref),
-		runtime.RawExtension{}.OpenAPIModelName():                                      schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
-		runtime.TypeMeta{}.OpenAPIModelName():                                          schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
-		runtime.Unknown{}.OpenAPIModelName():                                           schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
-		version.Info{}.OpenAPIModelName():                                              schema_k8sio_apimachinery_pkg_version_Info(ref),
+		v1alpha1.Cluster{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_Cluster(ref),
+		v1alpha1.ClusterCredential{}.OpenAPIModelName():     schema_hub_apis_ferry_v1alpha1_ClusterCredential(ref),
+		v1alpha1.ClusterCredentialList{}.OpenAPIModelName(): schema_hub_apis_ferry_v1alpha1_ClusterCredentialList(ref),
+		v1alpha1.ClusterList{}.OpenAPIModelName():           schema_hub_apis_ferry_v1alpha1_ClusterList(ref),
+		v1alpha1.ClusterSpec{}.OpenAPIModelName():           schema_hub_apis_ferry_v1alpha1_ClusterSpec(ref),
+		v1alpha1.ClusterStatus{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_ClusterStatus(ref),
+		v1alpha1.LocalObjectReference{}.OpenAPIModelName():  schema_hub_apis_ferry_v1alpha1_LocalObjectReference(ref),
+		v1alpha1.Migration{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_Migration(ref),
+		v1alpha1.MigrationBackup{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref),
+		v1alpha1.MigrationCounts{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref),
+		v1alpha1.MigrationImages{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationImages(ref),
+		v1alpha1.MigrationList{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_MigrationList(ref),
+		v1alpha1.MigrationRestore{}.OpenAPIModelName():      schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref),
+		v1alpha1.MigrationSpec{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref),
+		v1alpha1.MigrationStatus{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref),
+		v1alpha1.MigrationStorage{}.OpenAPIModelName():      schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref),
+		v1beta1.Cluster{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_Cluster(ref),
+		v1beta1.ClusterCredential{}.OpenAPIModelName():      schema_hub_apis_ferry_v1beta1_ClusterCredential(ref),
+		v1beta1.ClusterCredentialList{}.OpenAPIModelName():  schema_hub_apis_ferry_v1beta1_ClusterCredentialList(ref),
+		v1beta1.ClusterList{}.OpenAPIModelName():            schema_hub_apis_ferry_v1beta1_ClusterList(ref),
+		v1beta1.ClusterReference{}.OpenAPIModelName():       schema_hub_apis_ferry_v1beta1_ClusterReference(ref),
+		v1beta1.ClusterSpec{}.OpenAPIModelName():            schema_hub_apis_ferry_v1beta1_ClusterSpec(ref),
+		v1beta1.ClusterStatus{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_ClusterStatus(ref),
+		v1beta1.LocalObjectReference{}.OpenAPIModelName():   schema_hub_apis_ferry_v1beta1_LocalObjectReference(ref),
+		v1beta1.Migration{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_Migration(ref),
+		v1beta1.MigrationBackup{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationBackup(ref),
+		v1beta1.MigrationCounts{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationCounts(ref),
+		v1beta1.MigrationImages{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationImages(ref),
+		v1beta1.MigrationList{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_MigrationList(ref),
+		v1beta1.MigrationRestore{}.OpenAPIModelName():       schema_hub_apis_ferry_v1beta1_MigrationRestore(ref),
+		v1beta1.MigrationSpec{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_MigrationSpec(ref),
+		v1beta1.MigrationStatus{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationStatus(ref),
+		v1beta1.MigrationStorage{}.OpenAPIModelName():       schema_hub_apis_ferry_v1beta1_MigrationStorage(ref),
+		v1.APIGroup{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_APIGroup(ref),
+		v1.APIGroupList{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_APIGroupList(ref),
+		v1.APIResource{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_APIResource(ref),
+		v1.APIResourceList{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_APIResourceList(ref),
+		v1.APIVersions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_APIVersions(ref),
+		v1.ApplyOptions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_ApplyOptions(ref),
+		v1.Condition{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_Condition(ref),
+		v1.CreateOptions{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_CreateOptions(ref),
+		v1.DeleteOptions{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		v1.Duration{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_Duration(ref),
+		v1.FieldSelectorRequirement{}.OpenAPIModelName():    schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
+		v1.FieldsV1{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_FieldsV1(ref),
+		v1.GetOptions{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_GetOptions(ref),
+		v1.GroupKind{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_GroupKind(ref),
+		v1.GroupResource{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_GroupResource(ref),
+		v1.GroupVersion{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_GroupVersion(ref),
+		v1.GroupVersionForDiscovery{}.OpenAPIModelName():    schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
+		v1.GroupVersionKind{}.OpenAPIModelName():            schema_pkg_apis_meta_v1_GroupVersionKind(ref),
+		v1.GroupVersionResource{}.OpenAPIModelName():        schema_pkg_apis_meta_v1_GroupVersionResource(ref),
+		v1.InternalEvent{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_InternalEvent(ref),
+		v1.LabelSelector{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_LabelSelector(ref),
+		v1.LabelSelectorRequirement{}.OpenAPIModelName():    schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
+		v1.List{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_List(ref),
+		v1.ListMeta{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_ListMeta(ref),
+		v1.ListOptions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_ListOptions(ref),
+		v1.ManagedFieldsEntry{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		v1.MicroTime{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_MicroTime(ref),
+		v1.ObjectMeta{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		v1.OwnerReference{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_OwnerReference(ref),
+		v1.PartialObjectMetadata{}.OpenAPIModelName():       schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
+		v1.PartialObjectMetadataList{}.OpenAPIModelName():   schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
+		v1.Patch{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_Patch(ref),
+		v1.PatchOptions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_PatchOptions(ref),
+		v1.Preconditions{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_Preconditions(ref),
+		v1.RootPaths{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_RootPaths(ref),
+		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():   schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
+		v1.ShardInfo{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_ShardInfo(ref),
+		v1.Status{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_Status(ref),
+		v1.StatusCause{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_StatusCause(ref),
+		v1.StatusDetails{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_StatusDetails(ref),
+		v1.Table{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_Table(ref),
+		v1.TableColumnDefinition{}.OpenAPIModelName():       schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
+		v1.TableOptions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_TableOptions(ref),
+		v1.TableRow{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_TableRow(ref),
+		v1.TableRowCondition{}.OpenAPIModelName():           schema_pkg_apis_meta_v1_TableRowCondition(ref),
+		v1.Time{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_Time(ref),
+		v1.Timestamp{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_Timestamp(ref),
+		v1.TypeMeta{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_TypeMeta(ref),
+		v1.UpdateOptions{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_UpdateOptions(ref),
+		v1.WatchEvent{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_WatchEvent(ref),
+		runtime.RawExtension{}.OpenAPIModelName():           schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
+		runtime.TypeMeta{}.OpenAPIModelName():               schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
+		runtime.Unknown{}.OpenAPIModelName():                schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
+		version.Info{}.OpenAPIModelName():                   schema_k8sio_apimachinery_pkg_version_Info(ref),
 	}
 }
 
@@ -135,20 +137,20 @@ func schema_hub_apis_ferry_v1alpha1_Cluster(ref common.ReferenceCallback) common
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterSpec"),
+							Ref:     ref(v1alpha1.ClusterSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterStatus"),
+							Ref:     ref(v1alpha1.ClusterStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterSpec", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1alpha1.ClusterSpec{}.OpenAPIModelName(), v1alpha1.ClusterStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -227,7 +229,7 @@ func schema_hub_apis_ferry_v1alpha1_ClusterCredentialList(ref common.ReferenceCa
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterCredential"),
+										Ref: ref(v1alpha1.ClusterCredential{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -238,7 +240,7 @@ func schema_hub_apis_ferry_v1alpha1_ClusterCredentialList(ref common.ReferenceCa
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.ClusterCredential", v1.ListMeta{}.OpenAPIModelName()},
+			v1alpha1.ClusterCredential{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -275,7 +277,7 @@ func schema_hub_apis_ferry_v1alpha1_ClusterList(ref common.ReferenceCallback) co
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.Cluster"),
+										Ref: ref(v1alpha1.Cluster{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -286,7 +288,7 @@ func schema_hub_apis_ferry_v1alpha1_ClusterList(ref common.ReferenceCallback) co
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.Cluster", v1.ListMeta{}.OpenAPIModelName()},
+			v1alpha1.Cluster{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -301,7 +303,7 @@ func schema_hub_apis_ferry_v1alpha1_ClusterSpec(ref common.ReferenceCallback) co
 						SchemaProps: spec.SchemaProps{
 							Description: "CredentialRef names the ClusterCredential, in the Cluster's namespace, that holds the cluster's kubeconfig.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.LocalObjectReference"),
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 					"context": {
@@ -316,7 +318,7 @@ func schema_hub_apis_ferry_v1alpha1_ClusterSpec(ref common.ReferenceCallback) co
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.LocalObjectReference"},
+			v1alpha1.LocalObjectReference{}.OpenAPIModelName()},
 	}
 }
 
@@ -427,20 +429,20 @@ func schema_hub_apis_ferry_v1alpha1_Migration(ref common.ReferenceCallback) comm
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationSpec"),
+							Ref:     ref(v1alpha1.MigrationSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationStatus"),
+							Ref:     ref(v1alpha1.MigrationStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationSpec", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1alpha1.MigrationSpec{}.OpenAPIModelName(), v1alpha1.MigrationStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -634,7 +636,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationList(ref common.ReferenceCallback) 
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.Migration"),
+										Ref: ref(v1alpha1.Migration{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -645,7 +647,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationList(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.Migration", v1.ListMeta{}.OpenAPIModelName()},
+			v1alpha1.Migration{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -726,28 +728,28 @@ func schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref common.ReferenceCallback) 
 						SchemaProps: spec.SchemaProps{
 							Description: "Storage is the backup storage location both clusters share.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationStorage"),
+							Ref:         ref(v1alpha1.MigrationStorage{}.OpenAPIModelName()),
 						},
 					},
 					"backup": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Backup selects what is backed up.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationBackup"),
+							Ref:         ref(v1alpha1.MigrationBackup{}.OpenAPIModelName()),
 						},
 					},
 					"restore": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Restore says how it is restored.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationRestore"),
+							Ref:         ref(v1alpha1.MigrationRestore{}.OpenAPIModelName()),
 						},
 					},
 					"images": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Images is what happens to the images the workloads name.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationImages"),
+							Ref:         ref(v1alpha1.MigrationImages{}.OpenAPIModelName()),
 						},
 					},
 					"volumes": {
@@ -769,7 +771,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationBackup", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationImages", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationRestore", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationStorage"},
+			v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName()},
 	}
 }
 
@@ -826,7 +828,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref common.ReferenceCallback
 					"counts": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationCounts"),
+							Ref:     ref(v1alpha1.MigrationCounts{}.OpenAPIModelName()),
 						},
 					},
 					"reportLocation": {
@@ -854,7 +856,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.MigrationCounts", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1alpha1.MigrationCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -876,7 +878,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref common.ReferenceCallbac
 					"credentialRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "CredentialRef names a ClusterCredential-like object holding the location's credentials; empty: none.",
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.LocalObjectReference"),
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -884,7 +886,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref common.ReferenceCallbac
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1alpha1.LocalObjectReference"},
+			v1alpha1.LocalObjectReference{}.OpenAPIModelName()},
 	}
 }
 
@@ -918,20 +920,20 @@ func schema_hub_apis_ferry_v1beta1_Cluster(ref common.ReferenceCallback) common.
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterSpec"),
+							Ref:     ref(v1beta1.ClusterSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterStatus"),
+							Ref:     ref(v1beta1.ClusterStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterSpec", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1beta1.ClusterSpec{}.OpenAPIModelName(), v1beta1.ClusterStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1010,7 +1012,7 @@ func schema_hub_apis_ferry_v1beta1_ClusterCredentialList(ref common.ReferenceCal
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterCredential"),
+										Ref: ref(v1beta1.ClusterCredential{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1021,7 +1023,7 @@ func schema_hub_apis_ferry_v1beta1_ClusterCredentialList(ref common.ReferenceCal
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterCredential", v1.ListMeta{}.OpenAPIModelName()},
+			v1beta1.ClusterCredential{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1058,7 +1060,7 @@ func schema_hub_apis_ferry_v1beta1_ClusterList(ref common.ReferenceCallback) com
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.Cluster"),
+										Ref: ref(v1beta1.Cluster{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1069,7 +1071,7 @@ func schema_hub_apis_ferry_v1beta1_ClusterList(ref common.ReferenceCallback) com
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.Cluster", v1.ListMeta{}.OpenAPIModelName()},
+			v1beta1.Cluster{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1106,7 +1108,7 @@ func schema_hub_apis_ferry_v1beta1_ClusterSpec(ref common.ReferenceCallback) com
 						SchemaProps: spec.SchemaProps{
 							Description: "CredentialRef names the ClusterCredential, in the Cluster's namespace, that holds the cluster's kubeconfig.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.LocalObjectReference"),
+							Ref:         ref(v1beta1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 					"context": {
@@ -1121,7 +1123,7 @@ func schema_hub_apis_ferry_v1beta1_ClusterSpec(ref common.ReferenceCallback) com
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.LocalObjectReference"},
+			v1beta1.LocalObjectReference{}.OpenAPIModelName()},
 	}
 }
 
@@ -1232,20 +1234,20 @@ func schema_hub_apis_ferry_v1beta1_Migration(ref common.ReferenceCallback) commo
 					"spec": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationSpec"),
+							Ref:     ref(v1beta1.MigrationSpec{}.OpenAPIModelName()),
 						},
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationStatus"),
+							Ref:     ref(v1beta1.MigrationStatus{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationSpec", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+			v1beta1.MigrationSpec{}.OpenAPIModelName(), v1beta1.MigrationStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1439,7 +1441,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationList(ref common.ReferenceCallback) c
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.Migration"),
+										Ref: ref(v1beta1.Migration{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -1450,7 +1452,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationList(ref common.ReferenceCallback) c
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.Migration", v1.ListMeta{}.OpenAPIModelName()},
+			v1beta1.Migration{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
 	}
 }
 
@@ -1515,42 +1517,42 @@ func schema_hub_apis_ferry_v1beta1_MigrationSpec(ref common.ReferenceCallback) c
 						SchemaProps: spec.SchemaProps{
 							Description: "Source is the cluster backed up.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterReference"),
+							Ref:         ref(v1beta1.ClusterReference{}.OpenAPIModelName()),
 						},
 					},
 					"target": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Target is the cluster restored into.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterReference"),
+							Ref:         ref(v1beta1.ClusterReference{}.OpenAPIModelName()),
 						},
 					},
 					"storage": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Storage is the backup storage location both clusters share.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationStorage"),
+							Ref:         ref(v1beta1.MigrationStorage{}.OpenAPIModelName()),
 						},
 					},
 					"backup": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Backup selects what is backed up.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationBackup"),
+							Ref:         ref(v1beta1.MigrationBackup{}.OpenAPIModelName()),
 						},
 					},
 					"restore": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Restore says how it is restored.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationRestore"),
+							Ref:         ref(v1beta1.MigrationRestore{}.OpenAPIModelName()),
 						},
 					},
 					"images": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Images is what happens to the images the workloads name.",
 							Default:     map[string]interface{}{},
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationImages"),
+							Ref:         ref(v1beta1.MigrationImages{}.OpenAPIModelName()),
 						},
 					},
 					"volumes": {
@@ -1572,7 +1574,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationSpec(ref common.ReferenceCallback) c
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.ClusterReference", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationBackup", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationImages", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationRestore", "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationStorage"},
+			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName()},
 	}
 }
 
@@ -1629,7 +1631,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationStatus(ref common.ReferenceCallback)
 					"counts": {
 						SchemaProps: spec.SchemaProps{
 							Default: map[string]interface{}{},
-							Ref:     ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationCounts"),
+							Ref:     ref(v1beta1.MigrationCounts{}.OpenAPIModelName()),
 						},
 					},
 					"reportLocation": {
@@ -1657,7 +1659,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationStatus(ref common.ReferenceCallback)
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.MigrationCounts", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1beta1.MigrationCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1679,7 +1681,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationStorage(ref common.ReferenceCallback
 					"credentialRef": {
 						SchemaProps: spec.SchemaProps{
 							Description: "CredentialRef names a ClusterCredential-like object holding the location's credentials; empty: none.",
-							Ref:         ref("github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.LocalObjectReference"),
+							Ref:         ref(v1beta1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
 				},
@@ -1687,7 +1689,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationStorage(ref common.ReferenceCallback
 			},
 		},
 		Dependencies: []string{
-			"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1.LocalObjectReference"},
+			v1beta1.LocalObjectReference{}.OpenAPIModelName()},
 	}
 }
 

@@ -7,4 +7,5 @@
 // +k8s:conversion-gen=github.com/kubeferry/ferry/pkg/hub/apis/ferry
 // +k8s:defaulter-gen=TypeMeta
 // +groupName=ferry.dev
+// +k8s:openapi-model-package=com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1
 package v1alpha1
