@@ -6,6 +6,14 @@ TOOLS_BIN := $(or $(FERRY_TOOLS_BIN),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ferr
 STATICCHECK_VERSION := v0.8.2
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+# The hub's API generators (pkg/hub/apis): k8s.io/code-generator at the
+# version of the k8s.io modules, openapi-gen at go.mod's k8s.io/kube-openapi.
+CODE_GENERATOR_VERSION := v0.37.2
+KUBE_OPENAPI_VERSION := v0.0.0-20260721132016-d427ff9ee9ad
+CODE_GENERATOR_BIN := $(TOOLS_BIN)/code-generator-$(CODE_GENERATOR_VERSION)
+OPENAPI_GEN := $(TOOLS_BIN)/kube-openapi-$(KUBE_OPENAPI_VERSION)/openapi-gen
+HUB_APIS := ./pkg/hub/apis/ferry/v1alpha1 ./pkg/hub/apis/ferry/v1beta1
+GEN_HEADER := --go-header-file hack/boilerplate.go.txt
 # Everything that starts a test cluster, registry or S3 server runs in a
 # network namespace of its own with nothing but loopback (hack/netns-exec.sh).
 NETNS_EXEC := $(CURDIR)/hack/netns-exec.sh
@@ -45,12 +53,24 @@ control-plane:
 tools:
 	@test -x $(TOOLS_BIN)/staticcheck || GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	@test -x $(CONTROLLER_GEN) || { GOBIN=$(TOOLS_BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) && mv $(TOOLS_BIN)/controller-gen $(CONTROLLER_GEN); }
+	@test -x $(CODE_GENERATOR_BIN)/conversion-gen || GOBIN=$(CODE_GENERATOR_BIN) $(GO) install $(foreach g,deepcopy-gen conversion-gen defaulter-gen,k8s.io/code-generator/cmd/$(g)@$(CODE_GENERATOR_VERSION))
+	@test -x $(OPENAPI_GEN) || GOBIN=$(dir $(OPENAPI_GEN)) $(GO) install k8s.io/kube-openapi/cmd/openapi-gen@$(KUBE_OPENAPI_VERSION)
 
-# Deepcopy functions and CRD YAML from pkg/apis/v1alpha1 (controller-gen).
+# Deepcopy functions and CRD YAML from pkg/apis/v1alpha1 (controller-gen);
+# the hub's deepcopy, conversion, defaults (k8s.io/code-generator) and
+# OpenAPI definitions (openapi-gen, into pkg/hub/openapi) from pkg/hub/apis.
 # `make lint` fails when they are stale (hack/verify-generated.sh).
 generate: tools
 	$(CONTROLLER_GEN) object paths=./pkg/apis/...
 	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:dir=config/crd
+	$(CODE_GENERATOR_BIN)/deepcopy-gen $(GEN_HEADER) --output-file zz_generated.deepcopy.go ./pkg/hub/apis/ferry $(HUB_APIS)
+	$(CODE_GENERATOR_BIN)/conversion-gen $(GEN_HEADER) --output-file zz_generated.conversion.go $(HUB_APIS)
+	$(CODE_GENERATOR_BIN)/defaulter-gen $(GEN_HEADER) --output-file zz_generated.defaults.go $(HUB_APIS)
+	$(OPENAPI_GEN) $(GEN_HEADER) --output-file zz_generated.openapi.go --output-dir pkg/hub/openapi \
+	  --output-pkg github.com/kubeferry/ferry/pkg/hub/openapi --report-filename /dev/null \
+	  --output-model-name-file zz_generated.model_name.go \
+	  --readonly-pkg k8s.io/apimachinery/pkg/apis/meta/v1 --readonly-pkg k8s.io/apimachinery/pkg/runtime --readonly-pkg k8s.io/apimachinery/pkg/version \
+	  k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version $(HUB_APIS)
 
 # The command reference in docs/cli, one Markdown page per command, from
 # the cobra tree (hack/gen-cli-docs). `make lint` fails when it is stale

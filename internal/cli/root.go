@@ -143,7 +143,7 @@ into another cluster, with nothing installed in either cluster.`,
 	pf.StringVar(&g.cpuProfile, "cpuprofile", "", "write a CPU profile to this file (for performance work)")
 	_ = pf.MarkHidden("cpuprofile")
 	root.AddCommand(newBackupCmd(g), newRestoreCmd(g), newMigrateCmd(g), newVerifyCmd(g), newImageCmd(g), newVersionCmd(g), newNodeAgentCmd(g), newVolumeHelperCmd())
-	root.AddCommand(newServerCmd(g), newInstallCmd(g), newUninstallCmd(g), newScheduleCmd(g))
+	root.AddCommand(newServerCmd(g), newHubCmd(g), newInstallCmd(g), newUninstallCmd(g), newScheduleCmd(g))
 	// A group command given an unknown subcommand is an error, not help and exit 0.
 	for _, c := range root.Commands() {
 		if c.HasSubCommands() {

@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kubeferry/ferry/pkg/hub"
+)
+
+// hubOptions are ferry hub's flags, in kubectl's shape.
+type hubOptions struct {
+	g              *globals
+	dataDir        string
+	bindAddress    string
+	securePort     int
+	etcdServers    []string
+	tokenAuthFiles []string
+
+	opts hub.Options
+}
+
+func newHubCmd(g *globals) *cobra.Command {
+	o := &hubOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "hub",
+		Short: "Run the hub: ferry's own API server for Clusters, ClusterCredentials and Migrations (group ferry.dev)",
+		Long: `hub serves ferry's own Kubernetes-style API (group ferry.dev, versions v1beta1 and
+v1alpha1: Clusters, ClusterCredentials, Migrations) over HTTPS on --bind-address:--secure-port.
+It needs no Kubernetes cluster: its objects are kept in an etcd embedded in the process (data in
+DIR/etcd, on loopback ports), or in --etcd-servers. The controllers that carry out Migrations are
+not part of it yet.
+
+On first start it makes, in --data-dir: a CA and a serving certificate signed by it (pki/), an
+admin token (tokens.csv), the key that encrypts ClusterCredentials at rest (encryption.yaml), and
+admin.kubeconfig, which kubectl uses as it is:
+
+  kubectl --kubeconfig DIR/admin.kubeconfig get migrations
+
+Later starts reuse them. All secret files are mode 0600.
+
+Authentication: client certificates signed by the hub's CA (user: the subject's common name,
+groups: its organizations) and static tokens (tokens.csv and --token-auth-file, CSV lines
+token,user,uid,"group1,group2" as kube-apiserver's --token-auth-file). Anything else is 401.
+
+Authorization: the groups system:masters and ferry:admins may do everything; ferry:viewers may
+get, list and watch every resource but clustercredentials, and GET discovery, OpenAPI and
+/metrics; any authenticated user may GET /healthz, /livez, /readyz and /version; everything else
+is 403.
+
+SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
+		Args: cobra.NoArgs,
+		RunE: runE(o),
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.dataDir, "data-dir", "", "directory of the hub's certificates, tokens, encryption key, admin kubeconfig and embedded etcd data (required)")
+	fl.StringVar(&o.bindAddress, "bind-address", "127.0.0.1", "IP address to serve HTTPS on")
+	fl.IntVar(&o.securePort, "secure-port", 8443, "port to serve HTTPS on (0: a free one)")
+	fl.StringSliceVar(&o.etcdServers, "etcd-servers", nil, "URLs of an existing etcd to keep the objects in, instead of the embedded one")
+	fl.StringSliceVar(&o.tokenAuthFiles, "token-auth-file", nil, "more static-token files (kube-apiserver's CSV format), besides DIR/tokens.csv")
+	return cmd
+}
+
+// Complete builds the hub's options from the flags.
+func (o *hubOptions) Complete(_ *cobra.Command, _ []string) error {
+	o.opts = hub.Options{
+		DataDir:        o.dataDir,
+		BindAddress:    net.ParseIP(o.bindAddress),
+		SecurePort:     o.securePort,
+		EtcdServers:    o.etcdServers,
+		TokenAuthFiles: o.tokenAuthFiles,
+	}
+	return nil
+}
+
+// Validate checks the flags without touching the data directory.
+func (o *hubOptions) Validate() error {
+	if o.dataDir == "" {
+		return errors.New("--data-dir is required: the hub keeps its certificates, tokens, key and data there")
+	}
+	if o.opts.BindAddress == nil {
+		return fmt.Errorf("--bind-address %q is not an IP address", o.bindAddress)
+	}
+	if o.securePort < 0 || o.securePort > 65535 {
+		return fmt.Errorf("--secure-port %d is not a port", o.securePort)
+	}
+	for _, s := range o.etcdServers {
+		if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
+			return fmt.Errorf("--etcd-servers %q is not an http:// or https:// URL", s)
+		}
+	}
+	return nil
+}
+
+// Run serves the hub until ctx ends (SIGTERM, SIGINT).
+func (o *hubOptions) Run(ctx context.Context) error {
+	s, err := hub.New(o.opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.g.stderr, "ferry hub serving on https://%s; admin kubeconfig: %s\n",
+		net.JoinHostPort(o.bindAddress, fmt.Sprint(s.Port)), s.Kubeconfig)
+	return s.Run(ctx)
+}

@@ -1,0 +1,264 @@
+package v1beta1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Cluster is a member cluster the hub can migrate from or to: which
+// ClusterCredential holds its kubeconfig, and which context of it to use.
+// Its status is written by the hub's controllers.
+type Cluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ClusterSpec   `json:"spec,omitempty"`
+	Status ClusterStatus `json:"status,omitempty"`
+}
+
+// ClusterSpec says how to reach a member cluster.
+type ClusterSpec struct {
+	// CredentialRef names the ClusterCredential, in the Cluster's namespace,
+	// that holds the cluster's kubeconfig.
+	CredentialRef LocalObjectReference `json:"credentialRef"`
+	// Context is the kubeconfig context to use; empty: its current context.
+	// +optional
+	Context string `json:"context,omitempty"`
+}
+
+// LocalObjectReference names an object in the referrer's namespace.
+type LocalObjectReference struct {
+	Name string `json:"name"`
+}
+
+// ClusterConditionReachable is the Cluster condition that is True when the
+// hub last reached the cluster's API server.
+const ClusterConditionReachable = "Reachable"
+
+// ClusterStatus is what the hub last saw of a member cluster.
+type ClusterStatus struct {
+	// Conditions: Reachable.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ServerVersion is the cluster's API server git version.
+	// +optional
+	ServerVersion string `json:"serverVersion,omitempty"`
+	// LastChecked is when the hub last tried to reach the cluster.
+	// +optional
+	LastChecked *metav1.Time `json:"lastChecked,omitempty"`
+	// ObservedGeneration is the generation of the spec last checked.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterList is a list of Clusters.
+type ClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []Cluster `json:"items"`
+}
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterCredential holds a member cluster's kubeconfig, like a Secret of
+// the hub's own. The hub stores it encrypted at rest.
+type ClusterCredential struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Kubeconfig is the kubeconfig file's bytes.
+	Kubeconfig []byte `json:"kubeconfig,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// ClusterCredentialList is a list of ClusterCredentials.
+type ClusterCredentialList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []ClusterCredential `json:"items"`
+}
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Migration is one migration between two member clusters, as `ferry
+// migrate` runs it: backup of the source, images, volume data, restore into
+// the target, verification. The hub's controller drives its status.
+type Migration struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   MigrationSpec   `json:"spec,omitempty"`
+	Status MigrationStatus `json:"status,omitempty"`
+}
+
+// MigrationSpec is what to migrate, from where to where, and how.
+type MigrationSpec struct {
+	// Source is the cluster backed up.
+	Source ClusterReference `json:"source"`
+	// Target is the cluster restored into.
+	Target ClusterReference `json:"target"`
+	// Storage is the backup storage location both clusters share.
+	Storage MigrationStorage `json:"storage"`
+	// Backup selects what is backed up.
+	// +optional
+	Backup MigrationBackup `json:"backup,omitempty"`
+	// Restore says how it is restored.
+	// +optional
+	Restore MigrationRestore `json:"restore,omitempty"`
+	// Images is what happens to the images the workloads name.
+	// +optional
+	Images MigrationImages `json:"images,omitempty"`
+	// Volumes moves the data of pod volumes (file-system backup).
+	// +optional
+	Volumes bool `json:"volumes,omitempty"`
+	// Verify compares every backed-up object with the target after the
+	// restore and writes the report (default true).
+	// +optional
+	Verify *bool `json:"verify,omitempty"`
+}
+
+// ClusterReference names a Cluster in the Migration's namespace.
+type ClusterReference struct {
+	// Cluster is the Cluster's name.
+	Cluster string `json:"cluster"`
+}
+
+// MigrationStorage is the backup storage location of a Migration.
+type MigrationStorage struct {
+	// Location is the location's URL (file://, s3://, gs://, azblob://).
+	Location string `json:"location"`
+	// CredentialRef names a ClusterCredential-like object holding the
+	// location's credentials; empty: none.
+	// +optional
+	CredentialRef *LocalObjectReference `json:"credentialRef,omitempty"`
+}
+
+// MigrationBackup selects what a Migration backs up, as ferry.dev/v1alpha1
+// BackupSpec does. Empty include lists mean all; namespace entries are globs.
+type MigrationBackup struct {
+	// +optional
+	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	// +optional
+	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+	// +optional
+	IncludedResources []string `json:"includedResources,omitempty"`
+	// +optional
+	ExcludedResources []string `json:"excludedResources,omitempty"`
+	// LabelSelector is a label selector in kubectl syntax.
+	// +optional
+	LabelSelector string `json:"labelSelector,omitempty"`
+	// IncludeClusterResources is auto (default), true or false.
+	// +optional
+	IncludeClusterResources string `json:"includeClusterResources,omitempty"`
+	// TTL is how long the backup is kept; empty or zero: until deleted.
+	// +optional
+	TTL *metav1.Duration `json:"ttl,omitempty"`
+}
+
+// MigrationRestore says how a Migration restores, as ferry.dev/v1alpha1
+// RestoreSpec does.
+type MigrationRestore struct {
+	// NamespaceMapping maps source namespaces to target ones.
+	// +optional
+	NamespaceMapping map[string]string `json:"namespaceMapping,omitempty"`
+	// StorageClassMapping maps source storage classes to target ones.
+	// +optional
+	StorageClassMapping map[string]string `json:"storageClassMapping,omitempty"`
+	// ExistingResourcePolicy is none (default: compare and report) or update.
+	// +optional
+	ExistingResourcePolicy string `json:"existingResourcePolicy,omitempty"`
+}
+
+// MigrationImages is what a Migration does with images: mode none, record
+// (default), copy (to the registries RegistryMappings name) or bundle (into
+// the location, pushed on restore to RegistryMappings).
+type MigrationImages struct {
+	// +optional
+	Mode string `json:"mode,omitempty"`
+	// RegistryMappings are "old-host/ns=new-host/ns" entries.
+	// +optional
+	RegistryMappings []string `json:"registryMappings,omitempty"`
+}
+
+// MigrationPhase is where a Migration is: Pending, then the steps Backup,
+// Images, Volumes, Restore, Verify, and one of Completed, PartiallyFailed,
+// Failed.
+type MigrationPhase string
+
+// Migration phases.
+const (
+	PhasePending         MigrationPhase = "Pending"
+	PhaseBackup          MigrationPhase = "Backup"
+	PhaseImages          MigrationPhase = "Images"
+	PhaseVolumes         MigrationPhase = "Volumes"
+	PhaseRestore         MigrationPhase = "Restore"
+	PhaseVerify          MigrationPhase = "Verify"
+	PhaseCompleted       MigrationPhase = "Completed"
+	PhasePartiallyFailed MigrationPhase = "PartiallyFailed"
+	PhaseFailed          MigrationPhase = "Failed"
+)
+
+// MigrationConditionSucceeded is True once a Migration Completed, False
+// when it ended otherwise (as ferry.dev/v1alpha1's Succeeded).
+const MigrationConditionSucceeded = "Succeeded"
+
+// MigrationStatus is what the hub's controller reports of a Migration.
+type MigrationStatus struct {
+	// +optional
+	Phase MigrationPhase `json:"phase,omitempty"`
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ObservedGeneration is the generation of the spec the status is about.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// +optional
+	Counts MigrationCounts `json:"counts,omitempty"`
+	// ReportLocation is where the verification report is.
+	// +optional
+	ReportLocation string `json:"reportLocation,omitempty"`
+	// Reason is a CamelCase word for why it failed.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says what failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// MigrationCounts counts a Migration's items.
+type MigrationCounts struct {
+	// +optional
+	BackedUp int64 `json:"backedUp,omitempty"`
+	// +optional
+	Restored int64 `json:"restored,omitempty"`
+	// +optional
+	Failed int64 `json:"failed,omitempty"`
+	// +optional
+	Skipped int64 `json:"skipped,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// MigrationList is a list of Migrations.
+type MigrationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []Migration `json:"items"`
+}

@@ -1,0 +1,72 @@
+package hub
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// etcdStartTimeout is how long the embedded etcd may take to be ready.
+const etcdStartTimeout = time.Minute
+
+// embeddedEtcd is etcd in the hub's process, on loopback ports it picks,
+// with its data in dir.
+type embeddedEtcd struct {
+	etcd *embed.Etcd
+	// Endpoint is the client URL.
+	Endpoint string
+}
+
+// startEtcd starts etcd with its data in dir, listening on 127.0.0.1
+// only, and waits until it serves.
+func startEtcd(dir string) (*embeddedEtcd, error) {
+	ports, err := freePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[0])}
+	peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[1])}
+	cfg := embed.NewConfig()
+	cfg.Name = "ferry-hub"
+	cfg.Dir = dir
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.LogLevel = "error"
+	// Revisions older than an hour are compacted (the apiserver compacts too).
+	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = "periodic", "1h"
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("starting the embedded etcd in %s: %w", dir, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("the embedded etcd in %s: %w", dir, err)
+	case <-time.After(etcdStartTimeout):
+		e.Close()
+		return nil, fmt.Errorf("the embedded etcd in %s was not ready after %s", dir, etcdStartTimeout)
+	}
+	return &embeddedEtcd{etcd: e, Endpoint: client.String()}, nil
+}
+
+// Stop stops etcd, after its pending writes.
+func (e *embeddedEtcd) Stop() { e.etcd.Close() }
+
+// freePorts returns n TCP ports of 127.0.0.1 free a moment ago.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

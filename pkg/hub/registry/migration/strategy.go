@@ -1,0 +1,137 @@
+// Package migration is the hub's storage of Migrations: their create,
+// update and status strategies (defaulting, validation with field paths,
+// the source and target Clusters looked up in the hub) and their table.
+package migration
+
+import (
+	"context"
+	"fmt"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage/names"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
+	"github.com/kubeferry/ferry/pkg/hub/registry"
+)
+
+// versions are the served versions, for the reset fields.
+var versions = []string{"ferry.dev/v1alpha1", "ferry.dev/v1beta1"}
+
+// strategy creates and updates a Migration's spec; its status stays.
+type strategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+	clusters rest.Getter
+}
+
+// statusStrategy updates a Migration's status; its spec stays.
+type statusStrategy struct {
+	strategy
+}
+
+// newStrategies returns the main and status strategies; clusters is the
+// hub's Cluster storage, where spec.source.cluster and spec.target.cluster
+// must exist.
+func newStrategies(typer runtime.ObjectTyper, clusters rest.Getter) (strategy, statusStrategy) {
+	s := strategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator, clusters: clusters}
+	return s, statusStrategy{s}
+}
+
+func (strategy) NamespaceScoped() bool { return true }
+
+// PrepareForCreate starts the status at Pending, at generation 1.
+func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+	m := obj.(*ferry.Migration)
+	m.Status = ferry.MigrationStatus{Phase: ferry.PhasePending}
+	m.Generation = 1
+}
+
+// PrepareForUpdate keeps the status, and counts a changed spec in the
+// generation.
+func (strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	m, o := obj.(*ferry.Migration), old.(*ferry.Migration)
+	m.Status = o.Status
+	if !apiequality.Semantic.DeepEqual(m.Spec, o.Spec) {
+		m.Generation = o.Generation + 1
+	}
+}
+
+// Validate checks a new Migration, its Clusters included.
+func (s strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	m := obj.(*ferry.Migration)
+	errs := ValidateMigration(m)
+	return append(errs, s.validateClusters(ctx, &m.Spec, nil)...)
+}
+
+// ValidateUpdate checks a changed Migration; the Clusters are looked up
+// again only when their names changed.
+func (s strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	m := obj.(*ferry.Migration)
+	errs := ValidateMigration(m)
+	return append(errs, s.validateClusters(ctx, &m.Spec, &old.(*ferry.Migration).Spec)...)
+}
+
+// validateClusters looks up spec.source.cluster and spec.target.cluster in
+// the hub (in the Migration's namespace), each unless old has it already.
+func (s strategy) validateClusters(ctx context.Context, spec, old *ferry.MigrationSpec) field.ErrorList {
+	var errs field.ErrorList
+	check := func(p *field.Path, name, was string) {
+		if name == "" || (old != nil && name == was) {
+			return
+		}
+		if _, err := s.clusters.Get(ctx, name, &metav1.GetOptions{}); err != nil {
+			errs = append(errs, clusterError(p, name, err))
+		}
+	}
+	spec0 := ferry.MigrationSpec{}
+	if old != nil {
+		spec0 = *old
+	}
+	p := field.NewPath("spec")
+	check(p.Child("source", "cluster"), spec.Source.Cluster, spec0.Source.Cluster)
+	check(p.Child("target", "cluster"), spec.Target.Cluster, spec0.Target.Cluster)
+	return errs
+}
+
+func clusterError(p *field.Path, name string, err error) *field.Error {
+	if isNotFound(err) {
+		return field.NotFound(p, name)
+	}
+	return field.InternalError(p, fmt.Errorf("looking up Cluster %q: %w", name, err))
+}
+
+func (strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
+func (strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
+func (strategy) AllowCreateOnUpdate(context.Context) bool      { return false }
+func (strategy) AllowUnconditionalUpdate(context.Context) bool { return true }
+func (strategy) Canonicalize(runtime.Object)                   {}
+
+// GetResetFields: the main strategy never writes the status.
+func (strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return registry.ResetFields(versions, "status")
+}
+
+// PrepareForUpdate keeps the spec, the labels and annotations as they were.
+func (statusStrategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
+	m, o := obj.(*ferry.Migration), old.(*ferry.Migration)
+	m.Spec = o.Spec
+	m.Labels = o.Labels
+	m.Annotations = o.Annotations
+}
+
+// ValidateUpdate checks the status only.
+func (statusStrategy) ValidateUpdate(_ context.Context, obj, _ runtime.Object) field.ErrorList {
+	return ValidateMigrationStatus(&obj.(*ferry.Migration).Status, field.NewPath("status"))
+}
+
+// GetResetFields: the status strategy never writes the spec.
+func (statusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return registry.ResetFields(versions, "spec")
+}

@@ -1,0 +1,246 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	basecompatibility "k8s.io/component-base/compatibility"
+	baseversion "k8s.io/component-base/version"
+
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/hub/openapi"
+	"github.com/kubeferry/ferry/pkg/hub/registry/cluster"
+	"github.com/kubeferry/ferry/pkg/hub/registry/clustercredential"
+	"github.com/kubeferry/ferry/pkg/hub/registry/migration"
+)
+
+// etcdPrefix is where the hub keeps its objects in etcd.
+const etcdPrefix = "/ferry-hub"
+
+// Options configure a hub.
+type Options struct {
+	// DataDir holds the hub's CA, certificates, tokens, encryption key,
+	// admin kubeconfig and (unless EtcdServers is set) its etcd data.
+	DataDir string
+	// BindAddress and SecurePort are where the hub serves HTTPS; port 0
+	// picks a free one.
+	BindAddress net.IP
+	SecurePort  int
+	// EtcdServers are the URLs of an existing etcd to use instead of the
+	// embedded one.
+	EtcdServers []string
+	// TokenAuthFiles are more static-token files (CSV, as
+	// kube-apiserver's --token-auth-file), besides DataDir's.
+	TokenAuthFiles []string
+	// Handlers are served on the non-resource mux, by path; a path ending
+	// in "/" serves everything under it. They are authorized as
+	// non-resource requests.
+	Handlers map[string]http.Handler
+}
+
+// Server is a hub ready to run: its storage is up.
+type Server struct {
+	generic *genericapiserver.GenericAPIServer
+	etcd    *embeddedEtcd
+	// Port is the port the hub serves on.
+	Port int
+	// Kubeconfig is the admin kubeconfig's path.
+	Kubeconfig string
+	// EtcdServers are the URLs of the etcd the hub uses (the embedded one's
+	// or Options.EtcdServers).
+	EtcdServers []string
+}
+
+// New prepares the data directory (first start: CA, serving certificate,
+// admin token, encryption key), starts the embedded etcd unless
+// EtcdServers is set, builds the API server and writes admin.kubeconfig.
+// Run serves it; if Run is never called, Close stops etcd.
+func New(o Options) (s *Server, err error) {
+	d := dataDir(o.DataDir)
+	ca, token, err := d.prepare(servingHosts(o.BindAddress))
+	if err != nil {
+		return nil, err
+	}
+	s = &Server{}
+	servers := o.EtcdServers
+	if len(servers) == 0 {
+		if s.etcd, err = startEtcd(d.etcd()); err != nil {
+			return nil, err
+		}
+		servers = []string{s.etcd.Endpoint}
+		defer func() {
+			if err != nil {
+				s.etcd.Stop()
+			}
+		}()
+	}
+	s.EtcdServers = servers
+	var l net.Listener
+	if o.SecurePort == 0 {
+		if l, err = net.Listen("tcp", net.JoinHostPort(kubeconfigHost(o.BindAddress), "0")); err != nil {
+			return nil, err
+		}
+	}
+	ro := recommendedOptions(o, d, servers, l)
+	if errs := ro.Validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	cfg, err := config(ro, ca, append([]string{d.tokens()}, o.TokenAuthFiles...))
+	if err != nil {
+		return nil, err
+	}
+	s.Port = ro.SecureServing.BindPort
+	if s.generic, err = newGeneric(cfg.Complete(), o.Handlers); err != nil {
+		return nil, err
+	}
+	s.Kubeconfig = AdminKubeconfig(o.DataDir)
+	if err := d.writeAdminKubeconfig(kubeconfigHost(o.BindAddress), s.Port, ca.PEM, token); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Run serves until ctx is done, then stops the server and the embedded etcd.
+func (s *Server) Run(ctx context.Context) error {
+	defer s.Close()
+	return s.generic.PrepareRun().RunWithContext(ctx)
+}
+
+// Close stops the embedded etcd, if any.
+func (s *Server) Close() {
+	if s.etcd != nil {
+		s.etcd.Stop()
+	}
+}
+
+// recommendedOptions are k8s.io/apiserver's RecommendedOptions for a
+// server of its own: no delegated authentication or authorization, no core
+// API, no admission, no priority and fairness (they all need a
+// kube-apiserver behind), the hub's etcd, certificate and encryption.
+func recommendedOptions(o Options, d dataDir, servers []string, listener net.Listener) *genericoptions.RecommendedOptions {
+	ro := genericoptions.NewRecommendedOptions(etcdPrefix, Codecs.LegacyCodec(v1beta1.SchemeGroupVersion))
+	ro.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(v1beta1.SchemeGroupVersion, schema.GroupKind{Group: ferry.GroupName})
+	ro.Etcd.StorageConfig.Transport.ServerList = servers
+	ro.Etcd.EncryptionProviderConfigFilepath = d.encryption()
+	ro.SecureServing.BindAddress = o.BindAddress
+	ro.SecureServing.BindPort = o.SecurePort
+	if o.SecurePort == 0 {
+		// k8s.io/apiserver reads port 0 as "do not serve": listen on a
+		// free port here instead.
+		ro.SecureServing.Listener = listener
+	}
+	ro.SecureServing.ServerCert.CertKey = genericoptions.CertKey{CertFile: d.servingCert(), KeyFile: d.servingKey()}
+	ro.Authentication = nil
+	ro.Authorization = nil
+	ro.CoreAPI = nil
+	ro.Admission = nil
+	ro.Features.EnablePriorityAndFairness = false
+	ro.Features.EnableProfiling = false
+	return ro
+}
+
+// config is the RecommendedConfig of ro, with the hub's authentication
+// (client certificates of ca, the tokens of tokenFiles), its authorizer,
+// and OpenAPI v2 and v3.
+func config(ro *genericoptions.RecommendedOptions, ca *CA, tokenFiles []string) (*genericapiserver.RecommendedConfig, error) {
+	cfg := genericapiserver.NewRecommendedConfig(Codecs)
+	cfg.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", "")
+	namer := openapinamer.NewDefinitionNamer(Scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title, cfg.OpenAPIConfig.Info.Version = "ferry hub", v1beta1.SchemeGroupVersion.Version
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title, cfg.OpenAPIV3Config.Info.Version = "ferry hub", v1beta1.SchemeGroupVersion.Version
+	if err := ro.ApplyTo(cfg); err != nil {
+		return nil, err
+	}
+	authn, err := newAuthenticator(ca, tokenFiles)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Authentication.Authenticator = authn
+	clientCA, err := dynamiccertificates.NewStaticCAContent("ferry-hub-ca", ca.PEM)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Authentication.ApplyClientCert(clientCA, cfg.SecureServing); err != nil {
+		return nil, err
+	}
+	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authorize)
+	return cfg, nil
+}
+
+// newGeneric builds the generic API server and installs ferry.dev in both
+// versions (v1beta1 preferred and stored) and handlers.
+func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Handler) (*genericapiserver.GenericAPIServer, error) {
+	g, err := c.New("ferry-hub", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+	clusters, clusterStatus, err := cluster.NewREST(Scheme, c.RESTOptionsGetter)
+	if err != nil {
+		return nil, err
+	}
+	creds, err := clustercredential.NewREST(Scheme, c.RESTOptionsGetter)
+	if err != nil {
+		return nil, err
+	}
+	migrations, migrationStatus, err := migration.NewREST(Scheme, c.RESTOptionsGetter, clusters)
+	if err != nil {
+		return nil, err
+	}
+	storage := map[string]rest.Storage{
+		"clusters":           clusters,
+		"clusters/status":    clusterStatus,
+		"clustercredentials": creds,
+		"migrations":         migrations,
+		"migrations/status":  migrationStatus,
+	}
+	group := genericapiserver.NewDefaultAPIGroupInfo(ferry.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	group.VersionedResourcesStorageMap["v1beta1"] = storage
+	group.VersionedResourcesStorageMap["v1alpha1"] = storage
+	if err := g.InstallAPIGroup(&group); err != nil {
+		return nil, err
+	}
+	for path, h := range handlers {
+		if strings.HasSuffix(path, "/") {
+			g.Handler.NonGoRestfulMux.HandlePrefix(path, h)
+		} else {
+			g.Handler.NonGoRestfulMux.Handle(path, h)
+		}
+	}
+	return g, nil
+}
+
+// servingHosts are the names and addresses of the serving certificate.
+func servingHosts(bind net.IP) []string {
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if name, err := os.Hostname(); err == nil {
+		hosts = append(hosts, name)
+	}
+	if bind != nil && !bind.IsUnspecified() && !bind.IsLoopback() {
+		hosts = append(hosts, bind.String())
+	}
+	return hosts
+}
+
+// kubeconfigHost is the address admin.kubeconfig names.
+func kubeconfigHost(bind net.IP) string {
+	if bind == nil || bind.IsUnspecified() {
+		return "127.0.0.1"
+	}
+	return bind.String()
+}
