@@ -137,3 +137,16 @@ func Must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// Basics are the strategy methods every hub kind answers alike: no
+// warnings, no create on update, updates without a resourceVersion
+// allowed, nothing to canonicalize. Each kind's strategy embeds it.
+type Basics struct{}
+
+func (Basics) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
+func (Basics) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
+	return nil
+}
+func (Basics) AllowCreateOnUpdate(context.Context) bool      { return false }
+func (Basics) AllowUnconditionalUpdate(context.Context) bool { return true }
+func (Basics) Canonicalize(runtime.Object)                   {}

@@ -23,6 +23,7 @@ var versions = []string{"ferry.dev/v1alpha1", "ferry.dev/v1beta1"}
 type strategy struct {
 	runtime.ObjectTyper
 	names.NameGenerator
+	registry.Basics
 }
 
 // statusStrategy updates a Cluster's status; its spec stays.
@@ -68,14 +69,6 @@ func ValidateCluster(c *ferry.Cluster) field.ErrorList {
 	}
 	return errs
 }
-
-func (strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
-func (strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
-}
-func (strategy) AllowCreateOnUpdate(context.Context) bool      { return false }
-func (strategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-func (strategy) Canonicalize(runtime.Object)                   {}
 
 // GetResetFields: the main strategy never writes the status.
 func (strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {

@@ -13,11 +13,13 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
+	"github.com/kubeferry/ferry/pkg/hub/registry"
 )
 
 type strategy struct {
 	runtime.ObjectTyper
 	names.NameGenerator
+	registry.Basics
 }
 
 func (strategy) NamespaceScoped() bool                                            { return true }
@@ -49,11 +51,3 @@ func ValidateClusterCredential(c *ferry.ClusterCredential) field.ErrorList {
 	}
 	return errs
 }
-
-func (strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
-func (strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
-}
-func (strategy) AllowCreateOnUpdate(context.Context) bool      { return false }
-func (strategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-func (strategy) Canonicalize(runtime.Object)                   {}

@@ -26,6 +26,7 @@ var versions = []string{"ferry.dev/v1alpha1", "ferry.dev/v1beta1"}
 type strategy struct {
 	runtime.ObjectTyper
 	names.NameGenerator
+	registry.Basics
 	clusters rest.Getter
 }
 
@@ -104,14 +105,6 @@ func clusterError(p *field.Path, name string, err error) *field.Error {
 	}
 	return field.InternalError(p, fmt.Errorf("looking up Cluster %q: %w", name, err))
 }
-
-func (strategy) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
-func (strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {
-	return nil
-}
-func (strategy) AllowCreateOnUpdate(context.Context) bool      { return false }
-func (strategy) AllowUnconditionalUpdate(context.Context) bool { return true }
-func (strategy) Canonicalize(runtime.Object)                   {}
 
 // GetResetFields: the main strategy never writes the status.
 func (strategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
