@@ -46,6 +46,9 @@ type Options struct {
 	Workers int
 	// OnProgress, if set, is called as items are listed and written.
 	OnProgress func(backedUp, total int)
+	// OnStage, if set, is called as the backup moves past its items to
+	// the images (StageImages) and to the pod volume data (StageVolumes).
+	OnStage func(stage string)
 	// PodVolumes, if set, backs up the data of pod volumes too.
 	PodVolumes *PodVolumeOptions
 	Log        *slog.Logger
@@ -109,12 +112,26 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	}
 	err = r.execute(loc, b)
 	if err == nil && r.images != nil && ctx.Err() == nil {
+		opts.stage(StageImages)
 		err = r.backupImages(loc, b, mappings)
 	}
 	if err == nil && opts.PodVolumes != nil && ctx.Err() == nil {
+		opts.stage(StageVolumes)
 		err = r.backupVolumes(loc, b)
 	}
 	return r.commit(loc, b, err)
+}
+
+// The stages of a backup after its items, as OnStage names them.
+const (
+	StageImages  = "Images"
+	StageVolumes = "Volumes"
+)
+
+func (o *Options) stage(s string) {
+	if o.OnStage != nil {
+		o.OnStage(s)
+	}
 }
 
 // prepare fills in the defaults of o and checks it before anything is read

@@ -1,0 +1,238 @@
+// Package migration is a migration: one backup of a source cluster,
+// restored into a target cluster through a backup storage location, then
+// verified against the backup, with the verification report kept in the
+// location beside the restore. The hub's Migration controller runs it.
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// Step is where a migration is.
+type Step string
+
+// The steps of a migration, in order. Images and Volumes are the backup's
+// stages after its items.
+const (
+	StepBackup  Step = "Backup"
+	StepImages  Step = "Images"
+	StepVolumes Step = "Volumes"
+	StepRestore Step = "Restore"
+	StepVerify  Step = "Verify"
+)
+
+// Options are one migration's: the two clusters, the location, and the
+// backup's and restore's own options. Backup.Name and Restore.Name are
+// set to Name; Restore.Spec.BackupName too.
+type Options struct {
+	Name           string
+	Source, Target *kube.Cluster
+	Location       *store.Location
+	Backup         backup.Options
+	Restore        restore.Options
+	// Verify compares the target with the backup after the restore and
+	// keeps the report in the location (ReportKeys).
+	Verify bool
+	// OnStep, if set, is called as each step starts.
+	OnStep func(Step)
+	Log    *slog.Logger
+}
+
+// Result is what a migration did. Backup is nil when the backup did not
+// run; Restore when the restore did not; Verification when the
+// verification did not.
+type Result struct {
+	Backup       *v1alpha1.Backup
+	Restore      *v1alpha1.Restore
+	Verification *report.Verification
+	// BackupResults and RestoreResults are the per-item results.
+	BackupResults, RestoreResults *report.Results
+}
+
+// Outcome is how a migration ended: Completed when the backup and the
+// restore completed and the verification (if any) found no unexpected
+// difference; Failed when the backup or the restore failed; otherwise
+// PartiallyFailed. reason is a CamelCase word, message says why.
+func (r *Result) Outcome() (phase v1alpha1.Phase, reason, message string) {
+	switch {
+	case r.Backup == nil || r.Backup.Status.Phase == v1alpha1.PhaseFailed:
+		msg := "the backup did not run"
+		if r.Backup != nil {
+			msg = "backup " + r.Backup.Name + " failed: " + r.Backup.Status.FailureReason
+		}
+		return v1alpha1.PhaseFailed, "BackupFailed", msg
+	case r.Restore == nil || r.Restore.Status.Phase == v1alpha1.PhaseFailed:
+		msg := "the restore did not run"
+		if r.Restore != nil {
+			msg = "restore " + r.Restore.Name + " failed: " + r.Restore.Status.FailureReason
+		}
+		return v1alpha1.PhaseFailed, "RestoreFailed", msg
+	case r.Backup.Status.Phase != v1alpha1.PhaseCompleted:
+		return v1alpha1.PhasePartiallyFailed, "BackupPartiallyFailed", fmt.Sprintf("backup %s: %d of %d items backed up", r.Backup.Name, r.Backup.Status.Progress.ItemsBackedUp, r.Backup.Status.Progress.TotalItems)
+	case r.Restore.Status.Phase != v1alpha1.PhaseCompleted:
+		return v1alpha1.PhasePartiallyFailed, "RestorePartiallyFailed", fmt.Sprintf("restore %s: %d failed", r.Restore.Name, r.Restore.Status.Counts.Failed)
+	case r.Verification != nil && r.Verification.Summary.Unexpected > 0:
+		return v1alpha1.PhasePartiallyFailed, "VerificationFoundDifferences", fmt.Sprintf("the verification found %d unexpected difference(s) between the backup and the target", r.Verification.Summary.Unexpected)
+	case r.Verification != nil && len(r.Verification.Errors) > 0:
+		return v1alpha1.PhasePartiallyFailed, "VerificationErrors", fmt.Sprintf("the verification had %d error(s): %s", len(r.Verification.Errors), r.Verification.Errors[0])
+	}
+	return v1alpha1.PhaseCompleted, "Completed", "the target matches the backup"
+}
+
+// ReportKeys are the keys, in the location, of migration name's
+// verification report: JSON and HTML, in the restore's folder (deleted with
+// it).
+func ReportKeys(name string) (jsonKey, htmlKey string) {
+	return store.RestoreDir(name) + "report.json", store.RestoreDir(name) + "report.html"
+}
+
+// Validate checks the options before anything is read or written.
+func (o *Options) Validate() error {
+	o.complete()
+	if o.Source == nil || o.Target == nil || o.Location == nil {
+		return errors.New("migration: the source, the target and the location are required")
+	}
+	if err := o.Backup.Validate(); err != nil {
+		return err
+	}
+	return o.Restore.Validate()
+}
+
+func (o *Options) complete() {
+	o.Backup.Name, o.Restore.Name, o.Restore.Spec.BackupName = o.Name, o.Name, o.Name
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Backup.Log == nil {
+		o.Backup.Log = o.Log
+	}
+	if o.Restore.Log == nil {
+		o.Restore.Log = o.Log
+	}
+}
+
+func (o *Options) step(s Step) {
+	o.Log.Info("migration step", "migration", o.Name, "step", s)
+	if o.OnStep != nil {
+		o.OnStep(s)
+	}
+}
+
+// Run backs up the source, restores into the target and verifies it. An
+// error means a step could not run at all (the backup's name is taken, the
+// location cannot be written, the context ended); a step that ran and
+// failed is in the Result (Outcome). A backup that partially failed still
+// goes on to the restore.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	o.step(StepBackup)
+	bopts := o.Backup
+	next := bopts.OnStage
+	bopts.OnStage = func(s string) {
+		o.step(Step(s))
+		if next != nil {
+			next(s)
+		}
+	}
+	var err error
+	if res.Backup, res.BackupResults, err = backup.Run(ctx, o.Source, o.Location, bopts); err != nil {
+		return res, fmt.Errorf("backup %s: %w", o.Name, err)
+	}
+	if res.Backup.Status.Phase == v1alpha1.PhaseFailed {
+		return res, nil
+	}
+	o.step(StepRestore)
+	if res.Restore, res.RestoreResults, err = restore.Run(ctx, o.Target, o.Location, o.Restore); err != nil {
+		return res, fmt.Errorf("restore %s: %w", o.Name, err)
+	}
+	if !o.Verify || o.Restore.Spec.DryRun || res.Restore.Status.Phase == v1alpha1.PhaseFailed {
+		return res, nil
+	}
+	o.step(StepVerify)
+	if res.Verification, err = verify(ctx, &o, res); err != nil {
+		return res, fmt.Errorf("verification of migration %s: %w", o.Name, err)
+	}
+	return res, nil
+}
+
+// verify compares the target with the backup, with the backup's and the
+// restore's timings, and keeps the report in the location.
+func verify(ctx context.Context, o *Options, res *Result) (*report.Verification, error) {
+	vopts := o.Restore
+	vopts.OnProgress = nil
+	v, err := restore.Verify(ctx, o.Target, o.Location, vopts)
+	if err != nil {
+		return nil, err
+	}
+	v.Restore = o.Name
+	var t []report.Timing
+	if s, e := res.Backup.Status.StartTimestamp, res.Backup.Status.CompletionTimestamp; s != nil && e != nil {
+		t = append(t, report.NewTiming("backup", s.Time, e.Time))
+	}
+	if s, e := res.Restore.Status.StartTimestamp, res.Restore.Status.CompletionTimestamp; s != nil && e != nil {
+		t = append(t, report.NewTiming("restore", s.Time, e.Time))
+	}
+	if len(v.Timings) > 0 {
+		t = append(t, v.Timings[len(v.Timings)-1])
+	}
+	v.Timings = t
+	jsonKey, htmlKey := ReportKeys(o.Name)
+	if err := put(ctx, o.Location, jsonKey, v.WriteJSON); err != nil {
+		return nil, err
+	}
+	if err := put(ctx, o.Location, htmlKey, v.WriteHTML); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// put writes what render writes to key, sealed when the location is
+// encrypted.
+func put(ctx context.Context, loc *store.Location, key string, render func(io.Writer) error) error {
+	w, err := loc.NewSealedWriter(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err := render(w); err != nil {
+		w.Abort()
+		return err
+	}
+	return w.Close()
+}
+
+// OpenReport reads migration name's HTML (html) or JSON verification
+// report from the location; store.ErrNotFound (wrapped) when there is none.
+func OpenReport(ctx context.Context, loc *store.Location, name string, html bool) ([]byte, error) {
+	jsonKey, htmlKey := ReportKeys(name)
+	key := jsonKey
+	if html {
+		key = htmlKey
+	}
+	ok, err := loc.Exists(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("report of migration %s: %w", name, store.ErrNotFound)
+	}
+	r, err := loc.NewOpenedReader(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
