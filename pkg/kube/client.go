@@ -9,6 +9,7 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // Client-side rate limits. The API server, not the client, must be the
@@ -132,4 +134,58 @@ func (c *Cluster) ID(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("cluster %s: reading namespace kube-system: %w", c.Name, err)
 	}
 	return string(ns.UID), nil
+}
+
+// ErrUnsafeKubeconfig is wrapped when a kubeconfig given as data (a hub's
+// ClusterCredential) would make ferry run a command or read a file.
+var ErrUnsafeKubeconfig = errors.New("the kubeconfig must be self-contained")
+
+// RESTConfigFromKubeconfig is RESTConfig for a kubeconfig held as data,
+// such as a hub ClusterCredential, written by someone other than the
+// process using it. It refuses, wrapping ErrUnsafeKubeconfig, what would
+// make this process run a command (exec plugins), call an auth provider,
+// or read a file of its own (certificate, key, CA and token files): the
+// credentials must be embedded.
+func RESTConfigFromKubeconfig(data []byte, kubeContext string) (*rest.Config, error) {
+	raw, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	name := kubeContext
+	if name == "" {
+		name = raw.CurrentContext
+	}
+	ctx, ok := raw.Contexts[name]
+	if !ok {
+		return nil, fmt.Errorf("kubeconfig: no context %q", name)
+	}
+	if err := checkSelfContained(raw, ctx); err != nil {
+		return nil, fmt.Errorf("kubeconfig context %q: %w", name, err)
+	}
+	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig context %q: %w", name, err)
+	}
+	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
+	cfg.UserAgent = "ferry"
+	return cfg, nil
+}
+
+// checkSelfContained refuses ctx's user and cluster when they name an
+// exec plugin, an auth provider or a file.
+func checkSelfContained(raw *clientcmdapi.Config, ctx *clientcmdapi.Context) error {
+	if u, ok := raw.AuthInfos[ctx.AuthInfo]; ok {
+		switch {
+		case u.Exec != nil:
+			return fmt.Errorf("user %q runs an exec plugin (%s): %w; embed a token or a client certificate", ctx.AuthInfo, u.Exec.Command, ErrUnsafeKubeconfig)
+		case u.AuthProvider != nil:
+			return fmt.Errorf("user %q uses auth provider %q: %w; embed a token or a client certificate", ctx.AuthInfo, u.AuthProvider.Name, ErrUnsafeKubeconfig)
+		case u.ClientCertificate != "" || u.ClientKey != "" || u.TokenFile != "":
+			return fmt.Errorf("user %q names a file (client-certificate, client-key or tokenFile): %w; embed the data (kubectl config view --flatten --minify)", ctx.AuthInfo, ErrUnsafeKubeconfig)
+		}
+	}
+	if c, ok := raw.Clusters[ctx.Cluster]; ok && c.CertificateAuthority != "" {
+		return fmt.Errorf("cluster %q names a certificate-authority file: %w; embed certificate-authority-data (kubectl config view --flatten --minify)", ctx.Cluster, ErrUnsafeKubeconfig)
+	}
+	return nil
 }
