@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/hub"
+	"github.com/kubeferry/ferry/pkg/hub/controller"
 )
 
 // hubOptions are ferry hub's flags, in kubectl's shape.
@@ -20,6 +22,9 @@ type hubOptions struct {
 	securePort     int
 	etcdServers    []string
 	tokenAuthFiles []string
+	controllers    bool
+	leaseDuration  time.Duration
+	workers        int
 
 	opts hub.Options
 }
@@ -32,8 +37,10 @@ func newHubCmd(g *globals) *cobra.Command {
 		Long: `hub serves ferry's own Kubernetes-style API (group ferry.dev, versions v1beta1 and
 v1alpha1: Clusters, ClusterCredentials, Migrations) over HTTPS on --bind-address:--secure-port.
 It needs no Kubernetes cluster: its objects are kept in an etcd embedded in the process (data in
-DIR/etcd, on loopback ports), or in --etcd-servers. The controllers that carry out Migrations are
-not part of it yet.
+DIR/etcd, on loopback ports), or in --etcd-servers. Its Migration controller (--controllers)
+carries Migrations out: it reaches the member clusters through their ClusterCredentials'
+kubeconfigs and the backup storage location with this process's credentials (its environment,
+as ferry backup's), and installs nothing in the clusters.
 
 On first start it makes, in --data-dir: a CA and a serving certificate signed by it (pki/), an
 admin token (tokens.csv), the key that encrypts ClusterCredentials at rest (encryption.yaml), and
@@ -62,6 +69,9 @@ SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 	fl.IntVar(&o.securePort, "secure-port", 8443, "port to serve HTTPS on (0: a free one)")
 	fl.StringSliceVar(&o.etcdServers, "etcd-servers", nil, "URLs of an existing etcd to keep the objects in, instead of the embedded one")
 	fl.StringSliceVar(&o.tokenAuthFiles, "token-auth-file", nil, "more static-token files (kube-apiserver's CSV format), besides DIR/tokens.csv")
+	fl.BoolVar(&o.controllers, "controllers", true, "run the Migration controller, which carries Migrations out against their member clusters")
+	fl.DurationVar(&o.leaseDuration, "migration-lease-duration", 30*time.Second, "how long a Migration's lease lasts unrenewed: after a hub stops, another hub (or its restart) fails the Migrations it was running once their leases expire")
+	fl.IntVar(&o.workers, "migration-workers", 4, "how many Migrations run at once")
 	return cmd
 }
 
@@ -73,6 +83,9 @@ func (o *hubOptions) Complete(_ *cobra.Command, _ []string) error {
 		SecurePort:     o.securePort,
 		EtcdServers:    o.etcdServers,
 		TokenAuthFiles: o.tokenAuthFiles,
+	}
+	if o.controllers {
+		o.opts.Controllers = &controller.Options{LeaseDuration: o.leaseDuration, Workers: o.workers, Log: o.g.log}
 	}
 	return nil
 }
@@ -92,6 +105,12 @@ func (o *hubOptions) Validate() error {
 		if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
 			return fmt.Errorf("--etcd-servers %q is not an http:// or https:// URL", s)
 		}
+	}
+	if o.leaseDuration < 3*time.Second {
+		return fmt.Errorf("--migration-lease-duration %s: must be at least 3s", o.leaseDuration)
+	}
+	if o.workers < 1 {
+		return fmt.Errorf("--migration-workers %d: must be at least 1", o.workers)
 	}
 	return nil
 }

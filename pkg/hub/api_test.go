@@ -241,6 +241,12 @@ func testInvalid(t *testing.T, c dynamic.Interface) {
 		{"bad-location", obj("ferry.dev/v1beta1", "Migration", "loc", map[string]any{"spec": map[string]any{
 			"source": map[string]any{"cluster": "old"}, "target": map[string]any{"cluster": "new"},
 			"storage": map[string]any{"location": "ftp://x"}}}), "spec.storage.location"},
+		{"volumes", obj("ferry.dev/v1beta1", "Migration", "vols", map[string]any{"spec": map[string]any{
+			"source": map[string]any{"cluster": "old"}, "target": map[string]any{"cluster": "new"}, "volumes": true,
+			"storage": map[string]any{"location": "file:///x"}}}), "spec.volumes"},
+		{"storage-credentials", obj("ferry.dev/v1beta1", "Migration", "creds", map[string]any{"spec": map[string]any{
+			"source": map[string]any{"cluster": "old"}, "target": map[string]any{"cluster": "new"},
+			"storage": map[string]any{"location": "file:///x", "credentialRef": map[string]any{"name": "c"}}}}), "spec.storage.credentialRef"},
 	}
 	for _, tc := range cases {
 		_, err := c.Resource(migrationsV1beta1).Namespace(ns).Create(context.Background(), tc.m, metav1.CreateOptions{})
@@ -267,6 +273,7 @@ func testStatus(t *testing.T, c dynamic.Interface) {
 	_ = unstructured.SetNestedField(m.Object, "Backup", "status", "phase")
 	_ = unstructured.SetNestedField(m.Object, int64(7), "status", "counts", "backedUp")
 	_ = unstructured.SetNestedField(m.Object, "s3://changed", "spec", "storage", "location")
+	m.SetLabels(map[string]string{"set-by": "status-update"})
 	got, err := r.UpdateStatus(ctx, m, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -276,16 +283,19 @@ func testStatus(t *testing.T, c dynamic.Interface) {
 	if loc != "file:///var/lib/ferry" || phase != "Backup" || got.GetGeneration() != 1 {
 		t.Errorf("after a status update: spec.storage.location %q, status.phase %q, generation %d; want the old location, Backup, 1", loc, phase, got.GetGeneration())
 	}
+	if len(got.GetLabels()) != 0 {
+		t.Errorf("a status update changed the labels: %v", got.GetLabels())
+	}
 	_ = unstructured.SetNestedField(got.Object, "Failed", "status", "phase")
-	_ = unstructured.SetNestedField(got.Object, true, "spec", "volumes")
+	_ = unstructured.SetNestedField(got.Object, false, "spec", "verify")
 	got, err = r.Update(ctx, got, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	phase, _, _ = unstructured.NestedString(got.Object, "status", "phase")
-	vols, _, _ := unstructured.NestedBool(got.Object, "spec", "volumes")
-	if phase != "Backup" || !vols || got.GetGeneration() != 2 {
-		t.Errorf("after a spec update: status.phase %q, spec.volumes %v, generation %d; want Backup, true, 2", phase, vols, got.GetGeneration())
+	verify, _, _ := unstructured.NestedBool(got.Object, "spec", "verify")
+	if phase != "Backup" || verify || got.GetGeneration() != 2 {
+		t.Errorf("after a spec update: status.phase %q, spec.verify %v, generation %d; want Backup, false, 2", phase, verify, got.GetGeneration())
 	}
 }
 

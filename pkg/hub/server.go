@@ -17,11 +17,13 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	clientrest "k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
 	baseversion "k8s.io/component-base/version"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/hub/controller"
 	"github.com/kubeferry/ferry/pkg/hub/openapi"
 	"github.com/kubeferry/ferry/pkg/hub/registry/cluster"
 	"github.com/kubeferry/ferry/pkg/hub/registry/clustercredential"
@@ -50,6 +52,9 @@ type Options struct {
 	// in "/" serves everything under it. They are authorized as
 	// non-resource requests.
 	Handlers map[string]http.Handler
+	// Controllers, if set, runs the hub's controllers (pkg/hub/controller)
+	// in the server, against its own API; Config is filled in.
+	Controllers *controller.Options
 }
 
 // Server is a hub ready to run: its storage is up.
@@ -104,8 +109,24 @@ func New(o Options) (s *Server, err error) {
 		return nil, err
 	}
 	s.Port = ro.SecureServing.BindPort
-	if s.generic, err = newGeneric(cfg.Complete(), o.Handlers); err != nil {
+	handlers := map[string]http.Handler{reportsPath: &reports{config: cfg.LoopbackClientConfig}}
+	for p, h := range o.Handlers {
+		handlers[p] = h
+	}
+	if s.generic, err = newGeneric(cfg.Complete(), handlers); err != nil {
 		return nil, err
+	}
+	if o.Controllers != nil {
+		copts := *o.Controllers
+		copts.Config = clientrest.CopyConfig(cfg.LoopbackClientConfig)
+		s.generic.AddPostStartHookOrDie("ferry-hub-controllers", func(hc genericapiserver.PostStartHookContext) error {
+			go func() {
+				if err := controller.Run(hc, copts); err != nil && copts.Log != nil {
+					copts.Log.Error("hub controllers stopped", "error", err)
+				}
+			}()
+			return nil
+		})
 	}
 	s.Kubeconfig = AdminKubeconfig(o.DataDir)
 	if err := d.writeAdminKubeconfig(kubeconfigHost(o.BindAddress), s.Port, ca.PEM, token); err != nil {
@@ -180,6 +201,9 @@ func config(ro *genericoptions.RecommendedOptions, ca *CA, tokenFiles []string) 
 		return nil, err
 	}
 	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authorize)
+	// The loopback client (the hub's controllers, the reports handler)
+	// authenticates with a token of the server's own, as system:masters.
+	genericapiserver.AuthorizeClientBearerToken(cfg.LoopbackClientConfig, &cfg.Authentication, &cfg.Authorization)
 	return cfg, nil
 }
 

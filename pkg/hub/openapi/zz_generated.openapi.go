@@ -28,6 +28,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.MigrationBackup{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref),
 		v1alpha1.MigrationCounts{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref),
 		v1alpha1.MigrationImages{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationImages(ref),
+		v1alpha1.MigrationLease{}.OpenAPIModelName():        schema_hub_apis_ferry_v1alpha1_MigrationLease(ref),
 		v1alpha1.MigrationList{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_MigrationList(ref),
 		v1alpha1.MigrationRestore{}.OpenAPIModelName():      schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref),
 		v1alpha1.MigrationSpec{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref),
@@ -45,6 +46,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta1.MigrationBackup{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationBackup(ref),
 		v1beta1.MigrationCounts{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationCounts(ref),
 		v1beta1.MigrationImages{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationImages(ref),
+		v1beta1.MigrationLease{}.OpenAPIModelName():         schema_hub_apis_ferry_v1beta1_MigrationLease(ref),
 		v1beta1.MigrationList{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_MigrationList(ref),
 		v1beta1.MigrationRestore{}.OpenAPIModelName():       schema_hub_apis_ferry_v1beta1_MigrationRestore(ref),
 		v1beta1.MigrationSpec{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_MigrationSpec(ref),
@@ -603,6 +605,44 @@ func schema_hub_apis_ferry_v1alpha1_MigrationImages(ref common.ReferenceCallback
 	}
 }
 
+func schema_hub_apis_ferry_v1alpha1_MigrationLease(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationLease is a hub process's claim on a Migration, as a coordination.k8s.io Lease's spec holds a leader's.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"holderIdentity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HolderIdentity names the hub process (host name and a random suffix).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"leaseDurationSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LeaseDurationSeconds is how long the claim lasts after RenewTime.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"renewTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RenewTime is when the holder last renewed the claim.",
+							Ref:         ref(v1.MicroTime{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"holderIdentity", "leaseDurationSeconds", "renewTime"},
+			},
+		},
+		Dependencies: []string{
+			v1.MicroTime{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1alpha1_MigrationList(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -852,11 +892,17 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref common.ReferenceCallback
 							Format:      "",
 						},
 					},
+					"lease": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Lease is held by the hub process carrying the Migration out, renewed while it runs. A lease not renewed within its duration is expired: that process stopped, and another hub takes the Migration over.",
+							Ref:         ref(v1alpha1.MigrationLease{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.MigrationCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1alpha1.MigrationCounts{}.OpenAPIModelName(), v1alpha1.MigrationLease{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1408,6 +1454,44 @@ func schema_hub_apis_ferry_v1beta1_MigrationImages(ref common.ReferenceCallback)
 	}
 }
 
+func schema_hub_apis_ferry_v1beta1_MigrationLease(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationLease is a hub process's claim on a Migration, as a coordination.k8s.io Lease's spec holds a leader's.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"holderIdentity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HolderIdentity names the hub process (host name and a random suffix).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"leaseDurationSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LeaseDurationSeconds is how long the claim lasts after RenewTime.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"renewTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RenewTime is when the holder last renewed the claim.",
+							Ref:         ref(v1.MicroTime{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"holderIdentity", "leaseDurationSeconds", "renewTime"},
+			},
+		},
+		Dependencies: []string{
+			v1.MicroTime{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1beta1_MigrationList(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1655,11 +1739,17 @@ func schema_hub_apis_ferry_v1beta1_MigrationStatus(ref common.ReferenceCallback)
 							Format:      "",
 						},
 					},
+					"lease": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Lease is held by the hub process carrying the Migration out, renewed while it runs. A lease not renewed within its duration is expired: that process stopped, and another hub takes the Migration over.",
+							Ref:         ref(v1beta1.MigrationLease{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.MigrationCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1beta1.MigrationCounts{}.OpenAPIModelName(), v1beta1.MigrationLease{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 

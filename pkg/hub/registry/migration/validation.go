@@ -35,6 +35,9 @@ func ValidateMigrationSpec(s *ferry.MigrationSpec, p *field.Path) field.ErrorLis
 	errs = append(errs, validateStorage(&s.Storage, p.Child("storage"))...)
 	errs = append(errs, validateBackup(&s.Backup, p.Child("backup"))...)
 	errs = append(errs, validateRestore(&s.Restore, p.Child("restore"))...)
+	if s.Volumes {
+		errs = append(errs, field.Forbidden(p.Child("volumes"), "the hub does not move pod volume data yet: use `ferry migrate` from a machine that reaches both clusters, or ferry server with its node agents"))
+	}
 	return append(errs, validateImages(&s.Images, p.Child("images"))...)
 }
 
@@ -57,18 +60,7 @@ func validateStorage(s *ferry.MigrationStorage, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("location"), store.Redact(s.Location), err.Error()))
 	}
 	if s.CredentialRef != nil {
-		errs = append(errs, validateRef(s.CredentialRef.Name, p.Child("credentialRef", "name"))...)
-	}
-	return errs
-}
-
-func validateRef(name string, p *field.Path) field.ErrorList {
-	if name == "" {
-		return field.ErrorList{field.Required(p, "")}
-	}
-	var errs field.ErrorList
-	for _, msg := range apivalidation.NameIsDNSSubdomain(name, false) {
-		errs = append(errs, field.Invalid(p, name, msg))
+		errs = append(errs, field.Forbidden(p.Child("credentialRef"), "not supported yet: the hub opens the location with its own credentials (its environment)"))
 	}
 	return errs
 }

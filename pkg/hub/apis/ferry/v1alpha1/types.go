@@ -233,6 +233,22 @@ type MigrationStatus struct {
 	// Message says what failed.
 	// +optional
 	Message string `json:"message,omitempty"`
+	// Lease is held by the hub process carrying the Migration out, renewed
+	// while it runs. A lease not renewed within its duration is expired:
+	// that process stopped, and another hub takes the Migration over.
+	// +optional
+	Lease *MigrationLease `json:"lease,omitempty"`
+}
+
+// MigrationLease is a hub process's claim on a Migration, as a
+// coordination.k8s.io Lease's spec holds a leader's.
+type MigrationLease struct {
+	// HolderIdentity names the hub process (host name and a random suffix).
+	HolderIdentity string `json:"holderIdentity"`
+	// LeaseDurationSeconds is how long the claim lasts after RenewTime.
+	LeaseDurationSeconds int32 `json:"leaseDurationSeconds"`
+	// RenewTime is when the holder last renewed the claim.
+	RenewTime metav1.MicroTime `json:"renewTime"`
 }
 
 // MigrationCounts counts a Migration's items.

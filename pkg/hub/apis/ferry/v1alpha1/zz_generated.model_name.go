@@ -61,6 +61,11 @@ func (in MigrationImages) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationLease) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationLease"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationList) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationList"
 }

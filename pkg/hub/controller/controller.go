@@ -1,0 +1,95 @@
+// Package controller is the hub's Migration controller: it carries each
+// ferry.dev Migration out against its member clusters (pkg/migration),
+// holding a lease on it in its status, and records there the step, the
+// counts, the report's location and how it ended. It runs in `ferry hub`,
+// against the hub's own API, with controller-runtime.
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+)
+
+// Options configure the hub's controllers.
+type Options struct {
+	// Config reaches the hub (its loopback client config).
+	Config *rest.Config
+	// Identity names this hub process in the leases it holds; default
+	// the host name and a random suffix.
+	Identity string
+	// LeaseDuration is how long a Migration's lease lasts unrenewed; default
+	// 30s. It is renewed every third of it.
+	LeaseDuration time.Duration
+	// Workers is how many Migrations run at once; default 4.
+	Workers int
+	// ConnectTimeout bounds reaching a member cluster; default 30s.
+	ConnectTimeout time.Duration
+	Log            *slog.Logger
+}
+
+func (o *Options) complete() {
+	if o.Identity == "" {
+		host, _ := os.Hostname()
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		o.Identity = host + "-" + hex.EncodeToString(b)
+	}
+	if o.LeaseDuration <= 0 {
+		o.LeaseDuration = 30 * time.Second
+	}
+	if o.Workers <= 0 {
+		o.Workers = 4
+	}
+	if o.ConnectTimeout <= 0 {
+		o.ConnectTimeout = 30 * time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Scheme holds the ferry.dev/v1beta1 types the controllers read and write.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := v1beta1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Run runs the controllers until ctx is done.
+func Run(ctx context.Context, o Options) error {
+	o.complete()
+	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
+		Scheme:                 Scheme(),
+		Logger:                 logr.FromSlogHandler(o.Log.Handler()),
+		Metrics:                server.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		return fmt.Errorf("hub controllers: %w", err)
+	}
+	r := &MigrationReconciler{Client: mgr.GetClient(), Options: o, Reader: mgr.GetAPIReader()}
+	err = ctrl.NewControllerManagedBy(mgr).
+		For(&v1beta1.Migration{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers}).
+		Complete(r)
+	if err != nil {
+		return fmt.Errorf("hub controllers: %w", err)
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,154 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+)
+
+// MigrationReconciler carries Migrations out, one per worker, each under a
+// lease in its status (docs/design.md#the-hub):
+//   - a Migration nobody holds, or whose holder's lease expired while it
+//     was Pending, is claimed and run;
+//   - one whose lease another process holds is left alone until the lease
+//     expires;
+//   - one whose holder stopped in a step (the lease expired, or this
+//     process restarted) is Failed with reason HubInterrupted, as its
+//     backup or restore may be partial. It is never resumed silently, and
+//     never shown Completed unless every step ended.
+type MigrationReconciler struct {
+	Client client.Client
+	// Reader reads the hub directly, not the cache; default Client.
+	Reader client.Reader
+	Options
+}
+
+// errLeaseLost is returned when another process took the Migration over,
+// or it was deleted.
+var errLeaseLost = errors.New("the migration's lease was lost")
+
+func terminal(p v1beta1.MigrationPhase) bool {
+	return p == v1beta1.PhaseCompleted || p == v1beta1.PhasePartiallyFailed || p == v1beta1.PhaseFailed
+}
+
+// Reconcile claims and runs a Migration, or fails one whose holder stopped.
+func (r *MigrationReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	r.complete()
+	if r.Reader == nil {
+		r.Reader = r.Client
+	}
+	var m v1beta1.Migration
+	if err := r.Reader.Get(ctx, req.NamespacedName, &m); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if terminal(m.Status.Phase) || m.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	now := time.Now()
+	if l := m.Status.Lease; l != nil && l.HolderIdentity != r.Identity {
+		if expires := leaseExpiry(l); now.Before(expires) {
+			return reconcile.Result{RequeueAfter: expires.Sub(now) + 100*time.Millisecond}, nil
+		}
+	}
+	if m.Status.Phase != "" && m.Status.Phase != v1beta1.PhasePending {
+		return reconcile.Result{}, r.failInterrupted(ctx, &m)
+	}
+	if err := r.claim(ctx, &m); err != nil {
+		if apierrors.IsConflict(err) {
+			return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.run(ctx, &m)
+	return reconcile.Result{}, nil
+}
+
+func leaseExpiry(l *v1beta1.MigrationLease) time.Time {
+	return l.RenewTime.Add(time.Duration(l.LeaseDurationSeconds) * time.Second)
+}
+
+// claim takes the lease of m, at m's resourceVersion: of two hubs, one
+// gets a conflict.
+func (r *MigrationReconciler) claim(ctx context.Context, m *v1beta1.Migration) error {
+	now := metav1.Now()
+	m.Status.Phase = v1beta1.PhasePending
+	m.Status.ObservedGeneration = m.Generation
+	m.Status.StartTime = &now
+	m.Status.Lease = r.lease()
+	m.Status.Reason, m.Status.Message = "", ""
+	return r.Client.Status().Update(ctx, m)
+}
+
+func (r *MigrationReconciler) lease() *v1beta1.MigrationLease {
+	secs := int32((r.LeaseDuration + time.Second - 1) / time.Second)
+	return &v1beta1.MigrationLease{HolderIdentity: r.Identity, LeaseDurationSeconds: secs, RenewTime: metav1.NowMicro()}
+}
+
+// failInterrupted ends m, whose holder stopped during a step, as Failed.
+func (r *MigrationReconciler) failInterrupted(ctx context.Context, m *v1beta1.Migration) error {
+	holder, ago := "a hub process", ""
+	if l := m.Status.Lease; l != nil {
+		holder = "hub process " + l.HolderIdentity
+		ago = fmt.Sprintf(" (its lease expired at %s)", leaseExpiry(l).UTC().Format(time.RFC3339))
+	}
+	msg := fmt.Sprintf("%s stopped during step %s%s; backup and restore %q in %s may be partial, and the target may hold part of the restore: delete them (ferry backup delete, ferry restore delete) and create the Migration again",
+		holder, m.Status.Phase, ago, m.Name, m.Spec.Storage.Location)
+	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
+	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur v1beta1.Migration
+		if err := r.Reader.Get(ctx, key, &cur); err != nil {
+			return err
+		}
+		if terminal(cur.Status.Phase) || (cur.Status.Lease != nil && cur.Status.Lease.HolderIdentity != m.Status.Lease.HolderIdentity) {
+			return nil // ended, or taken over, meanwhile
+		}
+		end(&cur.Status, v1beta1.PhaseFailed, "HubInterrupted", msg)
+		return r.Client.Status().Update(ctx, &cur)
+	}))
+}
+
+// end sets the terminal phase, the Succeeded condition and the completion
+// time, and releases the lease.
+func end(s *v1beta1.MigrationStatus, phase v1beta1.MigrationPhase, reason, msg string) {
+	now := metav1.Now()
+	s.Phase, s.Reason, s.Message, s.CompletionTime, s.Lease = phase, reason, msg, &now, nil
+	cond := metav1.ConditionFalse
+	if phase == v1beta1.PhaseCompleted {
+		cond = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1beta1.MigrationConditionSucceeded, Status: cond, Reason: reason, Message: msg})
+}
+
+// update applies change to the Migration's latest status and writes it,
+// renewing the lease; errLeaseLost when another process holds it, or the
+// Migration is gone.
+func (r *MigrationReconciler) update(ctx context.Context, key types.NamespacedName, change func(*v1beta1.MigrationStatus)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var cur v1beta1.Migration
+		if err := r.Reader.Get(ctx, key, &cur); err != nil {
+			if apierrors.IsNotFound(err) {
+				return errLeaseLost
+			}
+			return err
+		}
+		if l := cur.Status.Lease; l == nil || l.HolderIdentity != r.Identity {
+			return errLeaseLost
+		}
+		change(&cur.Status)
+		if cur.Status.Lease != nil {
+			cur.Status.Lease = r.lease()
+		}
+		return r.Client.Status().Update(ctx, &cur)
+	})
+}

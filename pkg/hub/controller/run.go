@@ -1,0 +1,158 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/migration"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// progress is what a running Migration has done so far, written into its
+// status with each renewal of the lease.
+type progress struct {
+	mu               sync.Mutex
+	backedUp, stored int64
+}
+
+func (p *progress) apply(s *v1beta1.MigrationStatus) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.backedUp > s.Counts.BackedUp {
+		s.Counts.BackedUp = p.backedUp
+	}
+	if p.stored > s.Counts.Restored {
+		s.Counts.Restored = p.stored
+	}
+}
+
+// run carries the claimed Migration m out and records how it ended. Its
+// lease is renewed every third of its duration; when it is lost (another
+// process took m over, or m was deleted) the run is cancelled.
+func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
+	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
+	log := r.Log.With("migration", key.String())
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := &progress{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.renew(runCtx, key, p, cancel)
+	}()
+	res, err := r.migrate(runCtx, m, p, func(s migration.Step) error {
+		return r.update(runCtx, key, func(st *v1beta1.MigrationStatus) {
+			st.Phase = v1beta1.MigrationPhase(s)
+			p.apply(st)
+		})
+	})
+	cancel()
+	wg.Wait()
+	phase, reason, msg := outcome(res, err)
+	if errors.Is(err, errLeaseLost) || ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Taken over or deleted; or this hub is stopping: the next holder
+		// finds the lease expired and fails the Migration with the step.
+		log.Warn("migration stopped before it ended", "error", err)
+		return
+	}
+	log.Info("migration ended", "phase", phase, "reason", reason, "message", msg)
+	// Written even as the hub stops, within a short deadline.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer wcancel()
+	err = r.update(wctx, key, func(st *v1beta1.MigrationStatus) {
+		p.apply(st)
+		if res != nil {
+			counts(st, res)
+			if res.Verification != nil {
+				st.ReportLocation = reportLocation(m)
+			}
+		}
+		end(st, phase, reason, msg)
+	})
+	if err != nil {
+		log.Error("recording the end of the migration", "error", err)
+	}
+}
+
+// renew renews the lease every third of its duration until ctx is done;
+// it cancels the run when the lease is lost.
+func (r *MigrationReconciler) renew(ctx context.Context, key types.NamespacedName, p *progress, cancel func()) {
+	t := time.NewTicker(r.LeaseDuration / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := r.update(ctx, key, p.apply)
+		if errors.Is(err, errLeaseLost) {
+			r.Log.Warn("migration lease lost: stopping it", "migration", key.String())
+			cancel()
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			r.Log.Warn("renewing the migration lease", "migration", key.String(), "error", err)
+		}
+	}
+}
+
+// reportLocation is where the verification report of m is kept: in its
+// backup storage location, beside the restore.
+func reportLocation(m *v1beta1.Migration) string {
+	_, htmlKey := migration.ReportKeys(m.Name)
+	return store.Redact(m.Spec.Storage.Location) + " " + htmlKey
+}
+
+func counts(st *v1beta1.MigrationStatus, res *migration.Result) {
+	if b := res.Backup; b != nil {
+		st.Counts.BackedUp = int64(b.Status.Progress.ItemsBackedUp)
+	}
+	if rs := res.Restore; rs != nil {
+		c := rs.Status.Counts
+		st.Counts.Restored = int64(c.Created + c.Updated + c.Unchanged)
+		st.Counts.Failed = int64(c.Failed)
+		st.Counts.Skipped = int64(c.Skipped)
+	}
+}
+
+// outcome is how a run ended: from the result, or from the error that
+// stopped it (a failure of the hub's own, named by its reason).
+func outcome(res *migration.Result, err error) (v1beta1.MigrationPhase, string, string) {
+	var f *failure
+	switch {
+	case errors.As(err, &f):
+		return v1beta1.PhaseFailed, f.reason, f.err.Error()
+	case err != nil:
+		return v1beta1.PhaseFailed, "MigrationFailed", err.Error()
+	}
+	phase, reason, msg := res.Outcome()
+	switch phase {
+	case v1alpha1.PhaseCompleted:
+		return v1beta1.PhaseCompleted, reason, msg
+	case v1alpha1.PhaseFailed:
+		return v1beta1.PhaseFailed, reason, msg
+	}
+	return v1beta1.PhasePartiallyFailed, reason, msg
+}
+
+// failure is an error with the Migration's reason for it.
+type failure struct {
+	reason string
+	err    error
+}
+
+func (f *failure) Error() string { return f.err.Error() }
+func (f *failure) Unwrap() error { return f.err }
+
+func fail(reason string, format string, args ...any) error {
+	return &failure{reason: reason, err: fmt.Errorf(format, args...)}
+}

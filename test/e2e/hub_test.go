@@ -1,0 +1,368 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/hub/controller"
+)
+
+// hubProc is a `ferry hub` child process on its data dir.
+type hubProc struct {
+	cmd     *exec.Cmd
+	log     bytes.Buffer
+	dataDir string
+	args    []string
+}
+
+// startHub runs `ferry hub` on dataDir (a free port, 3s Migration leases)
+// with extra flags, and waits until it is ready.
+func startHub(t *testing.T, dataDir string, extra ...string) *hubProc {
+	t.Helper()
+	p := &hubProc{dataDir: dataDir, args: append([]string{"hub", "--data-dir", dataDir, "--secure-port", "0", "--migration-lease-duration", "3s", "-v"}, extra...)}
+	p.start(t)
+	return p
+}
+
+func (p *hubProc) start(t *testing.T) {
+	t.Helper()
+	_ = os.Remove(filepath.Join(p.dataDir, "admin.kubeconfig"))
+	p.cmd = exec.Command(ferryBin, p.args...)
+	p.log.Reset()
+	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd := p.cmd
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(time.Minute)
+	for ; time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(p.dataDir, "admin.kubeconfig"))
+		if err != nil {
+			continue
+		}
+		rc, err := rest.UnversionedRESTClientFor(withCodec(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body, err := rc.Get().AbsPath("/readyz").DoRaw(context.Background()); err == nil && string(body) == "ok" {
+			return
+		}
+	}
+	t.Fatalf("ferry hub did not become ready in a minute:\n%s", p.log.String())
+}
+
+// kill SIGKILLs the hub.
+func (p *hubProc) kill() {
+	_ = p.cmd.Process.Kill()
+	_ = p.cmd.Wait()
+}
+
+func withCodec(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return cfg
+}
+
+// hubClient is a controller-runtime client of the hub, with watch.
+func (p *hubProc) client(t *testing.T) (crclient.WithWatch, *rest.Config) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(p.dataDir, "admin.kubeconfig"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := crclient.NewWithWatch(cfg, crclient.Options{Scheme: controller.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cfg
+}
+
+// addCluster creates member cluster c's ClusterCredential and Cluster in
+// the hub's default namespace.
+func addCluster(t *testing.T, c crclient.Client, name, kubeconfig string) {
+	t.Helper()
+	data, err := os.ReadFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	meta := metav1.ObjectMeta{Namespace: "default", Name: name}
+	if err := c.Create(ctx, &v1beta1.ClusterCredential{ObjectMeta: meta, Kubeconfig: data}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &v1beta1.Cluster{ObjectMeta: meta, Spec: v1beta1.ClusterSpec{CredentialRef: v1beta1.LocalObjectReference{Name: name}}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newMigration is a Migration of namespaces from src to dst through storage.
+func newMigration(name, storage string, namespaces ...string) *v1beta1.Migration {
+	return &v1beta1.Migration{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: v1beta1.MigrationSpec{
+			Source:  v1beta1.ClusterReference{Cluster: "src"},
+			Target:  v1beta1.ClusterReference{Cluster: "dst"},
+			Storage: v1beta1.MigrationStorage{Location: storage},
+			Backup:  v1beta1.MigrationBackup{IncludedNamespaces: namespaces},
+		},
+	}
+}
+
+// watchPhases creates m and watches it until it ends or until stop says
+// so, returning every phase it was seen in, in order.
+func watchPhases(t *testing.T, c crclient.WithWatch, m *v1beta1.Migration, timeout time.Duration, stop func(*v1beta1.Migration) bool) ([]v1beta1.MigrationPhase, *v1beta1.Migration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	w, err := c.Watch(ctx, &v1beta1.MigrationList{}, crclient.InNamespace(m.Namespace), crclient.MatchingFields{"metadata.name": m.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if m.ResourceVersion == "" {
+		if err := c.Create(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var phases []v1beta1.MigrationPhase
+	for {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("migration %s did not end within %s; phases seen: %v", m.Name, timeout, phases)
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("the watch of migration %s closed; phases seen: %v", m.Name, phases)
+			}
+			if ev.Type == watch.Error {
+				t.Fatalf("watch error: %v", ev.Object)
+			}
+			got := ev.Object.(*v1beta1.Migration)
+			if p := got.Status.Phase; p != "" && (len(phases) == 0 || phases[len(phases)-1] != p) {
+				phases = append(phases, p)
+			}
+			if terminalPhase(got.Status.Phase) || (stop != nil && stop(got)) {
+				return phases, got
+			}
+		}
+	}
+}
+
+func terminalPhase(p v1beta1.MigrationPhase) bool {
+	return p == v1beta1.PhaseCompleted || p == v1beta1.PhaseFailed || p == v1beta1.PhasePartiallyFailed
+}
+
+// TestHubMigration: the hub (embedded etcd) carries a corpus Migration
+// between two real clusters through its phases to Completed; the target
+// matches the source object by object, and the hub serves the report.
+func TestHubMigration(t *testing.T) { testHubMigration(t, nil) }
+
+// TestHubMigrationExternalEtcd is TestHubMigration with --etcd-servers.
+func TestHubMigrationExternalEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts API servers")
+	}
+	url, err := testenv.StartEtcd(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testHubMigration(t, []string{"--etcd-servers", url})
+}
+
+func testHubMigration(t *testing.T, hubFlags []string) {
+	if testing.Short() {
+		t.Skip("starts API servers")
+	}
+	e := newEnv(t)
+	sets := []corpusSet{corpus[1], corpus[3]} // istio-bookinfo, k8s-examples-guestbook
+	objs := applyCorpus(t, e, sets)
+	h := startHub(t, t.TempDir(), hubFlags...)
+	c, cfg := h.client(t)
+	addCluster(t, c, "src", writeContextKubeconfig(t, e.src))
+	addCluster(t, c, "dst", writeContextKubeconfig(t, e.dst))
+
+	m := newMigration("corpus", e.storage, sets[0].namespace, sets[1].namespace)
+	phases, got := watchPhases(t, c, m, 5*time.Minute, nil)
+	want := []v1beta1.MigrationPhase{v1beta1.PhasePending, v1beta1.PhaseBackup, v1beta1.PhaseImages, v1beta1.PhaseVolumes, v1beta1.PhaseRestore, v1beta1.PhaseVerify, v1beta1.PhaseCompleted}
+	if !slices.Equal(phases, want) {
+		t.Fatalf("phases %v, want %v; status %+v\nhub log:\n%s", phases, want, got.Status, h.log.String())
+	}
+	st := got.Status
+	if st.Counts.BackedUp == 0 || st.Counts.Restored == 0 || st.Counts.Failed != 0 || st.Lease != nil || st.CompletionTime == nil || st.ReportLocation == "" {
+		t.Errorf("status of the completed migration: %+v", st)
+	}
+	checkTarget(t, e, "corpus", objs, nil)
+	checkHubReport(t, cfg, "corpus", len(objs))
+}
+
+// writeContextKubeconfig writes a kubeconfig of cluster c alone.
+func writeContextKubeconfig(t *testing.T, c *testenv.Cluster) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), c.Name+".kubeconfig")
+	if err := testenv.WriteKubeconfig(p, c); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkHubReport fetches /reports/default/<name> as HTML and JSON: the
+// report says every one of at least n objects matched.
+func checkHubReport(t *testing.T, cfg *rest.Config, name string, n int) {
+	t.Helper()
+	rc, err := rest.UnversionedRESTClientFor(withCodec(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	page, err := rc.Get().AbsPath("/reports/default/" + name).DoRaw(ctx)
+	if err != nil || !bytes.Contains(page, []byte("<html")) || !bytes.Contains(page, []byte(name)) {
+		t.Fatalf("GET /reports/default/%s: %v\n%.300s", name, err, page)
+	}
+	raw, err := rc.Get().AbsPath("/reports/default/"+name).Param("format", "json").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("GET /reports/default/%s?format=json: %v", name, err)
+	}
+	var v struct {
+		Summary struct{ Objects, Matched, Differ, Missing, Unexpected int } `json:"summary"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("report JSON: %v\n%.300s", err, raw)
+	}
+	s := v.Summary
+	if s.Objects < n || s.Differ != 0 || s.Missing != 0 || s.Unexpected != 0 {
+		t.Errorf("report summary %+v, want at least %d objects, none different or missing", s, n)
+	}
+	body, err := rc.Get().AbsPath("/reports/default/no-such-migration").DoRaw(ctx)
+	if !apierrors.IsNotFound(err) || !strings.Contains(string(body), "migration default/no-such-migration not found") {
+		t.Errorf("GET the report of a missing migration: %v %q, want 404 naming it", err, body)
+	}
+}
+
+// TestHubKilledMidMigration SIGKILLs the hub while a Migration is in a
+// step and starts it again on its data dir: every object is still there,
+// and the Migration ends Failed with reason HubInterrupted naming the
+// step; it is never seen Completed.
+func TestHubKilledMidMigration(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts API servers")
+	}
+	e := newEnv(t)
+	src := kubernetes.NewForConfigOrDie(e.src.Config)
+	createNamespace(t, src, "big")
+	createConfigMaps(t, src, "big", 3000)
+	h := startHub(t, t.TempDir())
+	c, _ := h.client(t)
+	addCluster(t, c, "src", writeContextKubeconfig(t, e.src))
+	addCluster(t, c, "dst", writeContextKubeconfig(t, e.dst))
+	m := newMigration("killed", e.storage, "big")
+	phases, got := watchPhases(t, c, m, 3*time.Minute, func(m *v1beta1.Migration) bool {
+		return m.Status.Phase == v1beta1.PhaseRestore
+	})
+	if got.Status.Phase != v1beta1.PhaseRestore {
+		t.Fatalf("migration ended before it could be killed in its restore: %v, %+v", phases, got.Status)
+	}
+	time.Sleep(300 * time.Millisecond) // into the restore's writes
+	h.kill()
+	killedAt := time.Now()
+
+	h.start(t)
+	c, _ = h.client(t)
+	var after v1beta1.Migration
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: "killed"}, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.UID != got.UID || after.Spec.Source.Cluster != "src" || len(after.Spec.Backup.IncludedNamespaces) != 1 {
+		t.Fatalf("the Migration changed across the kill: %+v", after)
+	}
+	for _, name := range []string{"src", "dst"} {
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, &v1beta1.Cluster{}); err != nil {
+			t.Errorf("Cluster %s after the kill: %v", name, err)
+		}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, &v1beta1.ClusterCredential{}); err != nil {
+			t.Errorf("ClusterCredential %s after the kill: %v", name, err)
+		}
+	}
+	more, end := watchPhases(t, c, &after, 2*time.Minute, nil)
+	if end.Status.Phase != v1beta1.PhaseFailed || end.Status.Reason != "HubInterrupted" || !strings.Contains(end.Status.Message, "during step Restore") {
+		t.Fatalf("after the restart: phases %v, status %+v\nhub log:\n%s", more, end.Status, h.log.String())
+	}
+	if slices.Contains(append(phases, more...), v1beta1.PhaseCompleted) {
+		t.Errorf("the killed migration was shown Completed: %v then %v", phases, more)
+	}
+	t.Logf("failed %s after the kill: %s", time.Since(killedAt).Round(100*time.Millisecond), end.Status.Message)
+}
+
+// TestHubUnreachableCluster: a Cluster whose kubeconfig names an address
+// nothing answers on fails the Migration with that reason, within the
+// connect timeout; one whose kubeconfig runs an exec plugin is refused.
+func TestHubUnreachableCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts API servers")
+	}
+	e := newEnv(t)
+	h := startHub(t, t.TempDir())
+	c, _ := h.client(t)
+	addCluster(t, c, "src", writeContextKubeconfig(t, e.src))
+	dead := writeContextKubeconfig(t, e.dst)
+	kc, err := clientcmd.LoadFromFile(dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range kc.Clusters {
+		cl.Server = "https://127.0.0.1:1" // nothing listens there
+	}
+	if err := clientcmd.WriteToFile(*kc, dead); err != nil {
+		t.Fatal(err)
+	}
+	addCluster(t, c, "dst", dead)
+	_, got := watchPhases(t, c, newMigration("unreachable", e.storage, "default"), time.Minute, nil)
+	if got.Status.Phase != v1beta1.PhaseFailed || got.Status.Reason != "TargetUnreachable" ||
+		!strings.Contains(got.Status.Message, "spec.target.cluster") || !strings.Contains(got.Status.Message, "127.0.0.1:1") {
+		t.Fatalf("status %+v, want Failed, TargetUnreachable, naming spec.target.cluster and the address", got.Status)
+	}
+
+	ran := filepath.Join(t.TempDir(), "ran")
+	exec := fmt.Sprintf("apiVersion: v1\nkind: Config\ncurrent-context: x\ncontexts: [{name: x, context: {cluster: x, user: x}}]\nclusters: [{name: x, cluster: {server: %q}}]\nusers: [{name: x, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/touch, args: [%q]}}}]\n",
+		e.dst.Config.Host, ran)
+	p := filepath.Join(t.TempDir(), "exec.kubeconfig")
+	if err := os.WriteFile(p, []byte(exec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addCluster(t, c, "plugin", p)
+	m := newMigration("plugin", e.storage, "default")
+	m.Spec.Target.Cluster = "plugin"
+	_, got = watchPhases(t, c, m, time.Minute, nil)
+	if got.Status.Phase != v1beta1.PhaseFailed || got.Status.Reason != "InvalidClusterCredential" || !strings.Contains(got.Status.Message, "exec plugin") {
+		t.Fatalf("status %+v, want Failed, InvalidClusterCredential, naming the exec plugin", got.Status)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the hub ran the kubeconfig's exec plugin")
+	}
+}
