@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the test control plane from Go modules into a cache outside the clone
-# (docs/design.md#test-infrastructure): etcd v3.7.3, kube-apiserver and kube-controller-manager v1.37.2.
+# (docs/design.md#test-infrastructure): etcd v3.7.3, kube-apiserver, kube-controller-manager and kubectl v1.37.2.
 # Skips every binary that is already there. Prints the directory on stdout.
 #
 #   FERRY_K8S_BIN  overrides the directory (default ${XDG_CACHE_HOME:-$HOME/.cache}/ferry/k8s/v1.37.2)
@@ -29,4 +29,5 @@ build() { # name module-dir package
 build etcd etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager
+build kubectl k8s k8s.io/kubernetes/cmd/kubectl
 echo "$dir"

@@ -73,10 +73,11 @@ func declaresModule(gomod []byte, path string) bool {
 	return false
 }
 
-// BinDir returns the directory holding the etcd, kube-apiserver and
-// kube-controller-manager binaries (Kubernetes v1.37.2, etcd v3.7.3).
+// BinDir returns the directory holding the etcd, kube-apiserver,
+// kube-controller-manager and kubectl binaries (Kubernetes v1.37.2, etcd
+// v3.7.3).
 //
-// If FERRY_K8S_BIN is set and already holds all three binaries, it is returned
+// If FERRY_K8S_BIN is set and already holds all four binaries, it is returned
 // as is. Otherwise hack/build-control-plane.sh is run (it honours
 // FERRY_K8S_BIN, builds only the missing binaries — a cold build takes about
 // 11 minutes on 2 cores — and prints the directory on its last stdout line).
@@ -86,7 +87,7 @@ func declaresModule(gomod []byte, path string) bool {
 func BinDir() (string, error) {
 	binOnce.Do(func() {
 		binDir, binErr = resolveDir("FERRY_K8S_BIN", "build-control-plane.sh",
-			[]string{"etcd", "kube-apiserver", "kube-controller-manager"})
+			[]string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"})
 	})
 	return binDir, binErr
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -220,6 +221,28 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 	}
 	checkTarget(t, e, "corpus", objs, nil)
 	checkHubReport(t, cfg, "corpus", len(objs))
+	for _, name := range []string{"src", "dst"} {
+		cl := waitReachable(t, c, name)
+		if r := meta.FindStatusCondition(cl.Status.Conditions, v1beta1.ClusterConditionReachable); r.Status != metav1.ConditionTrue || cl.Status.ServerVersion != "v1.37.2" {
+			t.Errorf("Cluster %s: Reachable %+v, serverVersion %q; want True, v1.37.2", name, r, cl.Status.ServerVersion)
+		}
+	}
+}
+
+// waitReachable waits until the hub checked Cluster name, and returns it.
+func waitReachable(t *testing.T, c crclient.Client, name string) *v1beta1.Cluster {
+	t.Helper()
+	var cl v1beta1.Cluster
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, &cl); err != nil {
+			t.Fatal(err)
+		}
+		if meta.FindStatusCondition(cl.Status.Conditions, v1beta1.ClusterConditionReachable) != nil {
+			return &cl
+		}
+	}
+	t.Fatalf("Cluster %s was not checked within a minute: %+v", name, cl.Status)
+	return nil
 }
 
 // writeContextKubeconfig writes a kubeconfig of cluster c alone.
@@ -346,6 +369,10 @@ func TestHubUnreachableCluster(t *testing.T) {
 	if got.Status.Phase != v1beta1.PhaseFailed || got.Status.Reason != "TargetUnreachable" ||
 		!strings.Contains(got.Status.Message, "spec.target.cluster") || !strings.Contains(got.Status.Message, "127.0.0.1:1") {
 		t.Fatalf("status %+v, want Failed, TargetUnreachable, naming spec.target.cluster and the address", got.Status)
+	}
+	cl := waitReachable(t, c, "dst")
+	if r := meta.FindStatusCondition(cl.Status.Conditions, v1beta1.ClusterConditionReachable); r.Status != metav1.ConditionFalse || r.Reason != "Unreachable" || !strings.Contains(r.Message, "127.0.0.1:1") {
+		t.Errorf("Cluster dst: Reachable %+v, want False, Unreachable, naming the address", r)
 	}
 
 	ran := filepath.Join(t.TempDir(), "ran")

@@ -1,8 +1,9 @@
-// Package controller is the hub's Migration controller: it carries each
-// ferry.dev Migration out against its member clusters (pkg/migration),
-// holding a lease on it in its status, and records there the step, the
-// counts, the report's location and how it ended. It runs in `ferry hub`,
-// against the hub's own API, with controller-runtime.
+// Package controller is the hub's controllers: the Migration controller
+// carries each ferry.dev Migration out against its member clusters
+// (pkg/migration), holding a lease on it in its status, and records there
+// the step, the counts, the report's location and how it ended; the
+// Cluster controller records whether each member cluster answers. They run
+// in `ferry hub`, against the hub's own API, with controller-runtime.
 package controller
 
 import (
@@ -18,8 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 )
@@ -38,7 +42,9 @@ type Options struct {
 	Workers int
 	// ConnectTimeout bounds reaching a member cluster; default 30s.
 	ConnectTimeout time.Duration
-	Log            *slog.Logger
+	// CheckPeriod is how often each Cluster is checked; default 5m.
+	CheckPeriod time.Duration
+	Log         *slog.Logger
 }
 
 func (o *Options) complete() {
@@ -56,6 +62,9 @@ func (o *Options) complete() {
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 30 * time.Second
+	}
+	if o.CheckPeriod <= 0 {
+		o.CheckPeriod = 5 * time.Minute
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -88,6 +97,16 @@ func Run(ctx context.Context, o Options) error {
 		For(&v1beta1.Migration{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers}).
 		Complete(r)
+	if err != nil {
+		return fmt.Errorf("hub controllers: %w", err)
+	}
+	cr := &ClusterReconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Options: o}
+	err = ctrl.NewControllerManagedBy(mgr).
+		// Its own status updates do not bring a Cluster back.
+		For(&v1beta1.Cluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1beta1.ClusterCredential{}, handler.EnqueueRequestsFromMapFunc(cr.clustersOf)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+		Complete(cr)
 	if err != nil {
 		return fmt.Errorf("hub controllers: %w", err)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
@@ -71,25 +73,43 @@ func (r *MigrationReconciler) connect(ctx context.Context, namespace, name, path
 		}
 		return nil, err
 	}
+	cl, err := connectCluster(ctx, r.Reader, &c, r.ConnectTimeout)
+	var f *failure
+	switch {
+	case errors.As(err, &f) && f.reason == reasonUnreachable:
+		return nil, fail(reason, "%s: %w", path, f.err)
+	case errors.As(err, &f):
+		return nil, fail(f.reason, "%s: %w", path, f.err)
+	}
+	return cl, err
+}
+
+// reasonUnreachable is connectCluster's reason for an API server that does
+// not answer.
+const reasonUnreachable = "Unreachable"
+
+// connectCluster reaches member cluster c through its ClusterCredential's
+// kubeconfig, within timeout.
+func connectCluster(ctx context.Context, reader client.Reader, c *v1beta1.Cluster, timeout time.Duration) (*kube.Cluster, error) {
 	var cred v1beta1.ClusterCredential
-	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: c.Spec.CredentialRef.Name}, &cred); err != nil {
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.CredentialRef.Name}, &cred); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fail("ClusterCredentialNotFound", "%s: Cluster %q: its spec.credentialRef names ClusterCredential %q, which is not found", path, name, c.Spec.CredentialRef.Name)
+			return nil, fail("ClusterCredentialNotFound", "Cluster %q: its spec.credentialRef names ClusterCredential %q, which is not found", c.Name, c.Spec.CredentialRef.Name)
 		}
 		return nil, err
 	}
 	cfg, err := kube.RESTConfigFromKubeconfig(cred.Kubeconfig, c.Spec.Context)
 	if err != nil {
-		return nil, fail("InvalidClusterCredential", "%s: Cluster %q: ClusterCredential %q: %w", path, name, cred.Name, err)
+		return nil, fail("InvalidClusterCredential", "Cluster %q: ClusterCredential %q: %w", c.Name, cred.Name, err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, r.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cl, err := kube.Connect(cctx, name, cfg)
+	cl, err := kube.Connect(cctx, c.Name, cfg)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fail(reason, "%s: %w", path, err)
+		return nil, fail(reasonUnreachable, "%w", err)
 	}
 	return cl, nil
 }

@@ -1,0 +1,68 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+)
+
+// ClusterReconciler checks that each member cluster answers, through its
+// ClusterCredential, when the Cluster or its credential changes and every
+// CheckPeriod, and records it in status: the Reachable condition (reason
+// Reachable, or why not: Unreachable, ClusterCredentialNotFound,
+// InvalidClusterCredential), serverVersion and lastChecked.
+type ClusterReconciler struct {
+	Client client.Client
+	Reader client.Reader
+	Options
+}
+
+// Reconcile checks one Cluster.
+func (r *ClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var c v1beta1.Cluster
+	if err := r.Reader.Get(ctx, req.NamespacedName, &c); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	cond := metav1.Condition{Type: v1beta1.ClusterConditionReachable, Status: metav1.ConditionTrue, Reason: "Reachable", ObservedGeneration: c.Generation}
+	version := ""
+	cl, err := connectCluster(ctx, r.Reader, &c, r.ConnectTimeout)
+	var f *failure
+	switch {
+	case errors.As(err, &f):
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, f.reason, f.err.Error()
+	case err != nil:
+		return reconcile.Result{}, err
+	default:
+		version = cl.Version.GitVersion
+		cond.Message = "the API server at " + cl.Config.Host + " answered"
+	}
+	now := metav1.Now()
+	c.Status.ServerVersion, c.Status.LastChecked, c.Status.ObservedGeneration = version, &now, c.Generation
+	meta.SetStatusCondition(&c.Status.Conditions, cond)
+	if err := r.Client.Status().Update(ctx, &c); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	return reconcile.Result{RequeueAfter: r.CheckPeriod}, nil
+}
+
+// clustersOf maps a ClusterCredential to the Clusters that name it.
+func (r *ClusterReconciler) clustersOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1beta1.ClusterList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, c := range list.Items {
+		if c.Spec.CredentialRef.Name == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: c.Namespace, Name: c.Name}})
+		}
+	}
+	return out
+}
