@@ -62,6 +62,7 @@ SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 	fl.IntVar(&o.securePort, "secure-port", 8443, "port to serve HTTPS on (0: a free one)")
 	fl.StringSliceVar(&o.etcdServers, "etcd-servers", nil, "URLs of an existing etcd to keep the objects in, instead of the embedded one")
 	fl.StringSliceVar(&o.tokenAuthFiles, "token-auth-file", nil, "more static-token files (kube-apiserver's CSV format), besides DIR/tokens.csv")
+	cmd.AddCommand(newHubClusterCmd(g))
 	return cmd
 }
 
