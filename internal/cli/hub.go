@@ -35,6 +35,16 @@ It needs no Kubernetes cluster: its objects are kept in an etcd embedded in the 
 DIR/etcd, on loopback ports), or in --etcd-servers. The controllers that carry out Migrations are
 not part of it yet.
 
+Member clusters and Migrations are added with ferry itself (and --hub, or $FERRY_HUB_KUBECONFIG):
+
+  ferry hub cluster add prod --kubeconfig prod.kubeconfig --context prod --hub DIR/admin.kubeconfig
+  ferry migrate --hub DIR/admin.kubeconfig --from-cluster prod --to-cluster dr \
+    --storage s3://bucket?region=eu-west-1 --include-namespaces shop --wait
+
+cluster add stores the context's kubeconfig, minified, with its files embedded, as a
+ClusterCredential, and a Cluster that refers to it; migrate --hub creates a Migration from the
+migrate flags its spec carries, and with --wait follows it to its end.
+
 On first start it makes, in --data-dir: a CA and a serving certificate signed by it (pki/), an
 admin token (tokens.csv), the key that encrypts ClusterCredentials at rest (encryption.yaml), and
 admin.kubeconfig, which kubectl uses as it is:
