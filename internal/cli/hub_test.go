@@ -147,9 +147,13 @@ func TestHubClusterAddAndMigrate(t *testing.T) {
 	addCluster(t, h, kc, "src", "token", "https://b.example:6443")
 	addCluster(t, h, kc, "src", "certs", "https://a.example:6443")
 	addCluster(t, h, kc, "dst", "token", "https://b.example:6443")
+	code, stdout, stderr := ferry("hub", "cluster", "add", "dst", "--kubeconfig", kc, "--context", "token", "--hub", h.kubeconfig, "-n", "team", "-o", "yaml")
+	if code != 0 || !strings.Contains(stdout, "kind: Cluster\n") || strings.Contains(stdout, "s3cr3t") {
+		t.Errorf("cluster add -o yaml: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
 
 	storage := "s3://bucket?endpoint=http://127.0.0.1:9000"
-	code, stdout, stderr := ferry("migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", "src", "--to-cluster", "dst",
+	code, stdout, stderr = ferry("migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", "src", "--to-cluster", "dst",
 		"--storage", storage, "--name", "m1", "--include-namespaces", "a*,b", "--exclude-namespaces", "c", "--include-resources", "deployments",
 		"--exclude-resources", "secrets", "-l", "app=web", "--include-cluster-resources", "false", "--ttl", "24h",
 		"--namespace-mappings", "a:a2", "--storage-class-mappings", "std:fast", "--existing-resource-policy", "update",

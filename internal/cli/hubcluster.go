@@ -53,7 +53,8 @@ self-contained kubeconfig and the Cluster NAME that refers to it.
 
 A user that authenticates with an exec plugin, an auth-provider or a tokenFile is refused: the
 hub never runs a command or reads a file a kubeconfig names. Use a token or a client
-certificate (a ServiceAccount token, say). The kubeconfig's secrets are never printed.`,
+certificate (a ServiceAccount token, say). The kubeconfig's secrets are never printed: -o json|yaml
+prints the Cluster, not the ClusterCredential.`,
 		Args: cobra.ExactArgs(1),
 		RunE: runE(o),
 	}
@@ -112,6 +113,11 @@ func (o *hubClusterAddOptions) Run(ctx context.Context) error {
 		return nil
 	}); err != nil {
 		return err
+	}
+	if o.g.output != "table" {
+		// The Cluster only: the ClusterCredential holds the secrets.
+		cl.APIVersion, cl.Kind = hubv1beta1.SchemeGroupVersion.String(), "Cluster"
+		return printObject(o.g.stdout, o.g.output, cl)
 	}
 	fmt.Fprintf(o.g.stdout, "cluster %s added (context %s, server %s)\n", o.name, o.kc.context, o.kc.server)
 	return nil
