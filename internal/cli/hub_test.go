@@ -51,9 +51,9 @@ type testHub struct {
 	stop            func()
 }
 
-// startTestHub serves a hub on dir and port (0: a free one) until stop
-// (also at cleanup), and waits until it is ready.
-func startTestHub(t *testing.T, dir string, port int) *testHub {
+// requireHubServers skips under -short and fails outside a confined
+// network, as every test that serves something does.
+func requireHubServers(t *testing.T) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a hub (-short)")
@@ -61,6 +61,13 @@ func startTestHub(t *testing.T, dir string, port int) *testHub {
 	if err := testenv.RequireConfinedNetwork(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startTestHub serves a hub on dir and port (0: a free one) until stop
+// (also at cleanup), and waits until it is ready.
+func startTestHub(t *testing.T, dir string, port int) *testHub {
+	t.Helper()
+	requireHubServers(t)
 	s, err := hub.New(hub.Options{DataDir: dir, BindAddress: net.IPv4(127, 0, 0, 1), SecurePort: port})
 	if err != nil {
 		t.Fatal(err)
@@ -256,6 +263,8 @@ func TestHubMigrateWait(t *testing.T) {
 		{"done", hubv1beta1.PhaseCompleted, ExitOK, false},
 		{"partly", hubv1beta1.PhasePartiallyFailed, ExitPartiallyFailed, false},
 		{"failed", hubv1beta1.PhaseFailed, ExitFailed, false},
+		// A hub stopped cleanly ends its watches only at its shutdown
+		// timeout, a minute.
 		{"restarted", hubv1beta1.PhaseCompleted, ExitOK, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
