@@ -42,6 +42,16 @@ carries Migrations out: it reaches the member clusters through their ClusterCred
 kubeconfigs and the backup storage location with this process's credentials (its environment,
 as ferry backup's), and installs nothing in the clusters.
 
+Member clusters and Migrations are added with ferry itself (and --hub, or $FERRY_HUB_KUBECONFIG):
+
+  ferry hub cluster add prod --kubeconfig prod.kubeconfig --context prod --hub DIR/admin.kubeconfig
+  ferry migrate --hub DIR/admin.kubeconfig --from-cluster prod --to-cluster dr \
+    --storage s3://bucket?region=eu-west-1 --include-namespaces shop --wait
+
+cluster add stores the context's kubeconfig, minified, with its files embedded, as a
+ClusterCredential, and a Cluster that refers to it; migrate --hub creates a Migration from the
+migrate flags its spec carries, and with --wait follows it to its end.
+
 On first start it makes, in --data-dir: a CA and a serving certificate signed by it (pki/), an
 admin token (tokens.csv), the key that encrypts ClusterCredentials at rest (encryption.yaml), and
 admin.kubeconfig, which kubectl uses as it is:
@@ -72,6 +82,7 @@ SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 	fl.BoolVar(&o.controllers, "controllers", true, "run the Migration controller, which carries Migrations out against their member clusters")
 	fl.DurationVar(&o.leaseDuration, "migration-lease-duration", 30*time.Second, "how long a Migration's lease lasts unrenewed: after a hub stops, another hub (or its restart) fails the Migrations it was running once their leases expire")
 	fl.IntVar(&o.workers, "migration-workers", 4, "how many Migrations run at once")
+	cmd.AddCommand(newHubClusterCmd(g))
 	return cmd
 }
 

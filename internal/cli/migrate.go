@@ -29,6 +29,7 @@ type migrateOptions struct {
 	fromKubeconfig, fromContext              string
 	toKubeconfig, toContext, name, reportDir string
 	verify                                   bool
+	hub                                      hubMigrate
 
 	bspec v1alpha1.BackupSpec
 	rspec v1alpha1.RestoreSpec
@@ -41,7 +42,14 @@ func newMigrateCmd(g *globals) *cobra.Command {
 		Short: "Back up the source cluster, restore into the target cluster, and summarize",
 		Long: `migrate runs ferry backup create against the source cluster, then ferry restore
 create against the target, through the backup storage location, and prints a summary.
-The two clusters never talk to each other.`,
+The two clusters never talk to each other.
+
+With --hub (or $FERRY_HUB_KUBECONFIG), migrate runs nothing here: it creates a Migration in the
+hub (ferry hub), from --from-cluster to --to-cluster (the hub's Clusters: ferry hub cluster add),
+through --storage, with the selection, restore, image and --verify flags in its spec; the hub
+runs it. Flags a Migration cannot carry (kubeconfigs and contexts, encryption, volume helper
+settings, --report-dir, ...) are refused. --wait follows it, printing each phase, and ends with
+its counts, report location and exit code (0 Completed, 2 PartiallyFailed, 1 Failed).`,
 		Args: cobra.NoArgs,
 		RunE: runE(o),
 	}
@@ -62,14 +70,18 @@ The two clusters never talk to each other.`,
 	o.images.registerRestore(cmd, false)
 	o.images.register(cmd, "image-concurrency")
 	o.volumes.registerMigrate(cmd)
+	o.hub.register(cmd)
 	return cmd
 }
 
 // Complete fills in the defaults, builds both specs (reading the
 // resource-modifiers file) and checks the identity and password files.
-func (o *migrateOptions) Complete(_ *cobra.Command, _ []string) error {
+func (o *migrateOptions) Complete(cmd *cobra.Command, _ []string) error {
 	if o.name == "" {
 		o.name = defaultName("migrate")
+	}
+	if o.hub.complete(cmd, o.storage); o.hub.on() {
+		return o.completeHub()
 	}
 	if o.fromKubeconfig == "" {
 		o.fromKubeconfig = o.kubeconfig
@@ -92,6 +104,9 @@ func (o *migrateOptions) Complete(_ *cobra.Command, _ []string) error {
 }
 
 func (o *migrateOptions) Validate() error {
+	if err := o.hub.validate(); err != nil {
+		return err
+	}
 	if err := backup.ValidateName(o.name); err != nil {
 		return err
 	}
@@ -108,6 +123,9 @@ func (o *migrateOptions) Validate() error {
 	if err := ropts.Validate(); err != nil {
 		return err
 	}
+	if o.hub.on() {
+		return nil
+	}
 	if o.fromContext == "" && o.toContext == "" && o.fromKubeconfig == o.toKubeconfig {
 		return fmt.Errorf("migrate needs two clusters: set --from-context and --to-context (or --from-kubeconfig and --to-kubeconfig)")
 	}
@@ -123,6 +141,22 @@ func (o *migrateOptions) Validate() error {
 	return nil
 }
 
+// completeHub builds the specs of migrate --hub and the Migration's from
+// them, unless a flag it refuses was set (then Validate says so, and no
+// file such a flag names is read).
+func (o *migrateOptions) completeHub() error {
+	if len(o.hub.changed) > 0 {
+		return nil
+	}
+	var err error
+	if o.rspec, err = newRestoreSpec(&o.restore, o.name, &o.images, false); err != nil {
+		return err
+	}
+	o.bspec = newBackupSpec(&o.selection, &o.crypt, &o.images, o.volumes.defaultToFS)
+	o.hub.spec = o.hub.migrationSpec(o.bspec, o.rspec, o.storage, o.verify)
+	return nil
+}
+
 // restoreOptions are the engine's options of the restore, but for the pod
 // volumes.
 func (o *migrateOptions) restoreOptions(iopts images.Options) restore.Options {
@@ -130,6 +164,9 @@ func (o *migrateOptions) restoreOptions(iopts images.Options) restore.Options {
 }
 
 func (o *migrateOptions) Run(ctx context.Context) error {
+	if o.hub.on() {
+		return o.runHub(ctx)
+	}
 	if o.verify && !o.rspec.DryRun {
 		removeEmpty, err := checkReportDir(o.reportDir)
 		if err != nil {

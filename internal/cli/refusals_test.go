@@ -20,7 +20,7 @@ import (
 // commands accept, so that the machine's own settings do not.
 func cleanEnv(t *testing.T) {
 	t.Helper()
-	for _, k := range []string{EnvMode, store.EnvStorage, volumes.EnvPassword, EnvNamespace, "NODE_NAME"} {
+	for _, k := range []string{EnvMode, store.EnvStorage, volumes.EnvPassword, EnvNamespace, EnvHubKubeconfig, "NODE_NAME"} {
 		t.Setenv(k, "")
 	}
 }
@@ -292,6 +292,81 @@ func TestValidateMigrate(t *testing.T) {
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--encryption-identity", filepath.Join(f.dir, "none")}, []string{"--encryption-identity"}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--existing-resource-policy", "merge"}, []string{"--existing-resource-policy", `"merge"`}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--push-images"}, []string{"--image-registry-mappings (spec.imageRegistryMappings): Required value: --push-images needs"}},
+	})
+}
+
+// TestValidateMigrateHub: migrate --hub refuses the flags a Migration
+// cannot carry, naming them, and migrate without it the hub's flags.
+func TestValidateMigrateHub(t *testing.T) {
+	cleanEnv(t)
+	f := newRefusalFiles(t)
+	s := "--storage=file://" + f.dir
+	h := "--hub=" + filepath.Join(f.dir, "hub.kubeconfig")
+	ab := []string{"--from-cluster", "a", "--to-cluster", "b"}
+	hub := func(args ...string) []string { return append(append([]string{"migrate", s, h}, ab...), args...) }
+	checkValidate(t, []validateCase{
+		{hub(), nil},
+		{hub("--wait", "--wait-timeout", "5m", "-n", "team-a", "--ttl", "24h", "--name", "m1"), nil},
+		{hub("--include-namespaces", "a*", "-l", "app=web", "--namespace-mappings", "a:b", "--images", "copy", "--image-registry-mappings", "a.io=b.io", "--verify=false"), nil},
+		{[]string{"migrate", s, h}, []string{"migrate --hub needs --from-cluster and --to-cluster: the hub's Clusters (ferry hub cluster add)"}},
+		{[]string{"migrate", s, h, "--from-cluster", "a"}, []string{"needs --from-cluster and --to-cluster"}},
+		{append([]string{"migrate", h}, ab...), []string{"migrate --hub needs --storage (or $FERRY_STORAGE): the backup storage location the hub opens"}},
+		{hub("--kubeconfig", "k"), []string{"--kubeconfig is not supported with --hub: the hub reaches the clusters with their ClusterCredentials"}},
+		{hub("--context", "k"), []string{"--context is not supported with --hub"}},
+		{hub("--from-context", "x"), []string{"--from-context is not supported with --hub: name the hub's Cluster with --from-cluster"}},
+		{hub("--to-kubeconfig", "x"), []string{"--to-kubeconfig is not supported with --hub: name the hub's Cluster with --to-cluster"}},
+		{hub("--report-dir", f.dir), []string{"--report-dir is not supported with --hub: the hub writes the verification report into the storage location"}},
+		{hub("--encryption-recipient", f.recipient), []string{"--encryption-recipient is not supported with --hub"}},
+		{hub("--encryption-identity", f.identity), []string{"--encryption-identity is not supported with --hub"}},
+		{hub("--repository-password-file", f.password), []string{"--repository-password-file is not supported with --hub"}},
+		// The refusal comes before the file is read.
+		{hub("--resource-modifiers", filepath.Join(f.dir, "none")), []string{"--resource-modifiers is not supported with --hub"}},
+		{hub("--dry-run"), []string{"--dry-run is not supported with --hub: run the dry run without --hub"}},
+		{hub("--from-cloud", "aws"), []string{"--from-cloud is not supported with --hub"}},
+		{hub("--preserve-nodeports"), []string{"--preserve-nodeports is not supported with --hub"}},
+		{hub("--preferred-version-only"), []string{"--preferred-version-only is not supported with --hub"}},
+		{hub("--images", "bundle", "--image-registry-mappings", "a.io=b.io", "--push-images"), []string{"--push-images is not supported with --hub: with --images=bundle the hub pushes"}},
+		{hub("--images", "copy", "--image-registry-mappings", "a.io=b.io", "--platform", "linux/amd64"), []string{"--platform is not supported with --hub"}},
+		{hub("--image-jobs", "2"), []string{"--image-jobs is not supported with --hub"}},
+		{hub("--helper-image", "x"), []string{"--helper-image is not supported with --hub: the hub does not move pod volume data yet"}},
+		{hub("--default-volumes-to-fs-backup"), []string{"--default-volumes-to-fs-backup is not supported with --hub: the hub does not move pod volume data yet"}},
+		{hub("--volume-timeout", "1m"), []string{"--volume-timeout is not supported with --hub"}},
+		{hub("--write-sparse-files"), []string{"--write-sparse-files is not supported with --hub"}},
+		{hub("--wait", "--wait-timeout", "0s"), []string{"--wait-timeout 0s: must be positive"}},
+		{hub("--ttl", "-1h"), []string{"--ttl -1h0m0s is negative"}},
+		{hub("-n", "Team_A"), []string{`--namespace "Team_A"`}},
+		{hub("--name", "M_1"), []string{`backup name "M_1"`}},
+		{hub("--images", "merge"), []string{`--images (spec.images): Unsupported value: "merge"`}},
+		{hub("--existing-resource-policy", "merge"), []string{"--existing-resource-policy", `"merge"`}},
+		{hub("--namespace-mappings", "x"), []string{`--namespace-mappings "x": want SRC:DST`}},
+		// Without --hub, its flags do nothing.
+		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--from-cluster", "a"}, []string{"--from-cluster is for migrate --hub (or $FERRY_HUB_KUBECONFIG)"}},
+		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--wait"}, []string{"--wait is for migrate --hub"}},
+		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "-n", "x"}, []string{"--namespace is for migrate --hub"}},
+	})
+	t.Setenv(EnvHubKubeconfig, filepath.Join(f.dir, "hub.kubeconfig"))
+	checkValidate(t, []validateCase{
+		{append([]string{"migrate", s}, ab...), nil},
+		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b"}, []string{"--from-context is not supported with --hub ($FERRY_HUB_KUBECONFIG): name the hub's Cluster with --from-cluster"}},
+		{[]string{"migrate", s, "--hub", "", "--from-context", "a", "--to-context", "b"}, nil},
+	})
+}
+
+// TestValidateHubClusterAdd: hub cluster add's refusals that read no
+// kubeconfig (TestLoadMemberKubeconfig has those that do).
+func TestValidateHubClusterAdd(t *testing.T) {
+	cleanEnv(t)
+	dir := t.TempDir()
+	h := "--hub=" + filepath.Join(dir, "hub.kubeconfig")
+	missing := filepath.Join(dir, "missing")
+	checkValidate(t, []validateCase{
+		{[]string{"hub", "cluster", "add", "c"}, []string{"--hub is required (or $FERRY_HUB_KUBECONFIG): the hub's kubeconfig"}},
+		{[]string{"hub", "cluster", "add", "c", h}, []string{"--kubeconfig is required: the kubeconfig of the cluster to add"}},
+		{[]string{"hub", "cluster", "add", "C_1", h, "--kubeconfig", missing}, []string{`cluster name "C_1"`}},
+		{[]string{"hub", "cluster", "add", "c", h, "-n", "A_B", "--kubeconfig", missing}, []string{`--namespace "A_B"`}},
+		{[]string{"hub", "cluster", "add", "c", h, "--kubeconfig", missing}, []string{"--kubeconfig " + missing + ": open " + missing + ": no such file or directory"}},
+		{[]string{"hub", "cluster", "add", h}, []string{"accepts 1 arg(s), received 0"}},
+		{[]string{"hub", "cluster", "nosuch"}, []string{`unknown command "nosuch" for "ferry hub cluster"`}},
 	})
 }
 

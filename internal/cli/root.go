@@ -144,9 +144,10 @@ into another cluster, with nothing installed in either cluster.`,
 	_ = pf.MarkHidden("cpuprofile")
 	root.AddCommand(newBackupCmd(g), newRestoreCmd(g), newMigrateCmd(g), newVerifyCmd(g), newImageCmd(g), newVersionCmd(g), newNodeAgentCmd(g), newVolumeHelperCmd())
 	root.AddCommand(newServerCmd(g), newHubCmd(g), newInstallCmd(g), newUninstallCmd(g), newScheduleCmd(g))
-	// A group command given an unknown subcommand is an error, not help and exit 0.
+	// A group command given an unknown subcommand is an error, not help and
+	// exit 0 (ferry hub, which serves, has subcommands and a RunE of its own).
 	for _, c := range root.Commands() {
-		if c.HasSubCommands() {
+		if c.HasSubCommands() && c.RunE == nil {
 			c.Args = cobra.NoArgs
 			c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
 		}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -188,6 +189,10 @@ func config(ro *genericoptions.RecommendedOptions, ca *CA, tokenFiles []string) 
 	if err := ro.ApplyTo(cfg); err != nil {
 		return nil, err
 	}
+	// On SIGTERM, watches (kubectl get -w, ferry migrate --wait) are
+	// ended within seconds instead of holding the stop for a minute; their
+	// clients watch again.
+	cfg.ShutdownWatchTerminationGracePeriod = 5 * time.Second
 	authn, err := newAuthenticator(ca, tokenFiles)
 	if err != nil {
 		return nil, err

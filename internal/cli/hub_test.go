@@ -1,0 +1,345 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/hub"
+	hubv1beta1 "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+)
+
+// syncBuffer is a buffer a command running in a goroutine writes while
+// the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testHub is a hub served in this process, as ferry hub serves it.
+type testHub struct {
+	dir, kubeconfig string
+	port            int
+	client          crclient.WithWatch
+	stop            func()
+}
+
+// requireHubServers skips under -short and fails outside a confined
+// network, as every test that serves something does.
+func requireHubServers(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a hub (-short)")
+	}
+	if err := testenv.RequireConfinedNetwork(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startTestHub serves a hub on dir and port (0: a free one) until stop
+// (also at cleanup), and waits until it is ready.
+func startTestHub(t *testing.T, dir string, port int) *testHub {
+	t.Helper()
+	requireHubServers(t)
+	s, err := hub.New(hub.Options{DataDir: dir, BindAddress: net.IPv4(127, 0, 0, 1), SecurePort: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("hub: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	waitHubReady(t, s.Kubeconfig)
+	c, err := hubClient(s.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testHub{dir: dir, kubeconfig: s.Kubeconfig, port: s.Port, client: c, stop: stop}
+}
+
+// waitHubReady waits until the hub's /readyz answers 200.
+func waitHubReady(t *testing.T, kubeconfig string) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		resp, err := client.Get(cfg.Host + "/readyz")
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		t.Fatalf("hub at %s not ready: %v", cfg.Host, err)
+	}
+}
+
+// ferry runs ferry with args and returns its exit code, stdout and stderr.
+func ferry(args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	code := Main(args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// writeMemberKubeconfig writes memberKubeconfigYAML and the files it names.
+func writeMemberKubeconfig(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, data := range map[string]string{"pki/ca.crt": "CA-PEM", "pki/client.crt": "CERT-PEM", "pki/client.key": "KEY-PEM", "config": memberKubeconfigYAML} {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "config")
+}
+
+// TestHubClusterAddAndMigrate: against a real hub, cluster add creates and
+// then updates a ClusterCredential and a Cluster, and migrate --hub a
+// Migration with every flag its spec carries; the hub's own refusal is
+// printed as it is.
+func TestHubClusterAddAndMigrate(t *testing.T) {
+	cleanEnv(t)
+	h := startTestHub(t, t.TempDir(), 0)
+	kc := writeMemberKubeconfig(t)
+	ctx := context.Background()
+	addCluster(t, h, kc, "src", "certs", "https://a.example:6443")
+	// Added again with another context: both objects are updated.
+	addCluster(t, h, kc, "src", "token", "https://b.example:6443")
+	addCluster(t, h, kc, "src", "certs", "https://a.example:6443")
+	addCluster(t, h, kc, "dst", "token", "https://b.example:6443")
+	code, stdout, stderr := ferry("hub", "cluster", "add", "dst", "--kubeconfig", kc, "--context", "token", "--hub", h.kubeconfig, "-n", "team", "-o", "yaml")
+	if code != 0 || !strings.Contains(stdout, "kind: Cluster\n") || strings.Contains(stdout, "s3cr3t") {
+		t.Errorf("cluster add -o yaml: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
+	storage := "s3://bucket?endpoint=http://127.0.0.1:9000"
+	code, stdout, stderr = ferry("migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", "src", "--to-cluster", "dst",
+		"--storage", storage, "--name", "m1", "--include-namespaces", "a*,b", "--exclude-namespaces", "c", "--include-resources", "deployments",
+		"--exclude-resources", "secrets", "-l", "app=web", "--include-cluster-resources", "false", "--ttl", "24h",
+		"--namespace-mappings", "a:a2", "--storage-class-mappings", "std:fast", "--existing-resource-policy", "update",
+		"--images", "copy", "--image-registry-mappings", "old.io=new.io", "--verify=false")
+	if code != 0 || !strings.HasPrefix(stdout, "migration m1 created in the hub (namespace team)") {
+		t.Fatalf("migrate --hub: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	m := &hubv1beta1.Migration{}
+	if err := h.client.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m1"}, m); err != nil {
+		t.Fatal(err)
+	}
+	no := false
+	checkField(t, "spec.source", m.Spec.Source, hubv1beta1.ClusterReference{Cluster: "src"})
+	checkField(t, "spec.target", m.Spec.Target, hubv1beta1.ClusterReference{Cluster: "dst"})
+	checkField(t, "spec.storage", m.Spec.Storage, hubv1beta1.MigrationStorage{Location: storage})
+	checkField(t, "spec.backup", m.Spec.Backup, hubv1beta1.MigrationBackup{
+		IncludedNamespaces: []string{"a*", "b"}, ExcludedNamespaces: []string{"c"},
+		IncludedResources: []string{"deployments"}, ExcludedResources: []string{"secrets"},
+		LabelSelector: "app=web", IncludeClusterResources: "false", TTL: &metav1.Duration{Duration: 24 * time.Hour},
+	})
+	checkField(t, "spec.restore", m.Spec.Restore, hubv1beta1.MigrationRestore{
+		NamespaceMapping: map[string]string{"a": "a2"}, StorageClassMapping: map[string]string{"std": "fast"}, ExistingResourcePolicy: "update",
+	})
+	checkField(t, "spec.images", m.Spec.Images, hubv1beta1.MigrationImages{Mode: "copy", RegistryMappings: []string{"old.io=new.io"}})
+	checkField(t, "spec.volumes", m.Spec.Volumes, false)
+	checkField(t, "spec.verify", m.Spec.Verify, &no)
+	checkField(t, "status.phase", m.Status.Phase, hubv1beta1.PhasePending)
+
+	// The defaults: the hub's.
+	code, stdout, stderr = ferry("migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", "src", "--to-cluster", "dst", "--storage", storage, "-o", "json")
+	if code != 0 || !strings.Contains(stdout, `"kind": "Migration"`) || !strings.Contains(stdout, `"name": "migrate-`) {
+		t.Fatalf("migrate --hub -o json: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// A Cluster the hub does not have: its field error, as it is.
+	code, _, stderr = ferry("migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", "nosuch", "--to-cluster", "dst", "--storage", storage)
+	if want := `spec.source.cluster: Not found: "nosuch"`; code != 1 || !strings.Contains(stderr, want) {
+		t.Errorf("migrate --hub from an unknown Cluster: exit %d, stderr %q; want %q", code, stderr, want)
+	}
+}
+
+func checkField(t *testing.T, field string, got, want any) {
+	t.Helper()
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: %+v; want %+v", field, got, want)
+	}
+}
+
+// addCluster runs hub cluster add name for context of kc, into namespace
+// team, and checks the ClusterCredential and the Cluster in the hub.
+func addCluster(t *testing.T, h *testHub, kc, name, context, server string) {
+	t.Helper()
+	code, stdout, stderr := ferry("hub", "cluster", "add", name, "--kubeconfig", kc, "--context", context, "--hub", h.kubeconfig, "-n", "team")
+	if want := "cluster " + name + " added (context " + context + ", server " + server + ")\n"; code != 0 || stdout != want {
+		t.Fatalf("cluster add: exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
+	}
+	if strings.Contains(stdout+stderr, "s3cr3t") || strings.Contains(stdout+stderr, "KEY-PEM") {
+		t.Errorf("cluster add printed a secret: %q %q", stdout, stderr)
+	}
+	want, err := loadMemberKubeconfig(kc, context)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := crclient.ObjectKey{Namespace: "team", Name: name}
+	cred := &hubv1beta1.ClusterCredential{}
+	if err := h.client.Get(t.Context(), key, cred); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(cred.Kubeconfig, want.data) {
+		t.Errorf("ClusterCredential %s kubeconfig:\n%s\nwant:\n%s", name, cred.Kubeconfig, want.data)
+	}
+	cl := &hubv1beta1.Cluster{}
+	if err := h.client.Get(t.Context(), key, cl); err != nil {
+		t.Fatal(err)
+	}
+	checkField(t, "Cluster "+name+" spec", cl.Spec, hubv1beta1.ClusterSpec{CredentialRef: hubv1beta1.LocalObjectReference{Name: name}, Context: context})
+}
+
+// TestHubMigrateWait: migrate --hub --wait prints each phase the
+// Migration's status goes through (set here through the status
+// subresource, as the hub's controller sets it), then its counts, report,
+// reason and message, and exits as the last phase says; it follows the
+// Migration across a restart of the hub.
+func TestHubMigrateWait(t *testing.T) {
+	cleanEnv(t)
+	h := startTestHub(t, t.TempDir(), 0)
+	kc := writeMemberKubeconfig(t)
+	for _, name := range []string{"src", "dst"} {
+		if code, _, stderr := ferry("hub", "cluster", "add", name, "--kubeconfig", kc, "--context", "token", "--hub", h.kubeconfig); code != 0 {
+			t.Fatalf("cluster add %s: %s", name, stderr)
+		}
+	}
+	final := hubv1beta1.MigrationStatus{Counts: hubv1beta1.MigrationCounts{BackedUp: 12, Restored: 10, Failed: 1, Skipped: 1},
+		ReportLocation: "s3://bucket/reports/m", Reason: "ItemsFailed", Message: "1 item failed to restore"}
+	for _, c := range []struct {
+		name    string
+		last    hubv1beta1.MigrationPhase
+		code    int
+		restart bool
+	}{
+		{"done", hubv1beta1.PhaseCompleted, ExitOK, false},
+		{"partly", hubv1beta1.PhasePartiallyFailed, ExitPartiallyFailed, false},
+		{"failed", hubv1beta1.PhaseFailed, ExitFailed, false},
+		// A hub stopped cleanly ends its watches only at its shutdown
+		// timeout, a minute.
+		{"restarted", hubv1beta1.PhaseCompleted, ExitOK, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr syncBuffer
+			done := make(chan int, 1)
+			go func() {
+				done <- Main([]string{"migrate", "--hub", h.kubeconfig, "--from-cluster", "src", "--to-cluster", "dst", "--storage", "file:///data",
+					"--name", c.name, "--wait", "--wait-timeout", "2m"}, &stdout, &stderr)
+			}()
+			waitOutput(t, &stderr, "migration "+c.name+": Pending\n", done)
+			for _, p := range []hubv1beta1.MigrationPhase{hubv1beta1.PhaseBackup, hubv1beta1.PhaseRestore} {
+				setStatus(t, h.client, c.name, hubv1beta1.MigrationStatus{Phase: p})
+				waitOutput(t, &stderr, "migration "+c.name+": "+string(p)+"\n", done)
+			}
+			if c.restart {
+				start := time.Now()
+				h.stop()
+				t.Logf("hub stopped in %s", time.Since(start))
+				h = startTestHub(t, h.dir, h.port)
+				t.Logf("hub restarted in %s", time.Since(start))
+			}
+			st := final
+			st.Phase = c.last
+			setStatus(t, h.client, c.name, st)
+			var code int
+			select {
+			case code = <-done:
+			case <-time.After(time.Minute):
+				t.Fatalf("migrate --wait still running; stderr %q", stderr.String())
+			}
+			wantErr := "migration " + c.name + ": Pending\nmigration " + c.name + ": Backup\nmigration " + c.name + ": Restore\nmigration " + c.name + ": " + string(c.last) + "\n"
+			if code != c.code || !strings.HasPrefix(stderr.String(), wantErr) {
+				t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), c.code, wantErr)
+			}
+			wantOut := "Migration " + c.name + " " + string(c.last) + ": 12 backed up, 10 restored, 1 skipped, 1 failed\nReport: s3://bucket/reports/m\nReason: ItemsFailed\nMessage: 1 item failed to restore\n"
+			if stdout.String() != wantOut {
+				t.Errorf("stdout %q; want %q", stdout.String(), wantOut)
+			}
+		})
+	}
+}
+
+// waitOutput waits until b holds want, failing if the command ended first.
+func waitOutput(t *testing.T, b *syncBuffer, want string, done chan int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(b.String(), want) {
+		select {
+		case code := <-done:
+			t.Fatalf("migrate ended (exit %d) before printing %q: %q", code, want, b.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in %q", want, b.String())
+		}
+	}
+}
+
+// setStatus sets Migration name's status through the status subresource,
+// as the hub's controller does.
+func setStatus(t *testing.T, c crclient.Client, name string, st hubv1beta1.MigrationStatus) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		m := &hubv1beta1.Migration{}
+		if err := c.Get(ctx, crclient.ObjectKey{Namespace: metav1.NamespaceDefault, Name: name}, m); err != nil {
+			return false, err
+		}
+		m.Status = st
+		if err := c.Status().Update(ctx, m); err != nil {
+			t.Logf("status update: %v", err)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("setting the status of %s: %v", name, err)
+	}
+}
