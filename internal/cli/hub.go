@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/hub"
 	"github.com/kubeferry/ferry/pkg/hub/controller"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // hubOptions are ferry hub's flags, in kubectl's shape.
@@ -25,6 +26,7 @@ type hubOptions struct {
 	controllers    bool
 	leaseDuration  time.Duration
 	workers        int
+	volumes        volumeFlags
 
 	opts hub.Options
 }
@@ -40,7 +42,9 @@ It needs no Kubernetes cluster: its objects are kept in an etcd embedded in the 
 DIR/etcd, on loopback ports), or in --etcd-servers. Its Migration controller (--controllers)
 carries Migrations out: it reaches the member clusters through their ClusterCredentials'
 kubeconfigs and the backup storage location with this process's credentials (its environment,
-as ferry backup's), and installs nothing in the clusters.
+as ferry backup's), and installs nothing in the clusters. Pod volume data moves through helper
+pods running --helper-image in both clusters, with the repository password of
+--repository-password-file (or $FERRY_REPOSITORY_PASSWORD); without one, the hub moves none.
 
 Member clusters and Migrations are added with ferry itself (and --hub, or $FERRY_HUB_KUBECONFIG):
 
@@ -82,6 +86,10 @@ SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 	fl.BoolVar(&o.controllers, "controllers", true, "run the Migration controller, which carries Migrations out against their member clusters")
 	fl.DurationVar(&o.leaseDuration, "migration-lease-duration", 30*time.Second, "how long a Migration's lease lasts unrenewed: after a hub stops, another hub (or its restart) fails the Migrations it was running once their leases expire")
 	fl.IntVar(&o.workers, "migration-workers", 4, "how many Migrations run at once")
+	o.volumes.registerPassword(cmd)
+	fl.StringVar(&o.volumes.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move Migrations' volume data in the member clusters (and by the ferry-restore-wait init container); the only image a target needs to pull")
+	fl.DurationVar(&o.volumes.wait, "volume-timeout", 10*time.Minute, "how long each helper pod may take to start, and how long to wait for each restored pod, before that volume fails")
+	fl.DurationVar(&o.volumes.unschedulable, "helper-unschedulable-timeout", 30*time.Second, "how long the scheduler may find no node for a helper pod before its volume fails, naming the scheduler's reason")
 	cmd.AddCommand(newHubClusterCmd(g))
 	return cmd
 }
@@ -95,9 +103,17 @@ func (o *hubOptions) Complete(_ *cobra.Command, _ []string) error {
 		EtcdServers:    o.etcdServers,
 		TokenAuthFiles: o.tokenAuthFiles,
 	}
-	if o.controllers {
-		o.opts.Controllers = &controller.Options{LeaseDuration: o.leaseDuration, Workers: o.workers, Log: o.g.log}
+	if !o.controllers {
+		return nil
 	}
+	// Without a password the hub moves no volume data, and says so in
+	// each Migration that asks for it.
+	pw, err := readPassword(o.volumes.passwordFile)
+	if err != nil && !errors.Is(err, volumes.ErrNoPassword) {
+		return err
+	}
+	o.opts.Controllers = &controller.Options{LeaseDuration: o.leaseDuration, Workers: o.workers, Log: o.g.log,
+		Volumes: o.volumes.settings(pw, o.g.log)}
 	return nil
 }
 

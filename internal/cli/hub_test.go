@@ -164,7 +164,7 @@ func TestHubClusterAddAndMigrate(t *testing.T) {
 		"--storage", storage, "--name", "m1", "--include-namespaces", "a*,b", "--exclude-namespaces", "c", "--include-resources", "deployments",
 		"--exclude-resources", "secrets", "-l", "app=web", "--include-cluster-resources", "false", "--ttl", "24h",
 		"--namespace-mappings", "a:a2", "--storage-class-mappings", "std:fast", "--existing-resource-policy", "update",
-		"--images", "copy", "--image-registry-mappings", "old.io=new.io", "--verify=false")
+		"--images", "copy", "--image-registry-mappings", "old.io=new.io", "--verify=false", "--default-volumes-to-fs-backup")
 	if code != 0 || !strings.HasPrefix(stdout, "migration m1 created in the hub (namespace team)") {
 		t.Fatalf("migrate --hub: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -185,7 +185,7 @@ func TestHubClusterAddAndMigrate(t *testing.T) {
 		NamespaceMapping: map[string]string{"a": "a2"}, StorageClassMapping: map[string]string{"std": "fast"}, ExistingResourcePolicy: "update",
 	})
 	checkField(t, "spec.images", m.Spec.Images, hubv1beta1.MigrationImages{Mode: "copy", RegistryMappings: []string{"old.io=new.io"}})
-	checkField(t, "spec.volumes", m.Spec.Volumes, false)
+	checkField(t, "spec.volumes", m.Spec.Volumes, true)
 	checkField(t, "spec.verify", m.Spec.Verify, &no)
 	checkField(t, "status.phase", m.Status.Phase, hubv1beta1.PhasePending)
 

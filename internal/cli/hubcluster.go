@@ -17,6 +17,7 @@ import (
 
 	hubv1beta1 "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 func newHubClusterCmd(g *globals) *cobra.Command {
@@ -36,6 +37,7 @@ type hubClusterAddOptions struct {
 	name      string
 	hub       string
 	namespace string
+	podsDir   string
 
 	// Set by Complete: the kubeconfig kept, or why it is refused.
 	kc    *memberKubeconfig
@@ -62,6 +64,7 @@ prints the Cluster, not the ClusterCredential.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.hub, "hub", "", hubFlagHelp+" (required)")
 	fl.StringVarP(&o.namespace, "namespace", "n", metav1.NamespaceDefault, "the hub namespace of the Cluster and its ClusterCredential")
+	fl.StringVar(&o.podsDir, "node-pods-dir", "", "the kubelet's pods directory on the cluster's nodes (spec.nodePodsDir; default "+volumes.DefaultNodePodsDir+"), which the helper pods that move volume data mount")
 	return cmd
 }
 
@@ -111,6 +114,7 @@ func (o *hubClusterAddOptions) Run(ctx context.Context) error {
 	if _, err := controllerutil.CreateOrUpdate(ctx, c, cl, func() error {
 		cl.Spec.CredentialRef = hubv1beta1.LocalObjectReference{Name: o.name}
 		cl.Spec.Context = o.kc.context
+		cl.Spec.NodePodsDir = o.podsDir
 		return nil
 	}); err != nil {
 		return err

@@ -71,14 +71,13 @@ var localOnly = []struct{ flag, why string }{
 	{"image-jobs", "the hub's image settings apply"},
 	{"image-retries", "the hub's image settings apply"},
 	{"insecure", "the hub's image settings apply"},
-	{"default-volumes-to-fs-backup", "the hub does not move pod volume data yet: run ferry migrate without --hub"},
-	{"helper-image", "the hub does not move pod volume data yet"},
-	{"restore-helper-image", "the hub does not move pod volume data yet"},
-	{"node-pods-dir", "the hub does not move pod volume data yet"},
-	{"to-node-pods-dir", "the hub does not move pod volume data yet"},
-	{"volume-timeout", "the hub does not move pod volume data yet"},
-	{"helper-unschedulable-timeout", "the hub does not move pod volume data yet"},
-	{"write-sparse-files", "the hub does not move pod volume data yet"},
+	{"helper-image", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
+	{"restore-helper-image", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
+	{"node-pods-dir", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
+	{"to-node-pods-dir", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
+	{"volume-timeout", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
+	{"helper-unschedulable-timeout", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
+	{"write-sparse-files", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
 }
 
 // complete turns hub mode on with --hub or $FERRY_HUB_KUBECONFIG, and
@@ -152,8 +151,9 @@ func (h *hubMigrate) migrationSpec(b v1alpha1.BackupSpec, r v1alpha1.RestoreSpec
 			NamespaceMapping: r.NamespaceMapping, StorageClassMapping: r.StorageClassMapping,
 			ExistingResourcePolicy: string(r.ExistingResourcePolicy),
 		},
-		Images: hubv1beta1.MigrationImages{Mode: b.Images, RegistryMappings: b.ImageRegistryMappings},
-		Verify: &verify,
+		Images:  hubv1beta1.MigrationImages{Mode: b.Images, RegistryMappings: b.ImageRegistryMappings},
+		Verify:  &verify,
+		Volumes: b.DefaultVolumesToFsBackup,
 	}
 	if h.ttl > 0 {
 		s.Backup.TTL = &metav1.Duration{Duration: h.ttl}

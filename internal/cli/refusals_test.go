@@ -307,7 +307,7 @@ func TestValidateMigrateHub(t *testing.T) {
 	checkValidate(t, []validateCase{
 		{hub(), nil},
 		{hub("--wait", "--wait-timeout", "5m", "-n", "team-a", "--ttl", "24h", "--name", "m1"), nil},
-		{hub("--include-namespaces", "a*", "-l", "app=web", "--namespace-mappings", "a:b", "--images", "copy", "--image-registry-mappings", "a.io=b.io", "--verify=false"), nil},
+		{hub("--include-namespaces", "a*", "-l", "app=web", "--namespace-mappings", "a:b", "--images", "copy", "--image-registry-mappings", "a.io=b.io", "--verify=false", "--default-volumes-to-fs-backup"), nil},
 		{[]string{"migrate", s, h}, []string{"migrate --hub needs --from-cluster and --to-cluster: the hub's Clusters (ferry hub cluster add)"}},
 		{[]string{"migrate", s, h, "--from-cluster", "a"}, []string{"needs --from-cluster and --to-cluster"}},
 		{append([]string{"migrate", h}, ab...), []string{"migrate --hub needs --storage (or $FERRY_STORAGE): the backup storage location the hub opens"}},
@@ -328,8 +328,7 @@ func TestValidateMigrateHub(t *testing.T) {
 		{hub("--images", "bundle", "--image-registry-mappings", "a.io=b.io", "--push-images"), []string{"--push-images is not supported with --hub: with --images=bundle the hub pushes"}},
 		{hub("--images", "copy", "--image-registry-mappings", "a.io=b.io", "--platform", "linux/amd64"), []string{"--platform is not supported with --hub"}},
 		{hub("--image-jobs", "2"), []string{"--image-jobs is not supported with --hub"}},
-		{hub("--helper-image", "x"), []string{"--helper-image is not supported with --hub: the hub does not move pod volume data yet"}},
-		{hub("--default-volumes-to-fs-backup"), []string{"--default-volumes-to-fs-backup is not supported with --hub: the hub does not move pod volume data yet"}},
+		{hub("--helper-image", "x"), []string{"--helper-image is not supported with --hub: the hub's volume settings apply"}},
 		{hub("--volume-timeout", "1m"), []string{"--volume-timeout is not supported with --hub"}},
 		{hub("--write-sparse-files"), []string{"--write-sparse-files is not supported with --hub"}},
 		{hub("--wait", "--wait-timeout", "0s"), []string{"--wait-timeout 0s: must be positive"}},

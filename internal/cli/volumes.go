@@ -7,20 +7,17 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
-	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumehelpers"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -63,24 +60,18 @@ func (f *volumeFlags) registerHelpers(cmd *cobra.Command) {
 // defaultImage is ferry's image at this build's version.
 func defaultImage() string { return "ghcr.io/kubeferry/ferry:" + imageTag() }
 
-// helpers returns the helper pods of a volume backup or restore in
-// cluster, with the location's URL, its credentials (from this process's
-// environment, helperCredentials) and password in their Secret.
-func (f *volumeFlags) helpers(ctx context.Context, loc *store.Location, cluster *kube.Cluster, password string, log *slog.Logger) (*volumes.Helpers, error) {
-	creds, err := helperCredentials(ctx, loc.SecretURL())
-	if err != nil && log != nil {
-		// The helpers may still have an identity of their own in the
-		// cluster (a workload identity); if not, each says so.
-		log.Warn("no credentials to give the helper pods", "error", err)
+// settings are the helper pods' settings of these flags, with password.
+func (f *volumeFlags) settings(password string, log *slog.Logger) volumehelpers.Settings {
+	return volumehelpers.Settings{Image: f.helperImage, Password: password, NodePodsDir: f.nodePodsDir,
+		StartTimeout: f.wait, Unschedulable: f.unschedulable, Sparse: f.sparse, Log: log}
+}
+
+// track keeps h (when set) among this command's helpers, whose claims get
+// progress lines (showVolumes).
+func (f *volumeFlags) track(h *volumes.Helpers) {
+	if h != nil {
+		f.active = append(f.active, h)
 	}
-	env, err := volumes.HelperEnv(loc.SecretURL(), password, creds)
-	if err != nil {
-		return nil, err
-	}
-	h := &volumes.Helpers{Client: cluster.Typed, Run: helperpod.NewRun(cluster.Typed, log), Image: f.helperImage, Env: env,
-		NodePodsDir: f.nodePodsDir, StartTimeout: f.wait, Unschedulable: f.unschedulable, Sparse: f.sparse}
-	f.active = append(f.active, h)
-	return h, nil
 }
 
 func (f *volumeFlags) registerPassword(cmd *cobra.Command) {
@@ -165,37 +156,21 @@ func (f *volumeFlags) backupOptions(ctx context.Context, loc *store.Location, cl
 	if f.hostPodsDir == "" && errors.Is(pwErr, volumes.ErrNoPassword) {
 		// No volume data was asked for by flag; a pod that asks for it by
 		// annotation gets that volume failed, with the reason.
-		return &backup.PodVolumeOptions{Backup: failVolumes(pwErr)}, func() {}, nil
+		return &backup.PodVolumeOptions{Backup: volumehelpers.Fail(pwErr)}, func() {}, nil
 	}
 	if pwErr != nil {
 		return nil, nil, pwErr
 	}
-	repo, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{Create: true})
-	if err != nil {
-		return nil, nil, err
-	}
-	closeRepo := func() { repo.Close(context.WithoutCancel(ctx)) }
 	if f.hostPodsDir != "" {
-		return &backup.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir}, closeRepo, nil
-	}
-	h, err := f.helpers(ctx, loc, cluster, pw, log)
-	if err != nil {
-		closeRepo()
-		return &backup.PodVolumeOptions{Backup: failVolumes(err)}, func() {}, nil
-	}
-	return &backup.PodVolumeOptions{Repository: repo, Backup: h.Backup, UnmountedClaims: true},
-		func() { h.Run.Close(ctx); closeRepo() }, nil
-}
-
-// failVolumes backs up nothing: each volume fails with err.
-func failVolumes(err error) func(context.Context, string, []volumes.PodVolume, func(volumes.Totals)) []volumes.PodVolumeBackup {
-	return func(_ context.Context, _ string, vols []volumes.PodVolume, _ func(volumes.Totals)) []volumes.PodVolumeBackup {
-		out := make([]volumes.PodVolumeBackup, len(vols))
-		for i, v := range vols {
-			out[i] = volumes.PodVolumeBackup{PodVolume: v, Error: fmt.Sprintf("volume %s: %v", v.Key(), err)}
+		repo, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{Create: true})
+		if err != nil {
+			return nil, nil, err
 		}
-		return out
+		return &backup.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir}, func() { repo.Close(context.WithoutCancel(ctx)) }, nil
 	}
+	opts, h, closeAll, err := volumehelpers.Backup(ctx, loc, cluster, f.settings(pw, log))
+	f.track(h)
+	return opts, closeAll, err
 }
 
 // restoreOptions is backupOptions for a restore: the node agents, this
@@ -220,20 +195,9 @@ func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, c
 		return &restore.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir, HelperImage: f.helperImage, Wait: f.wait},
 			func() { repo.Close(context.WithoutCancel(ctx)) }, nil
 	}
-	h, err := f.helpers(ctx, loc, cluster, pw, log)
-	if err != nil {
-		// Only a backup with volume data needs the helpers.
-		return &restore.PodVolumeOptions{HelperImage: f.helperImage, Check: func(context.Context) error { return err }}, func() {}, nil
-	}
-	check := func(ctx context.Context) error {
-		repo, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{})
-		if err != nil {
-			return err
-		}
-		return repo.Close(context.WithoutCancel(ctx))
-	}
-	return &restore.PodVolumeOptions{HelperImage: f.helperImage, Wait: f.wait, Claims: h.RestoreClaims, Restore: h.RestorePodVolumes, Check: check},
-		func() { h.Run.Close(ctx) }, nil
+	opts, h, closeAll, err := volumehelpers.Restore(ctx, loc, cluster, f.settings(pw, log))
+	f.track(h)
+	return opts, closeAll, err
 }
 
 // deleteBackup deletes backup name and then the kopia snapshots of every
@@ -411,63 +375,6 @@ func printMigratedVolumes(w io.Writer, name string, recs []volumes.PodVolumeRest
 		fmt.Fprintln(w, "Volumes:")
 		printRestoreVolumes(w, recs)
 	}
-}
-
-// helperCredentials are the credentials of the location at locURL in this
-// process's environment, under the keys of its scheme
-// (store.CredentialKeys), for helper pods: for s3 the AWS_* variables, or
-// else the keys the AWS SDK's chain resolves (a shared credentials file, a
-// profile, SSO); for azblob the AZURE_STORAGE_* variables; for gs
-// $GOOGLE_APPLICATION_CREDENTIALS_JSON, or else the content of the key
-// file $GOOGLE_APPLICATION_CREDENTIALS names. The error says why there are
-// none (the map still holds what was found).
-func helperCredentials(ctx context.Context, locURL string) (map[string]string, error) {
-	scheme, _, _ := strings.Cut(locURL, ":")
-	creds := map[string]string{}
-	for _, k := range store.CredentialKeys(scheme) {
-		if v := os.Getenv(k); v != "" {
-			creds[k] = v
-		}
-	}
-	switch scheme {
-	case "s3":
-		if creds[store.EnvAWSAccessKeyID] == "" {
-			return creds, sdkCredentials(ctx, creds)
-		}
-	case "gs":
-		if creds[store.EnvGoogleCredentialsJSON] == "" {
-			file := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS")
-			if file == "" {
-				return creds, fmt.Errorf("neither $%s nor $GOOGLE_APPLICATION_CREDENTIALS (a service-account key file) is set", store.EnvGoogleCredentialsJSON)
-			}
-			data, err := os.ReadFile(file)
-			if err != nil {
-				return creds, fmt.Errorf("$GOOGLE_APPLICATION_CREDENTIALS: %w", err)
-			}
-			creds[store.EnvGoogleCredentialsJSON] = string(data)
-		}
-	}
-	return creds, nil
-}
-
-// sdkCredentials fills creds with the AWS SDK's default credentials, as
-// this process resolves them.
-func sdkCredentials(ctx context.Context, creds map[string]string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	cfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return err
-	}
-	c, err := cfg.Credentials.Retrieve(ctx)
-	if err != nil {
-		return fmt.Errorf("no AWS credentials in this process's environment or configuration: %w", err)
-	}
-	creds[store.EnvAWSAccessKeyID], creds[store.EnvAWSSecretAccessKey], creds[store.EnvAWSSessionToken] = c.AccessKeyID, c.SecretAccessKey, c.SessionToken
-	if creds[store.EnvAWSRegion] == "" && cfg.Region != "" {
-		creds[store.EnvAWSRegion] = cfg.Region
-	}
-	return nil
 }
 
 // readPassword reads the volume repository password from

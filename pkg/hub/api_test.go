@@ -241,9 +241,6 @@ func testInvalid(t *testing.T, c dynamic.Interface) {
 		{"bad-location", obj("ferry.dev/v1beta1", "Migration", "loc", map[string]any{"spec": map[string]any{
 			"source": map[string]any{"cluster": "old"}, "target": map[string]any{"cluster": "new"},
 			"storage": map[string]any{"location": "ftp://x"}}}), "spec.storage.location"},
-		{"volumes", obj("ferry.dev/v1beta1", "Migration", "vols", map[string]any{"spec": map[string]any{
-			"source": map[string]any{"cluster": "old"}, "target": map[string]any{"cluster": "new"}, "volumes": true,
-			"storage": map[string]any{"location": "file:///x"}}}), "spec.volumes"},
 		{"storage-credentials", obj("ferry.dev/v1beta1", "Migration", "creds", map[string]any{"spec": map[string]any{
 			"source": map[string]any{"cluster": "old"}, "target": map[string]any{"cluster": "new"},
 			"storage": map[string]any{"location": "file:///x", "credentialRef": map[string]any{"name": "c"}}}}), "spec.storage.credentialRef"},

@@ -1,10 +1,15 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
+	"time"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 )
 
 // Credential keys WithCredentials accepts for s3:// locations: the names of
@@ -139,4 +144,61 @@ func credentialHint(scheme string) string {
 		return EnvGoogleCredentialsJSON + ", or Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS)"
 	}
 	return "the provider's credentials"
+}
+
+// EnvCredentials are the credentials of the location at locURL in this
+// process's environment, under the keys of its scheme
+// (CredentialKeys), for helper pods, which cannot read it: for s3 the AWS_* variables, or
+// else the keys the AWS SDK's chain resolves (a shared credentials file, a
+// profile, SSO); for azblob the AZURE_STORAGE_* variables; for gs
+// $GOOGLE_APPLICATION_CREDENTIALS_JSON, or else the content of the key
+// file $GOOGLE_APPLICATION_CREDENTIALS names. The error says why there are
+// none (the map still holds what was found).
+func EnvCredentials(ctx context.Context, locURL string) (map[string]string, error) {
+	scheme, _, _ := strings.Cut(locURL, ":")
+	creds := map[string]string{}
+	for _, k := range CredentialKeys(scheme) {
+		if v := os.Getenv(k); v != "" {
+			creds[k] = v
+		}
+	}
+	switch scheme {
+	case "s3":
+		if creds[EnvAWSAccessKeyID] == "" {
+			return creds, sdkCredentials(ctx, creds)
+		}
+	case "gs":
+		if creds[EnvGoogleCredentialsJSON] == "" {
+			file := os.Getenv("GOOGLE_APPLICATION_CREDENTIALS")
+			if file == "" {
+				return creds, fmt.Errorf("neither $%s nor $GOOGLE_APPLICATION_CREDENTIALS (a service-account key file) is set", EnvGoogleCredentialsJSON)
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return creds, fmt.Errorf("$GOOGLE_APPLICATION_CREDENTIALS: %w", err)
+			}
+			creds[EnvGoogleCredentialsJSON] = string(data)
+		}
+	}
+	return creds, nil
+}
+
+// sdkCredentials fills creds with the AWS SDK's default credentials, as
+// this process resolves them.
+func sdkCredentials(ctx context.Context, creds map[string]string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := cfg.Credentials.Retrieve(ctx)
+	if err != nil {
+		return fmt.Errorf("no AWS credentials in this process's environment or configuration: %w", err)
+	}
+	creds[EnvAWSAccessKeyID], creds[EnvAWSSecretAccessKey], creds[EnvAWSSessionToken] = c.AccessKeyID, c.SecretAccessKey, c.SessionToken
+	if creds[EnvAWSRegion] == "" && cfg.Region != "" {
+		creds[EnvAWSRegion] = cfg.Region
+	}
+	return nil
 }

@@ -36,6 +36,7 @@ type hubProc struct {
 	log     bytes.Buffer
 	dataDir string
 	args    []string
+	env     []string // added to the environment
 }
 
 // startHub runs `ferry hub` on dataDir (a free port, 3s Migration leases)
@@ -51,6 +52,7 @@ func (p *hubProc) start(t *testing.T) {
 	t.Helper()
 	_ = os.Remove(filepath.Join(p.dataDir, "admin.kubeconfig"))
 	p.cmd = exec.Command(ferryBin, p.args...)
+	p.cmd.Env = append(os.Environ(), p.env...)
 	p.log.Reset()
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
 	if err := p.cmd.Start(); err != nil {
@@ -392,4 +394,56 @@ func TestHubUnreachableCluster(t *testing.T) {
 	if _, err := os.Stat(ran); err == nil {
 		t.Errorf("the hub ran the kubeconfig's exec plugin")
 	}
+}
+
+// TestHubWorkloadVolumes is TestMigrateWorkloadVolumes through the hub:
+// the Clusters are added with `ferry hub cluster add` (with their nodes'
+// pods directories), the Migration is created with `ferry migrate --hub
+// --default-volumes-to-fs-backup --wait`, and the hub's helper pods move
+// every workload kind's volume data, nothing installed in either cluster.
+// In the target, each workload's pods run on the source's data, checked
+// file by file.
+func TestHubWorkloadVolumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts clusters with nodes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	e := newVolumeEnv(ctx, t)
+	f := workloadFixture{ns: "shop", image: e.reg.NodeHost + "/" + testenv.BusyboxImage}
+	f.create(ctx, t, kubernetes.NewForConfigOrDie(e.src.Config))
+	want := f.sums(ctx, t, e.src, false)
+
+	dir := t.TempDir()
+	h := &hubProc{dataDir: dir, env: e.env, args: []string{"hub", "--data-dir", dir, "--secure-port", "0", "-v",
+		"--repository-password-file", e.password, "--helper-image", e.image}}
+	h.start(t)
+	hubKC := filepath.Join(dir, "admin.kubeconfig")
+	for _, c := range []*testenv.Cluster{e.src, e.dst} {
+		r := ferry(t, nil, "hub", "cluster", "add", c.Name, "--kubeconfig", writeContextKubeconfig(t, c), "--hub", hubKC,
+			"--node-pods-dir", filepath.Join(c.Node.RootDir, "pods"))
+		if r.code != 0 {
+			t.Fatalf("hub cluster add %s: exit %d\n%s", c.Name, r.code, r.stderr)
+		}
+	}
+	r := ferry(t, nil, "migrate", "--hub", hubKC, "--from-cluster", "src", "--to-cluster", "dst", "--storage", e.location,
+		"--name", "vols", "--include-namespaces", "shop", "--default-volumes-to-fs-backup", "--wait", "--wait-timeout", "15m")
+	t.Logf("migrate --hub: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	if r.code != 0 {
+		dumpCluster(ctx, t, e.dst)
+		t.Fatalf("migrate --hub: exit %d\nhub log:\n%s", r.code, h.log.String())
+	}
+	for _, step := range []string{"Backup", "Volumes", "Restore", "Verify", "Completed"} {
+		if !strings.Contains(r.stderr+r.stdout, "migration vols: "+step) {
+			t.Errorf("migrate --hub --wait did not show step %s", step)
+		}
+	}
+	got := f.sums(ctx, t, e.dst, true)
+	for k, w := range want {
+		if strings.TrimSpace(got[k]) != strings.TrimSpace(w) {
+			t.Errorf("%s: target's data has checksums\n%s\nwant the source's\n%s", k, got[k], w)
+		}
+	}
+	noHelperLeft(ctx, t, e.src)
+	noHelperLeft(ctx, t, e.dst)
 }

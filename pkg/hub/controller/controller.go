@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/volumehelpers"
 )
 
 // Options configure the hub's controllers.
@@ -44,7 +45,12 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// CheckPeriod is how often each Cluster is checked; default 5m.
 	CheckPeriod time.Duration
-	Log         *slog.Logger
+	// Volumes are the settings of the helper pods that move pod volume
+	// data (NodePodsDir comes from each Cluster). Without a Password no
+	// volume data is moved: a Migration with spec.volumes fails, and a
+	// volume a pod asks for fails with the reason.
+	Volumes volumehelpers.Settings
+	Log     *slog.Logger
 }
 
 func (o *Options) complete() {

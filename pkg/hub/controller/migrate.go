@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,17 +17,18 @@ import (
 	"github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumehelpers"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // migrate connects to m's clusters and location and runs the migration,
 // calling onStep (which records the step) before each step starts.
 func (r *MigrationReconciler) migrate(ctx context.Context, m *v1beta1.Migration, p *progress, onStep func(migration.Step) error) (*migration.Result, error) {
-	src, err := r.connect(ctx, m.Namespace, m.Spec.Source.Cluster, "spec.source.cluster", "SourceUnreachable")
+	src, srcSpec, err := r.connect(ctx, m.Namespace, m.Spec.Source.Cluster, "spec.source.cluster", "SourceUnreachable")
 	if err != nil {
 		return nil, err
 	}
-	dst, err := r.connect(ctx, m.Namespace, m.Spec.Target.Cluster, "spec.target.cluster", "TargetUnreachable")
+	dst, dstSpec, err := r.connect(ctx, m.Namespace, m.Spec.Target.Cluster, "spec.target.cluster", "TargetUnreachable")
 	if err != nil {
 		return nil, err
 	}
@@ -41,6 +41,11 @@ func (r *MigrationReconciler) migrate(ctx context.Context, m *v1beta1.Migration,
 	}
 	defer loc.Close()
 	o := options(m, src, dst, loc)
+	closeVolumes, err := r.volumes(ctx, &o, m, srcSpec, dstSpec)
+	if err != nil {
+		return nil, err
+	}
+	defer closeVolumes()
 	o.Backup.OnProgress = func(done, _ int) { p.mu.Lock(); p.backedUp = int64(done); p.mu.Unlock() }
 	o.Restore.OnProgress = func(done, _ int) { p.mu.Lock(); p.stored = int64(done); p.mu.Unlock() }
 	var stepErr error
@@ -65,23 +70,52 @@ func (r *MigrationReconciler) migrate(ctx context.Context, m *v1beta1.Migration,
 // connect reaches the Cluster name of namespace through its
 // ClusterCredential's kubeconfig. Errors name the field (path) and carry
 // the Migration's reason.
-func (r *MigrationReconciler) connect(ctx context.Context, namespace, name, path, reason string) (*kube.Cluster, error) {
+func (r *MigrationReconciler) connect(ctx context.Context, namespace, name, path, reason string) (*kube.Cluster, *v1beta1.Cluster, error) {
 	var c v1beta1.Cluster
 	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &c); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fail("ClusterNotFound", "%s: Cluster %q not found in namespace %s", path, name, namespace)
+			return nil, nil, fail("ClusterNotFound", "%s: Cluster %q not found in namespace %s", path, name, namespace)
 		}
-		return nil, err
+		return nil, nil, err
 	}
 	cl, err := connectCluster(ctx, r.Reader, &c, r.ConnectTimeout)
 	var f *failure
 	switch {
 	case errors.As(err, &f) && f.reason == reasonUnreachable:
-		return nil, fail(reason, "%s: %w", path, f.err)
+		return nil, nil, fail(reason, "%s: %w", path, f.err)
 	case errors.As(err, &f):
-		return nil, fail(f.reason, "%s: %w", path, f.err)
+		return nil, nil, fail(f.reason, "%s: %w", path, f.err)
 	}
-	return cl, err
+	return cl, &c, err
+}
+
+// volumes sets the pod volume options of o: helper pods in both clusters
+// when the hub has a repository password; otherwise a volume whose data a
+// pod asks for fails with the reason, and spec.volumes fails the
+// Migration at once.
+func (r *MigrationReconciler) volumes(ctx context.Context, o *migration.Options, m *v1beta1.Migration, src, dst *v1beta1.Cluster) (func(), error) {
+	if r.Volumes.Password == "" {
+		if m.Spec.Volumes {
+			return nil, fail("NoRepositoryPassword", "spec.volumes: %w", errNoPassword)
+		}
+		o.Backup.PodVolumes = &backup.PodVolumeOptions{Backup: volumehelpers.Fail(errNoPassword)}
+		return func() {}, nil
+	}
+	s := r.Volumes
+	s.Log = r.Log
+	s.NodePodsDir = src.Spec.NodePodsDir
+	bpv, _, closeB, err := volumehelpers.Backup(ctx, o.Location, o.Source, s)
+	if err != nil {
+		return nil, fail("VolumeRepositoryUnavailable", "spec.storage.location: the volume repository: %w", err)
+	}
+	s.NodePodsDir = dst.Spec.NodePodsDir
+	rpv, _, closeR, err := volumehelpers.Restore(ctx, o.Location, o.Target, s)
+	if err != nil {
+		closeB()
+		return nil, fail("VolumeRepositoryUnavailable", "spec.storage.location: the volume repository: %w", err)
+	}
+	o.Backup.PodVolumes, o.Restore.PodVolumes = bpv, rpv
+	return func() { closeB(); closeR() }, nil
 }
 
 // reasonUnreachable is connectCluster's reason for an API server that does
@@ -143,20 +177,11 @@ func options(m *v1beta1.Migration, src, dst *kube.Cluster, loc *store.Location) 
 	verify := s.Verify == nil || *s.Verify
 	return migration.Options{
 		Name: m.Name, Source: src, Target: dst, Location: loc, Verify: verify,
-		Backup:  backup.Options{Spec: bspec, UID: m.UID, PodVolumes: &backup.PodVolumeOptions{Backup: noVolumeData}},
+		Backup:  backup.Options{Spec: bspec, UID: m.UID},
 		Restore: restore.Options{Spec: rspec},
 	}
 }
 
-// errNoVolumeData is why the hub moves no pod volume data yet.
-var errNoVolumeData = errors.New("the hub does not move pod volume data yet: run `ferry migrate` from a machine that reaches both clusters, or ferry server with its node agents")
-
-// noVolumeData fails each pod volume whose data was asked for, with the
-// reason: a backup that leaves it out says so.
-func noVolumeData(_ context.Context, _ string, vols []volumes.PodVolume, _ func(volumes.Totals)) []volumes.PodVolumeBackup {
-	out := make([]volumes.PodVolumeBackup, len(vols))
-	for i, v := range vols {
-		out[i] = volumes.PodVolumeBackup{PodVolume: v, Error: fmt.Sprintf("volume %s: %v", v.Key(), errNoVolumeData)}
-	}
-	return out
-}
+// errNoPassword is why a hub without a repository password moves no pod
+// volume data.
+var errNoPassword = errors.New("the hub has no volume repository password (ferry hub --repository-password-file, or $" + volumes.EnvPassword + ")")

@@ -315,6 +315,13 @@ func schema_hub_apis_ferry_v1alpha1_ClusterSpec(ref common.ReferenceCallback) co
 							Format:      "",
 						},
 					},
+					"nodePodsDir": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodePodsDir is the kubelet's pods directory on the cluster's nodes, which the helper pods that move volume data mount to reach volumes that are not claims; empty: /var/lib/kubelet/pods.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"credentialRef"},
 			},
@@ -1160,6 +1167,13 @@ func schema_hub_apis_ferry_v1beta1_ClusterSpec(ref common.ReferenceCallback) com
 					"context": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Context is the kubeconfig context to use; empty: its current context.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"nodePodsDir": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodePodsDir is the kubelet's pods directory on the cluster's nodes, which the helper pods that move volume data mount to reach volumes that are not claims; empty: /var/lib/kubelet/pods.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

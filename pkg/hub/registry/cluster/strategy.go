@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"context"
+	"path"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -66,6 +67,9 @@ func ValidateCluster(c *ferry.Cluster) field.ErrorList {
 		if c.Spec.CredentialRef.Name != "" {
 			errs = append(errs, field.Invalid(p, c.Spec.CredentialRef.Name, msg))
 		}
+	}
+	if d := c.Spec.NodePodsDir; d != "" && (!path.IsAbs(d) || path.Clean(d) != d) {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "nodePodsDir"), d, "must be a clean absolute path, such as /var/lib/kubelet/pods"))
 	}
 	return errs
 }

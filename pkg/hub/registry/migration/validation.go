@@ -35,9 +35,6 @@ func ValidateMigrationSpec(s *ferry.MigrationSpec, p *field.Path) field.ErrorLis
 	errs = append(errs, validateStorage(&s.Storage, p.Child("storage"))...)
 	errs = append(errs, validateBackup(&s.Backup, p.Child("backup"))...)
 	errs = append(errs, validateRestore(&s.Restore, p.Child("restore"))...)
-	if s.Volumes {
-		errs = append(errs, field.Forbidden(p.Child("volumes"), "the hub does not move pod volume data yet: use `ferry migrate` from a machine that reaches both clusters, or ferry server with its node agents"))
-	}
 	return append(errs, validateImages(&s.Images, p.Child("images"))...)
 }
 

@@ -26,6 +26,11 @@ type ClusterSpec struct {
 	// Context is the kubeconfig context to use; empty: its current context.
 	// +optional
 	Context string `json:"context,omitempty"`
+	// NodePodsDir is the kubelet's pods directory on the cluster's nodes,
+	// which the helper pods that move volume data mount to reach volumes
+	// that are not claims; empty: /var/lib/kubelet/pods.
+	// +optional
+	NodePodsDir string `json:"nodePodsDir,omitempty"`
 }
 
 // LocalObjectReference names an object in the referrer's namespace.

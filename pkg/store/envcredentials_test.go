@@ -1,4 +1,4 @@
-package cli
+package store_test
 
 import (
 	"context"
@@ -31,9 +31,9 @@ func TestHelperCredentials(t *testing.T) {
 		"azblob": {store.EnvAzureStorageAccount: "acct", store.EnvAzureStorageKey: "azkey"},
 		"gs":     {store.EnvGoogleCredentialsJSON: `{"type": "service_account"}`},
 	} {
-		got, err := helperCredentials(ctx, scheme+"://bucket")
+		got, err := store.EnvCredentials(ctx, scheme+"://bucket")
 		if err != nil || len(got) != len(want) {
-			t.Errorf("%s: helperCredentials = %v, %v; want %v", scheme, got, err, want)
+			t.Errorf("%s: EnvCredentials = %v, %v; want %v", scheme, got, err, want)
 			continue
 		}
 		for k, v := range want {
@@ -44,16 +44,16 @@ func TestHelperCredentials(t *testing.T) {
 	}
 	// $GOOGLE_APPLICATION_CREDENTIALS_JSON wins over the file.
 	t.Setenv(store.EnvGoogleCredentialsJSON, `{"type": "service_account", "inline": true}`)
-	if got, err := helperCredentials(ctx, "gs://b"); err != nil || !strings.Contains(got[store.EnvGoogleCredentialsJSON], "inline") {
+	if got, err := store.EnvCredentials(ctx, "gs://b"); err != nil || !strings.Contains(got[store.EnvGoogleCredentialsJSON], "inline") {
 		t.Errorf("gs with $%s: %v, %v", store.EnvGoogleCredentialsJSON, got, err)
 	}
 	t.Setenv(store.EnvGoogleCredentialsJSON, "")
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", filepath.Join(t.TempDir(), "missing.json"))
-	if _, err := helperCredentials(ctx, "gs://b"); err == nil || !strings.Contains(err.Error(), "$GOOGLE_APPLICATION_CREDENTIALS: open ") {
+	if _, err := store.EnvCredentials(ctx, "gs://b"); err == nil || !strings.Contains(err.Error(), "$GOOGLE_APPLICATION_CREDENTIALS: open ") {
 		t.Errorf("gs with a missing key file: %v", err)
 	}
 	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", "")
-	if _, err := helperCredentials(ctx, "gs://b"); err == nil || !strings.Contains(err.Error(), "neither $"+store.EnvGoogleCredentialsJSON) {
+	if _, err := store.EnvCredentials(ctx, "gs://b"); err == nil || !strings.Contains(err.Error(), "neither $"+store.EnvGoogleCredentialsJSON) {
 		t.Errorf("gs without credentials: %v", err)
 	}
 }
