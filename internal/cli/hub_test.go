@@ -124,11 +124,23 @@ func ferry(args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
-// writeMemberKubeconfig writes memberKubeconfigYAML and the files it names.
+// writeMemberKubeconfig writes memberKubeconfigYAML and the files it
+// names (real PEM: a CA whose own certificate and key serve as the
+// client's), and sets pems to their contents.
 func writeMemberKubeconfig(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for name, data := range map[string]string{"pki/ca.crt": "CA-PEM", "pki/client.crt": "CERT-PEM", "pki/client.key": "KEY-PEM", "config": memberKubeconfigYAML} {
+	ca, err := hub.LoadOrCreateCA(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pems = [3]string{string(ca.PEM), string(ca.PEM), string(keyPEM)}
+	for name, data := range map[string]string{"pki/ca.crt": pems[0], "pki/client.crt": pems[1], "pki/client.key": pems[2], "config": memberKubeconfigYAML,
+		"bad-ca": strings.ReplaceAll(memberKubeconfigYAML, "pki/ca.crt", "config")} {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
@@ -149,11 +161,11 @@ func TestHubClusterAddAndMigrate(t *testing.T) {
 	h := startTestHub(t, t.TempDir(), 0)
 	kc := writeMemberKubeconfig(t)
 	ctx := context.Background()
-	addCluster(t, h, kc, "src", "certs", "https://a.example:6443")
+	addCluster(t, h, kc, "src", "certs", "https://a.example:6443", "added")
 	// Added again with another context: both objects are updated.
-	addCluster(t, h, kc, "src", "token", "https://b.example:6443")
-	addCluster(t, h, kc, "src", "certs", "https://a.example:6443")
-	addCluster(t, h, kc, "dst", "token", "https://b.example:6443")
+	addCluster(t, h, kc, "src", "token", "https://b.example:6443", "updated")
+	addCluster(t, h, kc, "src", "certs", "https://a.example:6443", "updated")
+	addCluster(t, h, kc, "dst", "token", "https://b.example:6443", "added")
 	code, stdout, stderr := ferry("hub", "cluster", "add", "dst", "--kubeconfig", kc, "--context", "token", "--hub", h.kubeconfig, "-n", "team", "-o", "yaml")
 	if code != 0 || !strings.Contains(stdout, "kind: Cluster\n") || strings.Contains(stdout, "s3cr3t") {
 		t.Errorf("cluster add -o yaml: exit %d, stdout %q, stderr %q", code, stdout, stderr)
@@ -210,13 +222,13 @@ func checkField(t *testing.T, field string, got, want any) {
 
 // addCluster runs hub cluster add name for context of kc, into namespace
 // team, and checks the ClusterCredential and the Cluster in the hub.
-func addCluster(t *testing.T, h *testHub, kc, name, context, server string) {
+func addCluster(t *testing.T, h *testHub, kc, name, context, server, verb string) {
 	t.Helper()
 	code, stdout, stderr := ferry("hub", "cluster", "add", name, "--kubeconfig", kc, "--context", context, "--hub", h.kubeconfig, "-n", "team")
-	if want := "cluster " + name + " added (context " + context + ", server " + server + ")\n"; code != 0 || stdout != want {
+	if want := "cluster " + name + " " + verb + " (context " + context + ", server " + server + ")\n"; code != 0 || stdout != want {
 		t.Fatalf("cluster add: exit %d, stdout %q, stderr %q; want %q", code, stdout, stderr, want)
 	}
-	if strings.Contains(stdout+stderr, "s3cr3t") || strings.Contains(stdout+stderr, "KEY-PEM") {
+	if strings.Contains(stdout+stderr, "s3cr3t") || strings.Contains(stdout+stderr, "PRIVATE KEY") {
 		t.Errorf("cluster add printed a secret: %q %q", stdout, stderr)
 	}
 	want, err := loadMemberKubeconfig(kc, context)

@@ -111,12 +111,13 @@ func (o *hubClusterAddOptions) Run(ctx context.Context) error {
 		return err
 	}
 	cl := &hubv1beta1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: o.name, Namespace: o.namespace}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, c, cl, func() error {
+	op, err := controllerutil.CreateOrUpdate(ctx, c, cl, func() error {
 		cl.Spec.CredentialRef = hubv1beta1.LocalObjectReference{Name: o.name}
 		cl.Spec.Context = o.kc.context
 		cl.Spec.NodePodsDir = o.podsDir
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
 	if o.g.output != "table" {
@@ -124,7 +125,11 @@ func (o *hubClusterAddOptions) Run(ctx context.Context) error {
 		cl.APIVersion, cl.Kind = hubv1beta1.SchemeGroupVersion.String(), "Cluster"
 		return printObject(o.g.stdout, o.g.output, cl)
 	}
-	fmt.Fprintf(o.g.stdout, "cluster %s added (context %s, server %s)\n", o.name, o.kc.context, o.kc.server)
+	verb := "added"
+	if op != controllerutil.OperationResultCreated {
+		verb = "updated"
+	}
+	fmt.Fprintf(o.g.stdout, "cluster %s %s (context %s, server %s)\n", o.name, verb, o.kc.context, o.kc.server)
 	return nil
 }
 

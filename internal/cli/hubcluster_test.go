@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,18 +54,8 @@ contexts:
 // files it names, and refuses credentials the hub would have to run a
 // command or read a file for.
 func TestLoadMemberKubeconfig(t *testing.T) {
-	dir := t.TempDir()
-	files := map[string]string{"pki/ca.crt": "CA-PEM", "pki/client.crt": "CERT-PEM", "pki/client.key": "KEY-PEM", "config": memberKubeconfigYAML}
-	for name, data := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kc := filepath.Join(dir, "config")
+	kc := writeMemberKubeconfig(t)
+	dir := filepath.Dir(kc)
 	for _, c := range []struct {
 		file, context string
 		want          string // error; "" for none
@@ -81,6 +70,7 @@ func TestLoadMemberKubeconfig(t *testing.T) {
 		{kc, "nosuch", `--kubeconfig ` + kc + ` has no context "nosuch" (it has: certs, exec, noserver, nouser, provider, token, tokenfile)`, ""},
 		{kc, "nouser", `context "nouser": cannot locate user ghost`, ""},
 		{kc, "noserver", `context "noserver" names no cluster with a server`, ""},
+		{filepath.Join(dir, "bad-ca"), "certs", `context "certs": its certificate data: unable to load root certificates`, ""},
 		{filepath.Join(dir, "missing"), "", "--kubeconfig " + filepath.Join(dir, "missing") + ": open " + filepath.Join(dir, "missing") + ": no such file or directory", ""},
 	} {
 		t.Run(c.context, func(t *testing.T) {
@@ -101,6 +91,9 @@ func TestLoadMemberKubeconfig(t *testing.T) {
 		})
 	}
 }
+
+// pems are the CA, client certificate and key files' contents.
+var pems [3]string
 
 // checkMinified checks that m has context alone (its current one), its
 // cluster and user, and every file embedded.
@@ -126,7 +119,7 @@ func checkMinified(t *testing.T, m *memberKubeconfig, context, server string) {
 	if cl == nil || u == nil {
 		t.Fatalf("cluster a or user certs missing: %s", m.data)
 	}
-	if string(cl.CertificateAuthorityData) != "CA-PEM" || string(u.ClientCertificateData) != "CERT-PEM" || string(u.ClientKeyData) != "KEY-PEM" {
+	if string(cl.CertificateAuthorityData) != pems[0] || string(u.ClientCertificateData) != pems[1] || string(u.ClientKeyData) != pems[2] {
 		t.Errorf("files not embedded: ca %q, cert %q, key %q", cl.CertificateAuthorityData, u.ClientCertificateData, u.ClientKeyData)
 	}
 	if cl.CertificateAuthority != "" || u.ClientCertificate != "" || u.ClientKey != "" {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -27,6 +28,8 @@ type hubMigrate struct {
 	changed      []string // by complete: the flags of the other mode that were set
 	spec         hubv1beta1.MigrationSpec
 	storageGiven bool
+	// waitTimeoutSet: --wait-timeout was given (it needs --wait).
+	waitTimeoutSet bool
 }
 
 func (h *hubMigrate) register(cmd *cobra.Command) {
@@ -88,6 +91,7 @@ func (h *hubMigrate) complete(cmd *cobra.Command, storage string) {
 		h.fromEnv = h.kubeconfig != ""
 	}
 	h.storageGiven = storage != ""
+	h.waitTimeoutSet = cmd.Flags().Changed("wait-timeout")
 	if h.on() {
 		for _, l := range localOnly {
 			h.changed = append(h.changed, changedFlags(cmd, l.flag)...)
@@ -126,6 +130,8 @@ func (h *hubMigrate) validate() error {
 		return fmt.Errorf("migrate %s needs --storage (or $FERRY_STORAGE): the backup storage location the hub opens", hub)
 	case h.waitTimeout <= 0:
 		return fmt.Errorf("--wait-timeout %s: must be positive", h.waitTimeout)
+	case !h.wait && h.waitTimeoutSet:
+		return errors.New("--wait-timeout is for --wait: without it, migrate --hub only creates the Migration")
 	case h.ttl < 0:
 		return fmt.Errorf("--ttl %s is negative (omit it to keep the backup)", h.ttl)
 	}

@@ -43,7 +43,7 @@ func (o *migrateOptions) runHub(ctx context.Context) error {
 	}
 	w := &migrationWatch{c: c, key: crclient.ObjectKeyFromObject(m), onPhase: func(p hubv1beta1.MigrationPhase) {
 		fmt.Fprintf(o.stderr, "migration %s: %s\n", o.name, p)
-	}}
+	}, reconnect: func() (crclient.WithWatch, error) { return hubClient(o.hub.kubeconfig) }}
 	if m, err = w.run(ctx, o.hub.waitTimeout); err != nil {
 		return err
 	}
@@ -105,6 +105,10 @@ type migrationWatch struct {
 	key     crclient.ObjectKey
 	onPhase func(hubv1beta1.MigrationPhase)
 	last    hubv1beta1.MigrationPhase
+	// reconnect, if set, makes a new client after an error that is not
+	// the hub's answer: a hub restarted on another port (--secure-port 0)
+	// has rewritten its kubeconfig.
+	reconnect func() (crclient.WithWatch, error)
 }
 
 // errMigrationDeleted ends a wait: the Migration was deleted.
@@ -135,6 +139,11 @@ func (w *migrationWatch) run(ctx context.Context, timeout time.Duration) (*hubv1
 		}
 		if err != nil {
 			lastErr = err
+			if _, isStatus := err.(apierrors.APIStatus); !isStatus && w.reconnect != nil {
+				if c, rerr := w.reconnect(); rerr == nil {
+					w.c = c
+				}
+			}
 		}
 		if got {
 			delay = watchRetryMin
@@ -153,7 +162,11 @@ func (w *migrationWatch) run(ctx context.Context, timeout time.Duration) (*hubv1
 
 // timedOut is the error of a wait that reached --wait-timeout.
 func (w *migrationWatch) timedOut(timeout time.Duration, lastErr error) error {
-	msg := fmt.Sprintf("migration %s: still %s after --wait-timeout %s; it goes on in the hub", w.key.Name, w.last, timeout)
+	phase := string(w.last)
+	if phase == "" {
+		phase = "without a phase (no hub controller has taken it yet)"
+	}
+	msg := fmt.Sprintf("migration %s: still %s after --wait-timeout %s; it goes on in the hub", w.key.Name, phase, timeout)
 	if lastErr != nil {
 		msg += fmt.Sprintf(" (last error: %v)", lastErr)
 	}

@@ -332,6 +332,7 @@ func TestValidateMigrateHub(t *testing.T) {
 		{hub("--volume-timeout", "1m"), []string{"--volume-timeout is not supported with --hub"}},
 		{hub("--write-sparse-files"), []string{"--write-sparse-files is not supported with --hub"}},
 		{hub("--wait", "--wait-timeout", "0s"), []string{"--wait-timeout 0s: must be positive"}},
+		{hub("--wait-timeout", "5s"), []string{"--wait-timeout is for --wait"}},
 		{hub("--ttl", "-1h"), []string{"--ttl -1h0m0s is negative"}},
 		{hub("-n", "Team_A"), []string{`--namespace "Team_A"`}},
 		{hub("--name", "M_1"), []string{`backup name "M_1"`}},

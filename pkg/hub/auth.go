@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
@@ -37,14 +38,33 @@ func newAuthenticator(ca *CA, tokenFiles []string) (authenticator.Request, error
 // readVerbs are the verbs GroupViewers may use.
 var readVerbs = []string{"get", "list", "watch"}
 
-// healthPaths are the non-resource paths any authenticated user may GET.
-var healthPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
+// healthPaths are the non-resource paths any authenticated user may GET;
+// with discoveryPrefixes, kube-apiserver's system:discovery role, so that
+// a client learns what the hub serves and gets a 403 on the resource
+// itself, which names it.
+var healthPaths = []string{"/healthz", "/livez", "/readyz", "/version", "/version/", "/api", "/apis", "/openapi"}
+
+// discoveryPrefixes are the path prefixes of discovery and OpenAPI.
+var discoveryPrefixes = []string{"/api/", "/apis/", "/openapi/"}
+
+func isDiscovery(path string) bool {
+	if slices.Contains(healthPaths, path) {
+		return true
+	}
+	for _, p := range discoveryPrefixes {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // authorize is the hub's authorizer (docs/design.md#the-hub):
 // GroupMasters and GroupAdmins may do everything; GroupViewers may get,
 // list and watch every resource but ClusterCredentials, and GET every
-// non-resource path (discovery, OpenAPI, /metrics); any authenticated user
-// may GET the health paths and /version; everything else is forbidden.
+// non-resource path (/metrics, /reports/); any authenticated user may GET
+// the health paths, /version, discovery and OpenAPI; everything else is
+// forbidden.
 func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	u := a.GetUser()
 	if u == nil {
@@ -54,7 +74,7 @@ func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision,
 	switch {
 	case slices.Contains(groups, GroupMasters) || slices.Contains(groups, GroupAdmins):
 		return authorizer.DecisionAllow, "", nil
-	case !a.IsResourceRequest() && a.GetVerb() == "get" && slices.Contains(healthPaths, a.GetPath()):
+	case !a.IsResourceRequest() && a.GetVerb() == "get" && isDiscovery(a.GetPath()):
 		return authorizer.DecisionAllow, "", nil
 	case slices.Contains(groups, GroupViewers) && !a.IsResourceRequest() && a.GetVerb() == "get":
 		return authorizer.DecisionAllow, "", nil

@@ -170,4 +170,11 @@ func testNonResource(t *testing.T, admin *rest.Config) {
 	if code, _ := get(t, withToken(admin, "nobody-token"), "/metrics"); code != http.StatusForbidden {
 		t.Errorf("/metrics as a user in no group: %d, want 403", code)
 	}
+	// Discovery, as kube-apiserver's system:discovery: any authenticated
+	// user learns what is served, and is refused on the resource itself.
+	for _, p := range []string{"/apis", "/apis/ferry.dev/v1beta1", "/openapi/v3", "/version"} {
+		if code, _ := get(t, withToken(admin, "nobody-token"), p); code != http.StatusOK {
+			t.Errorf("%s as a user in no group: %d, want 200", p, code)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -79,6 +80,28 @@ func (d dataDir) prepare(hosts []string) (*CA, string, error) {
 		return nil, "", err
 	}
 	return ca, token, nil
+}
+
+// lock takes the data directory (DIR/hub.lock, an exclusive flock held
+// while the hub runs, released by the kernel if it dies): two hubs on one
+// directory would share one etcd's files, and the second would wait on
+// etcd's own lock without end.
+func (d dataDir) lock() (unlock func(), err error) {
+	if err := os.MkdirAll(string(d), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(d.path("hub.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data directory %s is in use by another ferry hub (it holds %s)", string(d), d.path("hub.lock"))
+		}
+		return nil, fmt.Errorf("locking data directory %s: %w", string(d), err)
+	}
+	return func() { f.Close() }, nil
 }
 
 // adminToken returns the admin token of tokens.csv, writing the file with

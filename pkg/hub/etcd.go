@@ -1,12 +1,16 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // etcdStartTimeout is how long the embedded etcd may take to be ready.
@@ -70,3 +74,22 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// checkEtcd checks, within etcdCheckTimeout, that the etcd at servers
+// answers, so that a wrong address is named at once.
+func checkEtcd(servers []string) error {
+	c, err := clientv3.New(clientv3.Config{Endpoints: servers, DialTimeout: etcdCheckTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return fmt.Errorf("etcd servers %s: %w", strings.Join(servers, ","), err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), etcdCheckTimeout)
+	defer cancel()
+	if _, err := c.Status(ctx, servers[0]); err != nil {
+		return fmt.Errorf("etcd servers %s: no answer within %s: %w", strings.Join(servers, ","), etcdCheckTimeout, err)
+	}
+	return nil
+}
+
+// etcdCheckTimeout bounds checkEtcd.
+const etcdCheckTimeout = 10 * time.Second

@@ -62,6 +62,7 @@ type Options struct {
 type Server struct {
 	generic *genericapiserver.GenericAPIServer
 	etcd    *embeddedEtcd
+	unlock  func()
 	// Port is the port the hub serves on.
 	Port int
 	// Kubeconfig is the admin kubeconfig's path.
@@ -75,24 +76,30 @@ type Server struct {
 // admin token, encryption key), starts the embedded etcd unless
 // EtcdServers is set, builds the API server and writes admin.kubeconfig.
 // Run serves it; if Run is never called, Close stops etcd.
-func New(o Options) (s *Server, err error) {
+func New(o Options) (_ *Server, err error) {
 	d := dataDir(o.DataDir)
+	unlock, err := d.lock()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{unlock: unlock}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
 	ca, token, err := d.prepare(servingHosts(o.BindAddress))
 	if err != nil {
 		return nil, err
 	}
-	s = &Server{}
 	servers := o.EtcdServers
 	if len(servers) == 0 {
 		if s.etcd, err = startEtcd(d.etcd()); err != nil {
 			return nil, err
 		}
 		servers = []string{s.etcd.Endpoint}
-		defer func() {
-			if err != nil {
-				s.etcd.Stop()
-			}
-		}()
+	} else if err := checkEtcd(servers); err != nil {
+		return nil, err
 	}
 	s.EtcdServers = servers
 	var l net.Listener
@@ -142,10 +149,15 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.generic.PrepareRun().RunWithContext(ctx)
 }
 
-// Close stops the embedded etcd, if any.
+// Close stops the embedded etcd, if any, and releases the data directory.
 func (s *Server) Close() {
 	if s.etcd != nil {
 		s.etcd.Stop()
+		s.etcd = nil
+	}
+	if s.unlock != nil {
+		s.unlock()
+		s.unlock = nil
 	}
 }
 

@@ -166,6 +166,9 @@ func RESTConfigFromKubeconfig(data []byte, kubeContext string) (*rest.Config, er
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig context %q: %w", name, err)
 	}
+	if _, err := rest.TLSConfigFor(cfg); err != nil {
+		return nil, fmt.Errorf("kubeconfig context %q: its certificate data: %w", name, err)
+	}
 	cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
 	cfg.UserAgent = "ferry"
 	return cfg, nil

@@ -13,7 +13,7 @@ import (
 // run a command or read a file.
 func TestRESTConfigFromKubeconfig(t *testing.T) {
 	const head = "apiVersion: v1\nkind: Config\ncurrent-context: a\ncontexts:\n- {name: a, context: {cluster: c, user: u}}\n- {name: b, context: {cluster: c, user: v}}\n"
-	const cluster = "clusters:\n- {name: c, cluster: {server: \"https://10.0.0.1:6443\", certificate-authority-data: Zm9v}}\n"
+	const cluster = "clusters:\n- {name: c, cluster: {server: \"https://10.0.0.1:6443\", insecure-skip-tls-verify: true}}\n"
 	cases := []struct {
 		name, users, ctx, want string
 		unsafe                 bool
@@ -39,6 +39,10 @@ func TestRESTConfigFromKubeconfig(t *testing.T) {
 				t.Fatalf("error %v, want %q (unsafe: %v)", err, c.want, c.unsafe)
 			}
 		})
+	}
+	bad := "apiVersion: v1\nkind: Config\ncurrent-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\nclusters: [{name: c, cluster: {server: \"https://h\", certificate-authority-data: Zm9v}}]\nusers: [{name: u, user: {token: t}}]\n"
+	if _, err := kube.RESTConfigFromKubeconfig([]byte(bad), ""); err == nil || !strings.Contains(err.Error(), "its certificate data") {
+		t.Fatalf("a CA that is not PEM: %v", err)
 	}
 	ca := "apiVersion: v1\nkind: Config\ncurrent-context: a\ncontexts: [{name: a, context: {cluster: c, user: u}}]\nclusters: [{name: c, cluster: {server: \"https://h\", certificate-authority: /etc/ca.crt}}]\nusers: [{name: u, user: {token: t}}]\n"
 	if _, err := kube.RESTConfigFromKubeconfig([]byte(ca), ""); !errors.Is(err, kube.ErrUnsafeKubeconfig) || !strings.Contains(err.Error(), "certificate-authority file") {

@@ -87,7 +87,11 @@ func (r *Result) Outcome() (phase v1alpha1.Phase, reason, message string) {
 	case r.Verification != nil && len(r.Verification.Errors) > 0:
 		return v1alpha1.PhasePartiallyFailed, "VerificationErrors", fmt.Sprintf("the verification had %d error(s): %s", len(r.Verification.Errors), r.Verification.Errors[0])
 	}
-	return v1alpha1.PhaseCompleted, "Completed", "the target matches the backup"
+	msg := "the target matches the backup"
+	if im := r.Backup.Status.Images; im != nil && im.Failed > 0 {
+		msg += fmt.Sprintf("; %d of %d image(s) could not be resolved in mode %s, and their references were left as they were (see the report's images)", im.Failed, im.Images, im.Mode)
+	}
+	return v1alpha1.PhaseCompleted, "Completed", msg
 }
 
 // ReportKeys are the keys, in the location, of migration name's

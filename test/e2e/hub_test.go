@@ -218,7 +218,7 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 		t.Fatalf("phases %v, want %v; status %+v\nhub log:\n%s", phases, want, got.Status, h.log.String())
 	}
 	st := got.Status
-	if st.Counts.BackedUp == 0 || st.Counts.Restored == 0 || st.Counts.Failed != 0 || st.Lease != nil || st.CompletionTime == nil || st.ReportLocation == "" {
+	if st.Counts.BackedUp == 0 || st.Counts.Restored == 0 || st.Counts.Failed != 0 || st.Lease != nil || st.CompletionTime == nil || st.ReportLocation != "/reports/default/corpus" {
 		t.Errorf("status of the completed migration: %+v", st)
 	}
 	checkTarget(t, e, "corpus", objs, nil)

@@ -12,7 +12,6 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/migration"
-	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // progress is what a running Migration has done so far, written into its
@@ -105,11 +104,11 @@ func (r *MigrationReconciler) renew(ctx context.Context, key types.NamespacedNam
 	}
 }
 
-// reportLocation is where the verification report of m is kept: in its
-// backup storage location, beside the restore.
+// reportLocation is where the hub serves the verification report of m
+// (kubectl get --raw takes it as it is); it is kept in m's backup storage
+// location, beside the restore (migration.ReportKeys).
 func reportLocation(m *v1beta1.Migration) string {
-	_, htmlKey := migration.ReportKeys(m.Name)
-	return store.Redact(m.Spec.Storage.Location) + " " + htmlKey
+	return "/reports/" + m.Namespace + "/" + m.Name
 }
 
 func counts(st *v1beta1.MigrationStatus, res *migration.Result) {
