@@ -69,9 +69,9 @@ groups: its organizations) and static tokens (tokens.csv and --token-auth-file, 
 token,user,uid,"group1,group2" as kube-apiserver's --token-auth-file). Anything else is 401.
 
 Authorization: the groups system:masters and ferry:admins may do everything; ferry:viewers may
-get, list and watch every resource but clustercredentials, and GET discovery, OpenAPI and
-/metrics; any authenticated user may GET /healthz, /livez, /readyz and /version; everything else
-is 403.
+get, list and watch every resource but clustercredentials, and GET /metrics and /reports/; any
+authenticated user may GET /healthz, /livez, /readyz, /version, discovery (/apis) and OpenAPI;
+everything else is 403. A second hub on a --data-dir in use (DIR/hub.lock) is refused.
 
 SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 		Args: cobra.NoArgs,
