@@ -21,6 +21,7 @@ import (
 //   - one in step Restore whose holder's lease expired ends Failed,
 //     HubInterrupted, naming the step and the holder;
 //   - one whose holder's lease is live is left alone;
+//   - one in a step with no lease at all ends the same way;
 //   - one left Pending (nothing written yet) is taken over and run, and
 //     fails as its target is unreachable, naming spec.target.cluster.
 func TestMigrationLeases(t *testing.T) {
@@ -48,6 +49,7 @@ func TestMigrationLeases(t *testing.T) {
 	leftBehind(t, c, "interrupted", v1beta1.PhaseRestore, &v1beta1.MigrationLease{HolderIdentity: "gone-hub", LeaseDurationSeconds: 3, RenewTime: old})
 	leftBehind(t, c, "held", v1beta1.PhaseBackup, &v1beta1.MigrationLease{HolderIdentity: "live-hub", LeaseDurationSeconds: 3600, RenewTime: metav1.NowMicro()})
 	leftBehind(t, c, "pending", v1beta1.PhasePending, &v1beta1.MigrationLease{HolderIdentity: "gone-hub", LeaseDurationSeconds: 3, RenewTime: old})
+	leftBehind(t, c, "no-lease", v1beta1.PhaseVerify, nil)
 	first.stop()
 
 	h := startHub(t, hub.Options{DataDir: dir, Controllers: &controller.Options{LeaseDuration: 3 * time.Second, ConnectTimeout: 3 * time.Second}})
@@ -59,6 +61,10 @@ func TestMigrationLeases(t *testing.T) {
 	if m.Status.Phase != v1beta1.PhaseFailed || m.Status.Reason != "HubInterrupted" ||
 		!strings.Contains(m.Status.Message, "gone-hub stopped during step Restore") || m.Status.Lease != nil {
 		t.Errorf("interrupted: status %+v, want Failed, HubInterrupted, naming the holder and step, lease released", m.Status)
+	}
+	m = waitEnded(t, c, "no-lease")
+	if m.Status.Phase != v1beta1.PhaseFailed || m.Status.Reason != "HubInterrupted" || !strings.Contains(m.Status.Message, "a hub process stopped during step Verify") {
+		t.Errorf("no-lease: status %+v, want Failed, HubInterrupted, naming the step", m.Status)
 	}
 	m = waitEnded(t, c, "pending")
 	if m.Status.Phase != v1beta1.PhaseFailed || m.Status.Reason != "TargetUnreachable" && m.Status.Reason != "SourceUnreachable" ||

@@ -97,25 +97,33 @@ func (r *MigrationReconciler) lease() *v1beta1.MigrationLease {
 
 // failInterrupted ends m, whose holder stopped during a step, as Failed.
 func (r *MigrationReconciler) failInterrupted(ctx context.Context, m *v1beta1.Migration) error {
-	holder, ago := "a hub process", ""
+	who, ago := "a hub process", ""
 	if l := m.Status.Lease; l != nil {
-		holder = "hub process " + l.HolderIdentity
+		who = "hub process " + l.HolderIdentity
 		ago = fmt.Sprintf(" (its lease expired at %s)", leaseExpiry(l).UTC().Format(time.RFC3339))
 	}
 	msg := fmt.Sprintf("%s stopped during step %s%s; backup and restore %q in %s may be partial, and the target may hold part of the restore: delete them (ferry backup delete, ferry restore delete) and create the Migration again",
-		holder, m.Status.Phase, ago, m.Name, m.Spec.Storage.Location)
+		who, m.Status.Phase, ago, m.Name, m.Spec.Storage.Location)
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cur v1beta1.Migration
 		if err := r.Reader.Get(ctx, key, &cur); err != nil {
 			return err
 		}
-		if terminal(cur.Status.Phase) || (cur.Status.Lease != nil && cur.Status.Lease.HolderIdentity != m.Status.Lease.HolderIdentity) {
+		if terminal(cur.Status.Phase) || holder(cur.Status.Lease) != holder(m.Status.Lease) {
 			return nil // ended, or taken over, meanwhile
 		}
 		end(&cur.Status, v1beta1.PhaseFailed, "HubInterrupted", msg)
 		return r.Client.Status().Update(ctx, &cur)
 	}))
+}
+
+// holder is l's holder identity; "" for none.
+func holder(l *v1beta1.MigrationLease) string {
+	if l == nil {
+		return ""
+	}
+	return l.HolderIdentity
 }
 
 // end sets the terminal phase, the Succeeded condition and the completion
