@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -65,6 +67,15 @@ func TestBackupSmallFaults(t *testing.T) {
 		Reason:         "Test", Message: "an event", Type: corev1.EventTypeNormal,
 		Source: corev1.EventSource{Component: "ferry-test"},
 	}, metav1.CreateOptions{}))
+	// kube-controller-manager publishes kube-root-ca.crt into a new
+	// namespace a moment later: the counts below include it.
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ConfigMaps("a").Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		t.Fatalf("kube-root-ca.crt never appeared in namespace a: %v", err)
+	}
 
 	// --include-namespaces a,a: the namespace is backed up once, not
 	// refused with "archive entry ... written twice".
