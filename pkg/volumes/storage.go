@@ -299,8 +299,10 @@ var stagingFile = regexp.MustCompile(`\.[0-9a-f]+\.tmp$`)
 func (s *bucketStorage) ListBlobs(ctx context.Context, prefix kblob.ID, cb func(kblob.Metadata) error) error {
 	// On file:// gocloud reads a folder and then stats each entry: a
 	// staging file another writer renames away in between fails the
-	// listing with NotFound. It is listed again (the whole listing, before
-	// any callback, so that none sees a blob twice).
+	// listing with NotFound. A file:// location's folder is listed by
+	// listDir, which leaves such entries out; on NotFound from any other
+	// listing, it is listed again (the whole listing, before any callback,
+	// so that none sees a blob twice).
 	var list []kblob.Metadata
 	var err error
 	for attempt := 1; ; attempt++ {
@@ -331,6 +333,9 @@ const listAttempts = 10
 
 // list returns the blobs whose ID starts with prefix.
 func (s *bucketStorage) list(ctx context.Context, prefix kblob.ID) ([]kblob.Metadata, error) {
+	if s.dir != "" && strings.HasSuffix(s.prefix, "/") && !strings.Contains(string(prefix), "/") {
+		return s.listDir(prefix)
+	}
 	var list []kblob.Metadata
 	it := s.bucket.List(&blob.ListOptions{Prefix: s.key(prefix)})
 	for {
@@ -350,6 +355,41 @@ func (s *bucketStorage) list(ctx context.Context, prefix kblob.ID) ([]kblob.Meta
 		}
 		list = append(list, kblob.Metadata{BlobID: id, Length: obj.Size, Timestamp: obj.ModTime})
 	}
+}
+
+// listDir lists a file:// location's blobs from its folder, as gocloud's
+// fileblob would, but an entry that another writer removes or renames
+// between the folder's read and its stat (a staging file) is left out
+// instead of failing the listing.
+func (s *bucketStorage) listDir(prefix kblob.ID) ([]kblob.Metadata, error) {
+	dir := filepath.FromSlash(s.dir + s.prefix)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var list []kblob.Metadata
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasPrefix(name, string(prefix)) || stagingFile.MatchString(s.prefix+name) {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed or renamed meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		id := kblob.ID(name)
+		if s.isHidden(id) {
+			continue
+		}
+		list = append(list, kblob.Metadata{BlobID: id, Length: info.Size(), Timestamp: info.ModTime()})
+	}
+	return list, nil
 }
 
 // ConnectionInfo names this storage by its handle (no URL, no credentials).
