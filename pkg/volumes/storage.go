@@ -373,7 +373,9 @@ func (s *bucketStorage) listDir(prefix kblob.ID) ([]kblob.Metadata, error) {
 	var list []kblob.Metadata
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || !strings.HasPrefix(name, string(prefix)) || stagingFile.MatchString(s.prefix+name) {
+		// fileblob's own files: its staging files, and the .attrs files of
+		// a location opened with metadata kept.
+		if e.IsDir() || !strings.HasPrefix(name, string(prefix)) || stagingFile.MatchString(s.prefix+name) || strings.HasSuffix(name, ".attrs") {
 			continue
 		}
 		info, err := e.Info()
