@@ -14,6 +14,7 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	hubv1beta1 "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/hub/controller"
 )
 
 // EnvHubKubeconfig is the default of --hub: the hub's kubeconfig
@@ -23,14 +24,9 @@ const EnvHubKubeconfig = "FERRY_HUB_KUBECONFIG"
 // hubFlagHelp is the help of --hub.
 const hubFlagHelp = "kubeconfig of the hub (ferry hub writes DIR/admin.kubeconfig; env " + EnvHubKubeconfig + ")"
 
-// hubScheme has the hub's ferry.dev/v1beta1 kinds, which the CLI writes.
-func hubScheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := hubv1beta1.AddToScheme(s); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
+// hubScheme has the hub's ferry.dev/v1beta1 kinds, which the CLI writes:
+// the hub controllers' own scheme.
+func hubScheme() (*runtime.Scheme, error) { return controller.Scheme(), nil }
 
 // hubClient is a controller-runtime client, watches included, for the
 // hub of kubeconfig.
