@@ -75,25 +75,17 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, r.Client.Status().Patch(ctx, s, ctrl.MergeFrom(orig))
 	}
 	now := r.Clock.Now().UTC()
-	from := s.CreationTimestamp.Time
+	var last *time.Time
 	if s.Status.LastBackup != nil {
-		from = s.Status.LastBackup.Time
+		last = &s.Status.LastBackup.Time
 	}
-	if orig.Status.Phase == v1alpha1.SchedulePhasePaused && from.Before(now) {
-		from = now // runs missed while paused are not made up
-	}
-	next := sched.Next(from.UTC())
-	if !next.After(now) {
-		due := next
-		for n := sched.Next(due); !n.After(now); n = sched.Next(n) {
-			due = n
-		}
-		if err := r.createBackup(ctx, s, due); err != nil {
+	due, next := Due(sched, s.CreationTimestamp.Time, last, orig.Status.Phase == v1alpha1.SchedulePhasePaused, now)
+	if due != nil {
+		if err := r.createBackup(ctx, s, *due); err != nil {
 			return reconcile.Result{}, err
 		}
-		last := metav1.NewTime(due)
-		s.Status.LastBackup = &last
-		next = sched.Next(due)
+		lb := metav1.NewTime(*due)
+		s.Status.LastBackup = &lb
 	}
 	nb := metav1.NewTime(next)
 	s.Status.NextBackup = &nb
@@ -106,6 +98,29 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		wait = r.MaxWait
 	}
 	return reconcile.Result{RequeueAfter: wait}, nil
+}
+
+// Due says when a schedule's run is due at now, if one is, and when the
+// next one is due after it: the runs after the last one (or after
+// created) that are due by now collapse into one, the latest. A schedule
+// that was paused makes up no run missed while paused.
+func Due(sched cron.Schedule, created time.Time, last *time.Time, wasPaused bool, now time.Time) (due *time.Time, next time.Time) {
+	from := created
+	if last != nil {
+		from = *last
+	}
+	if wasPaused && from.Before(now) {
+		from = now
+	}
+	next = sched.Next(from.UTC())
+	if next.After(now) {
+		return nil, next
+	}
+	d := next
+	for n := sched.Next(d); !n.After(now); n = sched.Next(n) {
+		d = n
+	}
+	return &d, sched.Next(d)
 }
 
 // createBackup creates <schedule>-<due> from the template; one that

@@ -132,7 +132,8 @@ func testDiscovery(t *testing.T, cfg *rest.Config) {
 			names = append(names, r.Name)
 		}
 		slices.Sort(names)
-		want := []string{"clustercredentials", "clusters", "clusters/status", "migrations", "migrations/status"}
+		want := []string{"backups", "backups/status", "backupstoragelocations", "backupstoragelocations/status", "clustercredentials", "clusters", "clusters/status",
+			"migrations", "migrations/status", "restores", "restores/status", "schedules", "schedules/status"}
 		if !slices.Equal(names, want) {
 			t.Errorf("ferry.dev/%s resources %v, want %v", v, names, want)
 		}

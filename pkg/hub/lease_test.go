@@ -46,9 +46,9 @@ func TestMigrationLeases(t *testing.T) {
 		}
 	}
 	old := metav1.NewMicroTime(time.Now().Add(-time.Minute))
-	leftBehind(t, c, "interrupted", v1beta1.PhaseRestore, &v1beta1.MigrationLease{HolderIdentity: "gone-hub", LeaseDurationSeconds: 3, RenewTime: old})
-	leftBehind(t, c, "held", v1beta1.PhaseBackup, &v1beta1.MigrationLease{HolderIdentity: "live-hub", LeaseDurationSeconds: 3600, RenewTime: metav1.NowMicro()})
-	leftBehind(t, c, "pending", v1beta1.PhasePending, &v1beta1.MigrationLease{HolderIdentity: "gone-hub", LeaseDurationSeconds: 3, RenewTime: old})
+	leftBehind(t, c, "interrupted", v1beta1.PhaseRestore, &v1beta1.Lease{HolderIdentity: "gone-hub", LeaseDurationSeconds: 3, RenewTime: old})
+	leftBehind(t, c, "held", v1beta1.PhaseBackup, &v1beta1.Lease{HolderIdentity: "live-hub", LeaseDurationSeconds: 3600, RenewTime: metav1.NowMicro()})
+	leftBehind(t, c, "pending", v1beta1.PhasePending, &v1beta1.Lease{HolderIdentity: "gone-hub", LeaseDurationSeconds: 3, RenewTime: old})
 	leftBehind(t, c, "no-lease", v1beta1.PhaseVerify, nil)
 	first.stop()
 
@@ -81,7 +81,7 @@ func TestMigrationLeases(t *testing.T) {
 }
 
 // leftBehind creates Migration name with the status a hub process left.
-func leftBehind(t *testing.T, c crclient.Client, name string, phase v1beta1.MigrationPhase, lease *v1beta1.MigrationLease) {
+func leftBehind(t *testing.T, c crclient.Client, name string, phase v1beta1.MigrationPhase, lease *v1beta1.Lease) {
 	t.Helper()
 	ctx := context.Background()
 	m := &v1beta1.Migration{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: v1beta1.MigrationSpec{

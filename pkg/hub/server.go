@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -26,9 +27,13 @@ import (
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/hub/controller"
 	"github.com/kubeferry/ferry/pkg/hub/openapi"
+	"github.com/kubeferry/ferry/pkg/hub/registry/backup"
+	"github.com/kubeferry/ferry/pkg/hub/registry/backupstoragelocation"
 	"github.com/kubeferry/ferry/pkg/hub/registry/cluster"
 	"github.com/kubeferry/ferry/pkg/hub/registry/clustercredential"
 	"github.com/kubeferry/ferry/pkg/hub/registry/migration"
+	"github.com/kubeferry/ferry/pkg/hub/registry/restore"
+	"github.com/kubeferry/ferry/pkg/hub/registry/schedule"
 )
 
 // etcdPrefix is where the hub keeps its objects in etcd.
@@ -250,6 +255,9 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 		"migrations":         migrations,
 		"migrations/status":  migrationStatus,
 	}
+	if err := addBackupKinds(c, storage, clusters); err != nil {
+		return nil, err
+	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(ferry.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap["v1beta1"] = storage
 	group.VersionedResourcesStorageMap["v1alpha1"] = storage
@@ -264,6 +272,38 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 		}
 	}
 	return g, nil
+}
+
+// addBackupKinds adds the storages of the kinds of server mode:
+// BackupStorageLocations, Backups, Restores and Schedules.
+func addBackupKinds(c genericapiserver.CompletedConfig, storage map[string]rest.Storage, clusters rest.Getter) error {
+	locations, locationStatus, err := backupstoragelocation.NewREST(Scheme, c.RESTOptionsGetter)
+	if err != nil {
+		return err
+	}
+	backups, backupStatus, err := backup.NewREST(Scheme, c.RESTOptionsGetter, clusters, locations)
+	if err != nil {
+		return err
+	}
+	restores, restoreStatus, err := restore.NewREST(Scheme, c.RESTOptionsGetter, clusters, backups)
+	if err != nil {
+		return err
+	}
+	schedules, scheduleStatus, err := schedule.NewREST(Scheme, c.RESTOptionsGetter, backup.References{Clusters: clusters, Locations: locations})
+	if err != nil {
+		return err
+	}
+	maps.Copy(storage, map[string]rest.Storage{
+		"backupstoragelocations":        locations,
+		"backupstoragelocations/status": locationStatus,
+		"backups":                       backups,
+		"backups/status":                backupStatus,
+		"restores":                      restores,
+		"restores/status":               restoreStatus,
+		"schedules":                     schedules,
+		"schedules/status":              scheduleStatus,
+	})
+	return nil
 }
 
 // servingHosts are the names and addresses of the serving certificate.

@@ -185,6 +185,8 @@ func terminalPhase(p v1beta1.MigrationPhase) bool {
 // TestHubMigration: the hub (embedded etcd) carries a corpus Migration
 // between two real clusters through its phases to Completed; the target
 // matches the source object by object, and the hub serves the report.
+// On the same clusters, hub Backups, Restores, Schedules and
+// BackupStorageLocations run too (hubBackupKinds).
 func TestHubMigration(t *testing.T) { testHubMigration(t, nil) }
 
 // TestHubMigrationExternalEtcd is TestHubMigration with --etcd-servers.
@@ -210,6 +212,10 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 	c, cfg := h.client(t)
 	addCluster(t, c, "src", writeContextKubeconfig(t, e.src))
 	addCluster(t, c, "dst", writeContextKubeconfig(t, e.dst))
+	var kinds *hubBackupKinds
+	if hubFlags == nil {
+		kinds = startHubBackupKinds(t, c, e, sets[1].namespace, objsIn(objs, sets[1].namespace))
+	}
 
 	m := newMigration("corpus", e.storage, sets[0].namespace, sets[1].namespace)
 	phases, got := watchPhases(t, c, m, 5*time.Minute, nil)
@@ -229,6 +235,20 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 			t.Errorf("Cluster %s: Reachable %+v, serverVersion %q; want True, v1.37.2", name, r, cl.Status.ServerVersion)
 		}
 	}
+	if kinds != nil {
+		t.Run("backup kinds", kinds.check)
+	}
+}
+
+// objsIn are the objects of objs in namespace.
+func objsIn(objs []applied, namespace string) []applied {
+	var out []applied
+	for _, a := range objs {
+		if a.obj.GetNamespace() == namespace {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // waitReachable waits until the hub checked Cluster name, and returns it.

@@ -2,6 +2,9 @@
 // carries each ferry.dev Migration out against its member clusters
 // (pkg/migration), holding a lease on it in its status, and records there
 // the step, the counts, the report's location and how it ended; the
+// Backup and Restore controllers do the same for hub Backups and Restores
+// of one member cluster, the Schedule controller creates Backups on a cron
+// schedule, the location controller checks BackupStorageLocations, and the
 // Cluster controller records whether each member cluster answers. They run
 // in `ferry hub`, against the hub's own API, with controller-runtime.
 package controller
@@ -45,6 +48,9 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// CheckPeriod is how often each Cluster is checked; default 5m.
 	CheckPeriod time.Duration
+	// ValidationPeriod is how often a BackupStorageLocation is checked
+	// when its spec.validationFrequency is not set; default 1m.
+	ValidationPeriod time.Duration
 	// Volumes are the settings of the helper pods that move pod volume
 	// data (NodePodsDir comes from each Cluster). Without a Password no
 	// volume data is moved: a Migration with spec.volumes fails, and a
@@ -71,6 +77,9 @@ func (o *Options) complete() {
 	}
 	if o.CheckPeriod <= 0 {
 		o.CheckPeriod = 5 * time.Minute
+	}
+	if o.ValidationPeriod <= 0 {
+		o.ValidationPeriod = defaultValidationPeriod
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -116,5 +125,36 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("hub controllers: %w", err)
 	}
+	if err := addBackupControllers(mgr, o); err != nil {
+		return fmt.Errorf("hub controllers: %w", err)
+	}
 	return mgr.Start(ctx)
+}
+
+// addBackupControllers adds the controllers of the kinds of server mode:
+// BackupStorageLocations, Backups, Restores and Schedules. Backups and
+// Restores run Workers at a time each.
+func addBackupControllers(mgr ctrl.Manager, o Options) error {
+	c, reader := mgr.GetClient(), mgr.GetAPIReader()
+	// Their own status updates do not bring a location or a Schedule back.
+	changed := builder.WithPredicates(predicate.GenerationChangedPredicate{})
+	err := ctrl.NewControllerManagedBy(mgr).For(&v1beta1.BackupStorageLocation{}, changed).
+		Complete(&LocationReconciler{Client: c, Reader: reader, Options: o})
+	if err != nil {
+		return err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).For(&v1beta1.Backup{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers}).
+		Complete(&BackupReconciler{Client: c, Reader: reader, Options: o})
+	if err != nil {
+		return err
+	}
+	err = ctrl.NewControllerManagedBy(mgr).For(&v1beta1.Restore{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers}).
+		Complete(&RestoreReconciler{Client: c, Reader: reader, Options: o})
+	if err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).For(&v1beta1.Schedule{}, changed).
+		Complete(&ScheduleReconciler{Client: c, Reader: reader, Options: o})
 }

@@ -67,26 +67,10 @@ func (r *MigrationReconciler) migrate(ctx context.Context, m *v1beta1.Migration,
 	return res, err
 }
 
-// connect reaches the Cluster name of namespace through its
-// ClusterCredential's kubeconfig. Errors name the field (path) and carry
-// the Migration's reason.
+// connect reaches the Cluster name of the Migration's namespace (see
+// connectRef).
 func (r *MigrationReconciler) connect(ctx context.Context, namespace, name, path, reason string) (*kube.Cluster, *v1beta1.Cluster, error) {
-	var c v1beta1.Cluster
-	if err := r.Reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &c); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil, fail("ClusterNotFound", "%s: Cluster %q not found in namespace %s", path, name, namespace)
-		}
-		return nil, nil, err
-	}
-	cl, err := connectCluster(ctx, r.Reader, &c, r.ConnectTimeout)
-	var f *failure
-	switch {
-	case errors.As(err, &f) && f.reason == reasonUnreachable:
-		return nil, nil, fail(reason, "%s: %w", path, f.err)
-	case errors.As(err, &f):
-		return nil, nil, fail(f.reason, "%s: %w", path, f.err)
-	}
-	return cl, &c, err
+	return connectRef(ctx, r.Reader, r.ConnectTimeout, namespace, name, path, reason)
 }
 
 // volumes sets the pod volume options of o: helper pods in both clusters

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -34,10 +32,6 @@ type MigrationReconciler struct {
 	Options
 }
 
-// errLeaseLost is returned when another process took the Migration over,
-// or it was deleted.
-var errLeaseLost = errors.New("the migration's lease was lost")
-
 func terminal(p v1beta1.MigrationPhase) bool {
 	return p == v1beta1.PhaseCompleted || p == v1beta1.PhasePartiallyFailed || p == v1beta1.PhaseFailed
 }
@@ -55,11 +49,8 @@ func (r *MigrationReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	if terminal(m.Status.Phase) || m.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
-	now := time.Now()
-	if l := m.Status.Lease; l != nil && l.HolderIdentity != r.Identity {
-		if expires := leaseExpiry(l); now.Before(expires) {
-			return reconcile.Result{RequeueAfter: expires.Sub(now) + 100*time.Millisecond}, nil
-		}
+	if wait, held := r.leased().heldElsewhere(&m); held {
+		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	if m.Status.Phase != "" && m.Status.Phase != v1beta1.PhasePending {
 		return reconcile.Result{}, r.failInterrupted(ctx, &m)
@@ -74,56 +65,33 @@ func (r *MigrationReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	return reconcile.Result{}, nil
 }
 
-func leaseExpiry(l *v1beta1.MigrationLease) time.Time {
-	return l.RenewTime.Add(time.Duration(l.LeaseDurationSeconds) * time.Second)
+// leased writes Migrations' status under their lease.
+func (r *MigrationReconciler) leased() leased[*v1beta1.Migration] {
+	return leased[*v1beta1.Migration]{client: r.Client, reader: r.Reader, opts: &r.Options,
+		new:   func() *v1beta1.Migration { return &v1beta1.Migration{} },
+		lease: func(m *v1beta1.Migration) **v1beta1.Lease { return &m.Status.Lease }}
 }
 
 // claim takes the lease of m, at m's resourceVersion: of two hubs, one
 // gets a conflict.
 func (r *MigrationReconciler) claim(ctx context.Context, m *v1beta1.Migration) error {
-	now := metav1.Now()
-	m.Status.Phase = v1beta1.PhasePending
-	m.Status.ObservedGeneration = m.Generation
-	m.Status.StartTime = &now
-	m.Status.Lease = r.lease()
-	m.Status.Reason, m.Status.Message = "", ""
-	return r.Client.Status().Update(ctx, m)
-}
-
-func (r *MigrationReconciler) lease() *v1beta1.MigrationLease {
-	secs := int32((r.LeaseDuration + time.Second - 1) / time.Second)
-	return &v1beta1.MigrationLease{HolderIdentity: r.Identity, LeaseDurationSeconds: secs, RenewTime: metav1.NowMicro()}
+	return r.leased().claim(ctx, m, func(m *v1beta1.Migration) {
+		now := metav1.Now()
+		m.Status.Phase = v1beta1.PhasePending
+		m.Status.ObservedGeneration = m.Generation
+		m.Status.StartTime = &now
+		m.Status.Reason, m.Status.Message = "", ""
+	})
 }
 
 // failInterrupted ends m, whose holder stopped during a step, as Failed.
 func (r *MigrationReconciler) failInterrupted(ctx context.Context, m *v1beta1.Migration) error {
-	who, ago := "a hub process", ""
-	if l := m.Status.Lease; l != nil {
-		who = "hub process " + l.HolderIdentity
-		ago = fmt.Sprintf(" (its lease expired at %s)", leaseExpiry(l).UTC().Format(time.RFC3339))
-	}
+	who, ago := stoppedBy(m.Status.Lease)
 	msg := fmt.Sprintf("%s stopped during step %s%s; backup and restore %q in %s may be partial, and the target may hold part of the restore: delete them (ferry backup delete, ferry restore delete) and create the Migration again",
 		who, m.Status.Phase, ago, m.Name, m.Spec.Storage.Location)
-	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
-	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var cur v1beta1.Migration
-		if err := r.Reader.Get(ctx, key, &cur); err != nil {
-			return err
-		}
-		if terminal(cur.Status.Phase) || holder(cur.Status.Lease) != holder(m.Status.Lease) {
-			return nil // ended, or taken over, meanwhile
-		}
-		end(&cur.Status, v1beta1.PhaseFailed, "HubInterrupted", msg)
-		return r.Client.Status().Update(ctx, &cur)
-	}))
-}
-
-// holder is l's holder identity; "" for none.
-func holder(l *v1beta1.MigrationLease) string {
-	if l == nil {
-		return ""
-	}
-	return l.HolderIdentity
+	return r.leased().interrupted(ctx, m,
+		func(cur *v1beta1.Migration) bool { return terminal(cur.Status.Phase) },
+		func(cur *v1beta1.Migration) { end(&cur.Status, v1beta1.PhaseFailed, "HubInterrupted", msg) })
 }
 
 // end sets the terminal phase, the Succeeded condition and the completion
@@ -142,21 +110,5 @@ func end(s *v1beta1.MigrationStatus, phase v1beta1.MigrationPhase, reason, msg s
 // renewing the lease; errLeaseLost when another process holds it, or the
 // Migration is gone.
 func (r *MigrationReconciler) update(ctx context.Context, key types.NamespacedName, change func(*v1beta1.MigrationStatus)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var cur v1beta1.Migration
-		if err := r.Reader.Get(ctx, key, &cur); err != nil {
-			if apierrors.IsNotFound(err) {
-				return errLeaseLost
-			}
-			return err
-		}
-		if l := cur.Status.Lease; l == nil || l.HolderIdentity != r.Identity {
-			return errLeaseLost
-		}
-		change(&cur.Status)
-		if cur.Status.Lease != nil {
-			cur.Status.Lease = r.lease()
-		}
-		return r.Client.Status().Update(ctx, &cur)
-	})
+	return r.leased().update(ctx, key, func(m *v1beta1.Migration) { change(&m.Status) })
 }

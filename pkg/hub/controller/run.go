@@ -84,24 +84,7 @@ func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
 // renew renews the lease every third of its duration until ctx is done;
 // it cancels the run when the lease is lost.
 func (r *MigrationReconciler) renew(ctx context.Context, key types.NamespacedName, p *progress, cancel func()) {
-	t := time.NewTicker(r.LeaseDuration / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := r.update(ctx, key, p.apply)
-		if errors.Is(err, errLeaseLost) {
-			r.Log.Warn("migration lease lost: stopping it", "migration", key.String())
-			cancel()
-			return
-		}
-		if err != nil && ctx.Err() == nil {
-			r.Log.Warn("renewing the migration lease", "migration", key.String(), "error", err)
-		}
-	}
+	r.leased().renew(ctx, key, func(m *v1beta1.Migration) { p.apply(&m.Status) }, cancel)
 }
 
 // reportLocation is where the hub serves the verification report of m

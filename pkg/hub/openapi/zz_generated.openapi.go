@@ -17,95 +17,696 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		v1alpha1.Cluster{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_Cluster(ref),
-		v1alpha1.ClusterCredential{}.OpenAPIModelName():     schema_hub_apis_ferry_v1alpha1_ClusterCredential(ref),
-		v1alpha1.ClusterCredentialList{}.OpenAPIModelName(): schema_hub_apis_ferry_v1alpha1_ClusterCredentialList(ref),
-		v1alpha1.ClusterList{}.OpenAPIModelName():           schema_hub_apis_ferry_v1alpha1_ClusterList(ref),
-		v1alpha1.ClusterSpec{}.OpenAPIModelName():           schema_hub_apis_ferry_v1alpha1_ClusterSpec(ref),
-		v1alpha1.ClusterStatus{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_ClusterStatus(ref),
-		v1alpha1.LocalObjectReference{}.OpenAPIModelName():  schema_hub_apis_ferry_v1alpha1_LocalObjectReference(ref),
-		v1alpha1.Migration{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_Migration(ref),
-		v1alpha1.MigrationBackup{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref),
-		v1alpha1.MigrationCounts{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref),
-		v1alpha1.MigrationImages{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationImages(ref),
-		v1alpha1.MigrationLease{}.OpenAPIModelName():        schema_hub_apis_ferry_v1alpha1_MigrationLease(ref),
-		v1alpha1.MigrationList{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_MigrationList(ref),
-		v1alpha1.MigrationRestore{}.OpenAPIModelName():      schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref),
-		v1alpha1.MigrationSpec{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref),
-		v1alpha1.MigrationStatus{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref),
-		v1alpha1.MigrationStorage{}.OpenAPIModelName():      schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref),
-		v1beta1.Cluster{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_Cluster(ref),
-		v1beta1.ClusterCredential{}.OpenAPIModelName():      schema_hub_apis_ferry_v1beta1_ClusterCredential(ref),
-		v1beta1.ClusterCredentialList{}.OpenAPIModelName():  schema_hub_apis_ferry_v1beta1_ClusterCredentialList(ref),
-		v1beta1.ClusterList{}.OpenAPIModelName():            schema_hub_apis_ferry_v1beta1_ClusterList(ref),
-		v1beta1.ClusterReference{}.OpenAPIModelName():       schema_hub_apis_ferry_v1beta1_ClusterReference(ref),
-		v1beta1.ClusterSpec{}.OpenAPIModelName():            schema_hub_apis_ferry_v1beta1_ClusterSpec(ref),
-		v1beta1.ClusterStatus{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_ClusterStatus(ref),
-		v1beta1.LocalObjectReference{}.OpenAPIModelName():   schema_hub_apis_ferry_v1beta1_LocalObjectReference(ref),
-		v1beta1.Migration{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_Migration(ref),
-		v1beta1.MigrationBackup{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationBackup(ref),
-		v1beta1.MigrationCounts{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationCounts(ref),
-		v1beta1.MigrationImages{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationImages(ref),
-		v1beta1.MigrationLease{}.OpenAPIModelName():         schema_hub_apis_ferry_v1beta1_MigrationLease(ref),
-		v1beta1.MigrationList{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_MigrationList(ref),
-		v1beta1.MigrationRestore{}.OpenAPIModelName():       schema_hub_apis_ferry_v1beta1_MigrationRestore(ref),
-		v1beta1.MigrationSpec{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_MigrationSpec(ref),
-		v1beta1.MigrationStatus{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_MigrationStatus(ref),
-		v1beta1.MigrationStorage{}.OpenAPIModelName():       schema_hub_apis_ferry_v1beta1_MigrationStorage(ref),
-		v1.APIGroup{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_APIGroup(ref),
-		v1.APIGroupList{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_APIGroupList(ref),
-		v1.APIResource{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_APIResource(ref),
-		v1.APIResourceList{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_APIResourceList(ref),
-		v1.APIVersions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_APIVersions(ref),
-		v1.ApplyOptions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_ApplyOptions(ref),
-		v1.Condition{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_Condition(ref),
-		v1.CreateOptions{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_CreateOptions(ref),
-		v1.DeleteOptions{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		v1.Duration{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_Duration(ref),
-		v1.FieldSelectorRequirement{}.OpenAPIModelName():    schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
-		v1.FieldsV1{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_FieldsV1(ref),
-		v1.GetOptions{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_GetOptions(ref),
-		v1.GroupKind{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_GroupKind(ref),
-		v1.GroupResource{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_GroupResource(ref),
-		v1.GroupVersion{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_GroupVersion(ref),
-		v1.GroupVersionForDiscovery{}.OpenAPIModelName():    schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
-		v1.GroupVersionKind{}.OpenAPIModelName():            schema_pkg_apis_meta_v1_GroupVersionKind(ref),
-		v1.GroupVersionResource{}.OpenAPIModelName():        schema_pkg_apis_meta_v1_GroupVersionResource(ref),
-		v1.InternalEvent{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_InternalEvent(ref),
-		v1.LabelSelector{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_LabelSelector(ref),
-		v1.LabelSelectorRequirement{}.OpenAPIModelName():    schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
-		v1.List{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_List(ref),
-		v1.ListMeta{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_ListMeta(ref),
-		v1.ListOptions{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_ListOptions(ref),
-		v1.ManagedFieldsEntry{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		v1.MicroTime{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_MicroTime(ref),
-		v1.ObjectMeta{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		v1.OwnerReference{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_OwnerReference(ref),
-		v1.PartialObjectMetadata{}.OpenAPIModelName():       schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
-		v1.PartialObjectMetadataList{}.OpenAPIModelName():   schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
-		v1.Patch{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_Patch(ref),
-		v1.PatchOptions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_PatchOptions(ref),
-		v1.Preconditions{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_Preconditions(ref),
-		v1.RootPaths{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_RootPaths(ref),
-		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():   schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
-		v1.ShardInfo{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_ShardInfo(ref),
-		v1.Status{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_Status(ref),
-		v1.StatusCause{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_StatusCause(ref),
-		v1.StatusDetails{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_StatusDetails(ref),
-		v1.Table{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_Table(ref),
-		v1.TableColumnDefinition{}.OpenAPIModelName():       schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
-		v1.TableOptions{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_TableOptions(ref),
-		v1.TableRow{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_TableRow(ref),
-		v1.TableRowCondition{}.OpenAPIModelName():           schema_pkg_apis_meta_v1_TableRowCondition(ref),
-		v1.Time{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_Time(ref),
-		v1.Timestamp{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_Timestamp(ref),
-		v1.TypeMeta{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_TypeMeta(ref),
-		v1.UpdateOptions{}.OpenAPIModelName():               schema_pkg_apis_meta_v1_UpdateOptions(ref),
-		v1.WatchEvent{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_WatchEvent(ref),
-		runtime.RawExtension{}.OpenAPIModelName():           schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
-		runtime.TypeMeta{}.OpenAPIModelName():               schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
-		runtime.Unknown{}.OpenAPIModelName():                schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
-		version.Info{}.OpenAPIModelName():                   schema_k8sio_apimachinery_pkg_version_Info(ref),
+		v1alpha1.Backup{}.OpenAPIModelName():                      schema_hub_apis_ferry_v1alpha1_Backup(ref),
+		v1alpha1.BackupList{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1alpha1_BackupList(ref),
+		v1alpha1.BackupProgress{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_BackupProgress(ref),
+		v1alpha1.BackupSpec{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1alpha1_BackupSpec(ref),
+		v1alpha1.BackupStatus{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_BackupStatus(ref),
+		v1alpha1.BackupStorageLocation{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_BackupStorageLocation(ref),
+		v1alpha1.BackupStorageLocationList{}.OpenAPIModelName():   schema_hub_apis_ferry_v1alpha1_BackupStorageLocationList(ref),
+		v1alpha1.BackupStorageLocationSpec{}.OpenAPIModelName():   schema_hub_apis_ferry_v1alpha1_BackupStorageLocationSpec(ref),
+		v1alpha1.BackupStorageLocationStatus{}.OpenAPIModelName(): schema_hub_apis_ferry_v1alpha1_BackupStorageLocationStatus(ref),
+		v1alpha1.Cluster{}.OpenAPIModelName():                     schema_hub_apis_ferry_v1alpha1_Cluster(ref),
+		v1alpha1.ClusterCredential{}.OpenAPIModelName():           schema_hub_apis_ferry_v1alpha1_ClusterCredential(ref),
+		v1alpha1.ClusterCredentialList{}.OpenAPIModelName():       schema_hub_apis_ferry_v1alpha1_ClusterCredentialList(ref),
+		v1alpha1.ClusterList{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1alpha1_ClusterList(ref),
+		v1alpha1.ClusterSpec{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1alpha1_ClusterSpec(ref),
+		v1alpha1.ClusterStatus{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_ClusterStatus(ref),
+		v1alpha1.Lease{}.OpenAPIModelName():                       schema_hub_apis_ferry_v1alpha1_Lease(ref),
+		v1alpha1.LocalObjectReference{}.OpenAPIModelName():        schema_hub_apis_ferry_v1alpha1_LocalObjectReference(ref),
+		v1alpha1.Migration{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1alpha1_Migration(ref),
+		v1alpha1.MigrationBackup{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref),
+		v1alpha1.MigrationCounts{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref),
+		v1alpha1.MigrationImages{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationImages(ref),
+		v1alpha1.MigrationList{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_MigrationList(ref),
+		v1alpha1.MigrationRestore{}.OpenAPIModelName():            schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref),
+		v1alpha1.MigrationSpec{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref),
+		v1alpha1.MigrationStatus{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref),
+		v1alpha1.MigrationStorage{}.OpenAPIModelName():            schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref),
+		v1alpha1.PodVolumeCounts{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_PodVolumeCounts(ref),
+		v1alpha1.Restore{}.OpenAPIModelName():                     schema_hub_apis_ferry_v1alpha1_Restore(ref),
+		v1alpha1.RestoreCounts{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_RestoreCounts(ref),
+		v1alpha1.RestoreList{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1alpha1_RestoreList(ref),
+		v1alpha1.RestoreProgress{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_RestoreProgress(ref),
+		v1alpha1.RestoreSpec{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1alpha1_RestoreSpec(ref),
+		v1alpha1.RestoreStatus{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_RestoreStatus(ref),
+		v1alpha1.Schedule{}.OpenAPIModelName():                    schema_hub_apis_ferry_v1alpha1_Schedule(ref),
+		v1alpha1.ScheduleList{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_ScheduleList(ref),
+		v1alpha1.ScheduleSpec{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_ScheduleSpec(ref),
+		v1alpha1.ScheduleStatus{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_ScheduleStatus(ref),
+		v1beta1.Backup{}.OpenAPIModelName():                       schema_hub_apis_ferry_v1beta1_Backup(ref),
+		v1beta1.BackupList{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1beta1_BackupList(ref),
+		v1beta1.BackupProgress{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_BackupProgress(ref),
+		v1beta1.BackupSpec{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1beta1_BackupSpec(ref),
+		v1beta1.BackupStatus{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_BackupStatus(ref),
+		v1beta1.BackupStorageLocation{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_BackupStorageLocation(ref),
+		v1beta1.BackupStorageLocationList{}.OpenAPIModelName():    schema_hub_apis_ferry_v1beta1_BackupStorageLocationList(ref),
+		v1beta1.BackupStorageLocationSpec{}.OpenAPIModelName():    schema_hub_apis_ferry_v1beta1_BackupStorageLocationSpec(ref),
+		v1beta1.BackupStorageLocationStatus{}.OpenAPIModelName():  schema_hub_apis_ferry_v1beta1_BackupStorageLocationStatus(ref),
+		v1beta1.Cluster{}.OpenAPIModelName():                      schema_hub_apis_ferry_v1beta1_Cluster(ref),
+		v1beta1.ClusterCredential{}.OpenAPIModelName():            schema_hub_apis_ferry_v1beta1_ClusterCredential(ref),
+		v1beta1.ClusterCredentialList{}.OpenAPIModelName():        schema_hub_apis_ferry_v1beta1_ClusterCredentialList(ref),
+		v1beta1.ClusterList{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1beta1_ClusterList(ref),
+		v1beta1.ClusterReference{}.OpenAPIModelName():             schema_hub_apis_ferry_v1beta1_ClusterReference(ref),
+		v1beta1.ClusterSpec{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1beta1_ClusterSpec(ref),
+		v1beta1.ClusterStatus{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_ClusterStatus(ref),
+		v1beta1.Lease{}.OpenAPIModelName():                        schema_hub_apis_ferry_v1beta1_Lease(ref),
+		v1beta1.LocalObjectReference{}.OpenAPIModelName():         schema_hub_apis_ferry_v1beta1_LocalObjectReference(ref),
+		v1beta1.Migration{}.OpenAPIModelName():                    schema_hub_apis_ferry_v1beta1_Migration(ref),
+		v1beta1.MigrationBackup{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationBackup(ref),
+		v1beta1.MigrationCounts{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationCounts(ref),
+		v1beta1.MigrationImages{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationImages(ref),
+		v1beta1.MigrationList{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_MigrationList(ref),
+		v1beta1.MigrationRestore{}.OpenAPIModelName():             schema_hub_apis_ferry_v1beta1_MigrationRestore(ref),
+		v1beta1.MigrationSpec{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_MigrationSpec(ref),
+		v1beta1.MigrationStatus{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationStatus(ref),
+		v1beta1.MigrationStorage{}.OpenAPIModelName():             schema_hub_apis_ferry_v1beta1_MigrationStorage(ref),
+		v1beta1.PodVolumeCounts{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_PodVolumeCounts(ref),
+		v1beta1.Restore{}.OpenAPIModelName():                      schema_hub_apis_ferry_v1beta1_Restore(ref),
+		v1beta1.RestoreCounts{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_RestoreCounts(ref),
+		v1beta1.RestoreList{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1beta1_RestoreList(ref),
+		v1beta1.RestoreProgress{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_RestoreProgress(ref),
+		v1beta1.RestoreSpec{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1beta1_RestoreSpec(ref),
+		v1beta1.RestoreStatus{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_RestoreStatus(ref),
+		v1beta1.Schedule{}.OpenAPIModelName():                     schema_hub_apis_ferry_v1beta1_Schedule(ref),
+		v1beta1.ScheduleList{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_ScheduleList(ref),
+		v1beta1.ScheduleSpec{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_ScheduleSpec(ref),
+		v1beta1.ScheduleStatus{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_ScheduleStatus(ref),
+		v1.APIGroup{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_APIGroup(ref),
+		v1.APIGroupList{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_APIGroupList(ref),
+		v1.APIResource{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_APIResource(ref),
+		v1.APIResourceList{}.OpenAPIModelName():                   schema_pkg_apis_meta_v1_APIResourceList(ref),
+		v1.APIVersions{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_APIVersions(ref),
+		v1.ApplyOptions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_ApplyOptions(ref),
+		v1.Condition{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_Condition(ref),
+		v1.CreateOptions{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_CreateOptions(ref),
+		v1.DeleteOptions{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		v1.Duration{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_Duration(ref),
+		v1.FieldSelectorRequirement{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
+		v1.FieldsV1{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_FieldsV1(ref),
+		v1.GetOptions{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_GetOptions(ref),
+		v1.GroupKind{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_GroupKind(ref),
+		v1.GroupResource{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_GroupResource(ref),
+		v1.GroupVersion{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_GroupVersion(ref),
+		v1.GroupVersionForDiscovery{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
+		v1.GroupVersionKind{}.OpenAPIModelName():                  schema_pkg_apis_meta_v1_GroupVersionKind(ref),
+		v1.GroupVersionResource{}.OpenAPIModelName():              schema_pkg_apis_meta_v1_GroupVersionResource(ref),
+		v1.InternalEvent{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_InternalEvent(ref),
+		v1.LabelSelector{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_LabelSelector(ref),
+		v1.LabelSelectorRequirement{}.OpenAPIModelName():          schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
+		v1.List{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_List(ref),
+		v1.ListMeta{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_ListMeta(ref),
+		v1.ListOptions{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_ListOptions(ref),
+		v1.ManagedFieldsEntry{}.OpenAPIModelName():                schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		v1.MicroTime{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_MicroTime(ref),
+		v1.ObjectMeta{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		v1.OwnerReference{}.OpenAPIModelName():                    schema_pkg_apis_meta_v1_OwnerReference(ref),
+		v1.PartialObjectMetadata{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
+		v1.PartialObjectMetadataList{}.OpenAPIModelName():         schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
+		v1.Patch{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_Patch(ref),
+		v1.PatchOptions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_PatchOptions(ref),
+		v1.Preconditions{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_Preconditions(ref),
+		v1.RootPaths{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_RootPaths(ref),
+		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():         schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
+		v1.ShardInfo{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_ShardInfo(ref),
+		v1.Status{}.OpenAPIModelName():                            schema_pkg_apis_meta_v1_Status(ref),
+		v1.StatusCause{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_StatusCause(ref),
+		v1.StatusDetails{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_StatusDetails(ref),
+		v1.Table{}.OpenAPIModelName():                             schema_pkg_apis_meta_v1_Table(ref),
+		v1.TableColumnDefinition{}.OpenAPIModelName():             schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
+		v1.TableOptions{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_TableOptions(ref),
+		v1.TableRow{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_TableRow(ref),
+		v1.TableRowCondition{}.OpenAPIModelName():                 schema_pkg_apis_meta_v1_TableRowCondition(ref),
+		v1.Time{}.OpenAPIModelName():                              schema_pkg_apis_meta_v1_Time(ref),
+		v1.Timestamp{}.OpenAPIModelName():                         schema_pkg_apis_meta_v1_Timestamp(ref),
+		v1.TypeMeta{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_TypeMeta(ref),
+		v1.UpdateOptions{}.OpenAPIModelName():                     schema_pkg_apis_meta_v1_UpdateOptions(ref),
+		v1.WatchEvent{}.OpenAPIModelName():                        schema_pkg_apis_meta_v1_WatchEvent(ref),
+		runtime.RawExtension{}.OpenAPIModelName():                 schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
+		runtime.TypeMeta{}.OpenAPIModelName():                     schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
+		runtime.Unknown{}.OpenAPIModelName():                      schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
+		version.Info{}.OpenAPIModelName():                         schema_k8sio_apimachinery_pkg_version_Info(ref),
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_Backup(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Backup is one backup of a member cluster into a BackupStorageLocation, as `ferry backup create` makes it. The hub runs each new one once.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.BackupSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.BackupStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.BackupSpec{}.OpenAPIModelName(), v1alpha1.BackupStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_BackupList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupList is a list of Backups.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.Backup{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.Backup{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_BackupProgress(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupProgress counts a backup's items: TotalItems selected, ItemsBackedUp written into the archive.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"totalItems": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"itemsBackedUp": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_BackupSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupSpec is which cluster is backed up, where to, and what of it, as ferry.dev/v1alpha1's BackupSpec of server mode says. Empty include lists mean all; namespace entries are globs; resource entries are resource names, optionally qualified by group (\"deployments.apps\").",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster names the Cluster, in the Backup's namespace, backed up.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"storageLocationName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StorageLocationName names the BackupStorageLocation, in the Backup's namespace, written to; empty: the namespace's default location.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"includedNamespaces": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"excludedNamespaces": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"includedResources": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"excludedResources": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"labelSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LabelSelector is a label selector in kubectl syntax.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"includeClusterResources": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IncludeClusterResources is auto (default), true or false.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"preferredVersionOnly": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PreferredVersionOnly stores each resource at its preferred version only, not at every version the cluster serves.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"images": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Images is what happens to the images the workloads name: none, record (default), copy (to ImageRegistryMappings) or bundle (into the location).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"imageRegistryMappings": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ImageRegistryMappings are \"old-host/ns=new-host/ns\" entries.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"imagesRequired": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ImagesRequired makes an image that fails fail the backup.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"defaultVolumesToFsBackup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DefaultVolumesToFsBackup backs up the data of every pod volume, not only of those named in a pod's backup.ferry.dev/backup-volumes.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"ttl": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TTL is how long the backup is kept: after status.startTimestamp + TTL the hub deletes it from the location and the hub. Empty or zero: kept until deleted.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"cluster"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_BackupStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupStatus is what the hub reports of a Backup.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"startTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"expiration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Expiration is when the hub deletes the backup (startTimestamp + spec.ttl); nil: never.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"storageLocation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StorageLocation is the URL of the location written to, resolved from spec.storageLocationName when the backup started.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"progress": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.BackupProgress{}.OpenAPIModelName()),
+						},
+					},
+					"warnings": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"errors": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"failureReason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailureReason says why the backup failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"podVolumes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PodVolumes counts the pod volumes whose data was backed up.",
+							Ref:         ref(v1alpha1.PodVolumeCounts{}.OpenAPIModelName()),
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions: Succeeded, once the backup ended.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"lease": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Lease is held by the hub process running the backup.",
+							Ref:         ref(v1alpha1.Lease{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.BackupProgress{}.OpenAPIModelName(), v1alpha1.Lease{}.OpenAPIModelName(), v1alpha1.PodVolumeCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_BackupStorageLocation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupStorageLocation is an object store the hub keeps backups in. The hub opens it with its own credentials (its environment, or workload identity), and checks it every spec.validationFrequency.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.BackupStorageLocationSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.BackupStorageLocationStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.BackupStorageLocationSpec{}.OpenAPIModelName(), v1alpha1.BackupStorageLocationStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_BackupStorageLocationList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupStorageLocationList is a list of BackupStorageLocations.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.BackupStorageLocation{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.BackupStorageLocation{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_BackupStorageLocationSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupStorageLocationSpec names the object store.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"url": {
+						SchemaProps: spec.SchemaProps{
+							Description: "URL is the location as ferry opens it: s3://bucket?endpoint=...&region=..., gs://bucket, azblob://container, or file:///dir (a directory the hub can reach). Credentials never go in the URL.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"default": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Default marks the location of the namespace used by Backups that name none. At most one location of a namespace is the default.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"validationFrequency": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ValidationFrequency is how often the hub checks the location; default 1m.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"url"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_BackupStorageLocationStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupStorageLocationStatus is the result of the location's last check.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says why the location is Unavailable.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastValidationTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastValidationTime is when the hub last checked the location.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"observedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ObservedGeneration is the generation of the spec last checked.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions: Available.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -387,6 +988,44 @@ func schema_hub_apis_ferry_v1alpha1_ClusterStatus(ref common.ReferenceCallback) 
 	}
 }
 
+func schema_hub_apis_ferry_v1alpha1_Lease(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Lease is a hub process's claim on a Migration, Backup or Restore, as a coordination.k8s.io Lease's spec holds a leader's.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"holderIdentity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HolderIdentity names the hub process (host name and a random suffix).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"leaseDurationSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LeaseDurationSeconds is how long the claim lasts after RenewTime.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"renewTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RenewTime is when the holder last renewed the claim.",
+							Ref:         ref(v1.MicroTime{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"holderIdentity", "leaseDurationSeconds", "renewTime"},
+			},
+		},
+		Dependencies: []string{
+			v1.MicroTime{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1alpha1_LocalObjectReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -609,44 +1248,6 @@ func schema_hub_apis_ferry_v1alpha1_MigrationImages(ref common.ReferenceCallback
 				},
 			},
 		},
-	}
-}
-
-func schema_hub_apis_ferry_v1alpha1_MigrationLease(ref common.ReferenceCallback) common.OpenAPIDefinition {
-	return common.OpenAPIDefinition{
-		Schema: spec.Schema{
-			SchemaProps: spec.SchemaProps{
-				Description: "MigrationLease is a hub process's claim on a Migration, as a coordination.k8s.io Lease's spec holds a leader's.",
-				Type:        []string{"object"},
-				Properties: map[string]spec.Schema{
-					"holderIdentity": {
-						SchemaProps: spec.SchemaProps{
-							Description: "HolderIdentity names the hub process (host name and a random suffix).",
-							Default:     "",
-							Type:        []string{"string"},
-							Format:      "",
-						},
-					},
-					"leaseDurationSeconds": {
-						SchemaProps: spec.SchemaProps{
-							Description: "LeaseDurationSeconds is how long the claim lasts after RenewTime.",
-							Default:     0,
-							Type:        []string{"integer"},
-							Format:      "int32",
-						},
-					},
-					"renewTime": {
-						SchemaProps: spec.SchemaProps{
-							Description: "RenewTime is when the holder last renewed the claim.",
-							Ref:         ref(v1.MicroTime{}.OpenAPIModelName()),
-						},
-					},
-				},
-				Required: []string{"holderIdentity", "leaseDurationSeconds", "renewTime"},
-			},
-		},
-		Dependencies: []string{
-			v1.MicroTime{}.OpenAPIModelName()},
 	}
 }
 
@@ -902,14 +1503,14 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref common.ReferenceCallback
 					"lease": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Lease is held by the hub process carrying the Migration out, renewed while it runs. A lease not renewed within its duration is expired: that process stopped, and another hub takes the Migration over.",
-							Ref:         ref(v1alpha1.MigrationLease{}.OpenAPIModelName()),
+							Ref:         ref(v1alpha1.Lease{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.MigrationCounts{}.OpenAPIModelName(), v1alpha1.MigrationLease{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1alpha1.Lease{}.OpenAPIModelName(), v1alpha1.MigrationCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -940,6 +1541,1204 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref common.ReferenceCallbac
 		},
 		Dependencies: []string{
 			v1alpha1.LocalObjectReference{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_PodVolumeCounts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PodVolumeCounts counts pod volumes by outcome, and their data.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"completed": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"failed": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"bytes": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_Restore(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Restore is one restore of a hub Backup into a member cluster, as `ferry restore create` makes it. The hub runs each new one once.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.RestoreSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.RestoreStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.RestoreSpec{}.OpenAPIModelName(), v1alpha1.RestoreStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_RestoreCounts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreCounts counts a restore's items by outcome.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"created": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"updated": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"unchanged": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"skipped": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"failed": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_RestoreList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreList is a list of Restores.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.Restore{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.Restore{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_RestoreProgress(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreProgress counts a running restore's items: TotalItems planned, ItemsRestored finished (whatever their outcome).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"totalItems": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"itemsRestored": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_RestoreSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreSpec is which Backup is restored, into which cluster, and how.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster names the Cluster, in the Restore's namespace, restored into.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"backupName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BackupName names the Backup, in the Restore's namespace, restored. It must have Completed or PartiallyFailed.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"includedNamespaces": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"excludedNamespaces": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"includedResources": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"excludedResources": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"namespaceMapping": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NamespaceMapping maps source namespaces to target ones.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"storageClassMapping": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StorageClassMapping maps source storage classes to target ones.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"existingResourcePolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ExistingResourcePolicy is none (default: compare and report) or update.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"preserveNodePorts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PreserveNodePorts keeps every node port of restored Services.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"imageRegistryMappings": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ImageRegistryMappings (\"old-host/ns=new-host/ns\") rewrite image references, keeping the tag and pinning the recorded digest.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"pushImages": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PushImages pushes the images a bundle backup holds to the registries ImageRegistryMappings name, before any object is written.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"imagesRequired": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ImagesRequired makes an image that fails fail the restore.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"fromCloud": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FromCloud and ToCloud name the cloud profiles (alibaba, tencent, aws, gcp, azure, generic) whose annotations are translated.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"toCloud": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+				},
+				Required: []string{"cluster", "backupName"},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_RestoreStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreStatus is what the hub reports of a Restore.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"startTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"progress": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Progress counts items as they finish, while the restore runs.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.RestoreProgress{}.OpenAPIModelName()),
+						},
+					},
+					"counts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Counts counts the items by outcome, once the restore ended.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.RestoreCounts{}.OpenAPIModelName()),
+						},
+					},
+					"warnings": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"errors": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"failureReason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailureReason says why the restore failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"podVolumes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PodVolumes counts the pod volumes whose data was restored.",
+							Ref:         ref(v1alpha1.PodVolumeCounts{}.OpenAPIModelName()),
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions: Succeeded, once the restore ended.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"lease": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Lease is held by the hub process running the restore.",
+							Ref:         ref(v1alpha1.Lease{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.Lease{}.OpenAPIModelName(), v1alpha1.PodVolumeCounts{}.OpenAPIModelName(), v1alpha1.RestoreCounts{}.OpenAPIModelName(), v1alpha1.RestoreProgress{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_Schedule(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Schedule creates hub Backups from its template on a cron schedule. Each is named <schedule>-<YYYYMMDDhhmmss> (UTC, the time it was due) and labelled ferry.dev/schedule=<schedule>.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.ScheduleSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1alpha1.ScheduleStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.ScheduleSpec{}.OpenAPIModelName(), v1alpha1.ScheduleStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_ScheduleList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ScheduleList is a list of Schedules.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.Schedule{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.Schedule{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_ScheduleSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ScheduleSpec says when to back up, and what.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"schedule": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Schedule is a five-field cron expression (\"0 */6 * * *\") or a descriptor (\"@hourly\", \"@every 1h30m\"), as robfig/cron's ParseStandard reads it, in UTC; runs are at least a minute apart.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"template": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Template is the spec of every Backup created.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.BackupSpec{}.OpenAPIModelName()),
+						},
+					},
+					"paused": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Paused stops the Schedule; runs missed while paused are not made up.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"schedule", "template"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.BackupSpec{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_ScheduleStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ScheduleStatus is what the hub reports of a Schedule.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"lastBackup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastBackup is the due time of the last Backup created.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"nextBackup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NextBackup is when the next Backup is due; nil when paused.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"observedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ObservedGeneration is the generation of the spec last seen.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_Backup(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Backup is one backup of a member cluster into a BackupStorageLocation, as `ferry backup create` makes it. The hub runs each new one once.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1beta1.BackupSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1beta1.BackupStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.BackupSpec{}.OpenAPIModelName(), v1beta1.BackupStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_BackupList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupList is a list of Backups.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta1.Backup{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.Backup{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_BackupProgress(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupProgress counts a backup's items: TotalItems selected, ItemsBackedUp written into the archive.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"totalItems": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"itemsBackedUp": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_BackupSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupSpec is which cluster is backed up, where to, and what of it, as ferry.dev/v1alpha1's BackupSpec of server mode says. Empty include lists mean all; namespace entries are globs; resource entries are resource names, optionally qualified by group (\"deployments.apps\").",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster names the Cluster, in the Backup's namespace, backed up.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"storageLocationName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StorageLocationName names the BackupStorageLocation, in the Backup's namespace, written to; empty: the namespace's default location.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"includedNamespaces": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"excludedNamespaces": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"includedResources": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"excludedResources": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"labelSelector": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LabelSelector is a label selector in kubectl syntax.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"includeClusterResources": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IncludeClusterResources is auto (default), true or false.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"preferredVersionOnly": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PreferredVersionOnly stores each resource at its preferred version only, not at every version the cluster serves.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"images": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Images is what happens to the images the workloads name: none, record (default), copy (to ImageRegistryMappings) or bundle (into the location).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"imageRegistryMappings": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ImageRegistryMappings are \"old-host/ns=new-host/ns\" entries.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"imagesRequired": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ImagesRequired makes an image that fails fail the backup.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"defaultVolumesToFsBackup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DefaultVolumesToFsBackup backs up the data of every pod volume, not only of those named in a pod's backup.ferry.dev/backup-volumes.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"ttl": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TTL is how long the backup is kept: after status.startTimestamp + TTL the hub deletes it from the location and the hub. Empty or zero: kept until deleted.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"cluster"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_BackupStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupStatus is what the hub reports of a Backup.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"startTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"expiration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Expiration is when the hub deletes the backup (startTimestamp + spec.ttl); nil: never.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"storageLocation": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StorageLocation is the URL of the location written to, resolved from spec.storageLocationName when the backup started.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"progress": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1beta1.BackupProgress{}.OpenAPIModelName()),
+						},
+					},
+					"warnings": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"errors": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"failureReason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailureReason says why the backup failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"podVolumes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PodVolumes counts the pod volumes whose data was backed up.",
+							Ref:         ref(v1beta1.PodVolumeCounts{}.OpenAPIModelName()),
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions: Succeeded, once the backup ended.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"lease": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Lease is held by the hub process running the backup.",
+							Ref:         ref(v1beta1.Lease{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.BackupProgress{}.OpenAPIModelName(), v1beta1.Lease{}.OpenAPIModelName(), v1beta1.PodVolumeCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_BackupStorageLocation(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupStorageLocation is an object store the hub keeps backups in. The hub opens it with its own credentials (its environment, or workload identity), and checks it every spec.validationFrequency.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1beta1.BackupStorageLocationSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1beta1.BackupStorageLocationStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.BackupStorageLocationSpec{}.OpenAPIModelName(), v1beta1.BackupStorageLocationStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_BackupStorageLocationList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupStorageLocationList is a list of BackupStorageLocations.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta1.BackupStorageLocation{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.BackupStorageLocation{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_BackupStorageLocationSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupStorageLocationSpec names the object store.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"url": {
+						SchemaProps: spec.SchemaProps{
+							Description: "URL is the location as ferry opens it: s3://bucket?endpoint=...&region=..., gs://bucket, azblob://container, or file:///dir (a directory the hub can reach). Credentials never go in the URL.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"default": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Default marks the location of the namespace used by Backups that name none. At most one location of a namespace is the default.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"validationFrequency": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ValidationFrequency is how often the hub checks the location; default 1m.",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"url"},
+			},
+		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_BackupStorageLocationStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "BackupStorageLocationStatus is the result of the location's last check.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says why the location is Unavailable.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"lastValidationTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastValidationTime is when the hub last checked the location.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"observedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ObservedGeneration is the generation of the spec last checked.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions: Available.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1243,6 +3042,44 @@ func schema_hub_apis_ferry_v1beta1_ClusterStatus(ref common.ReferenceCallback) c
 	}
 }
 
+func schema_hub_apis_ferry_v1beta1_Lease(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Lease is a hub process's claim on a Migration, Backup or Restore, as a coordination.k8s.io Lease's spec holds a leader's.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"holderIdentity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HolderIdentity names the hub process (host name and a random suffix).",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"leaseDurationSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LeaseDurationSeconds is how long the claim lasts after RenewTime.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"renewTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RenewTime is when the holder last renewed the claim.",
+							Ref:         ref(v1.MicroTime{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"holderIdentity", "leaseDurationSeconds", "renewTime"},
+			},
+		},
+		Dependencies: []string{
+			v1.MicroTime{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1beta1_LocalObjectReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1465,44 +3302,6 @@ func schema_hub_apis_ferry_v1beta1_MigrationImages(ref common.ReferenceCallback)
 				},
 			},
 		},
-	}
-}
-
-func schema_hub_apis_ferry_v1beta1_MigrationLease(ref common.ReferenceCallback) common.OpenAPIDefinition {
-	return common.OpenAPIDefinition{
-		Schema: spec.Schema{
-			SchemaProps: spec.SchemaProps{
-				Description: "MigrationLease is a hub process's claim on a Migration, as a coordination.k8s.io Lease's spec holds a leader's.",
-				Type:        []string{"object"},
-				Properties: map[string]spec.Schema{
-					"holderIdentity": {
-						SchemaProps: spec.SchemaProps{
-							Description: "HolderIdentity names the hub process (host name and a random suffix).",
-							Default:     "",
-							Type:        []string{"string"},
-							Format:      "",
-						},
-					},
-					"leaseDurationSeconds": {
-						SchemaProps: spec.SchemaProps{
-							Description: "LeaseDurationSeconds is how long the claim lasts after RenewTime.",
-							Default:     0,
-							Type:        []string{"integer"},
-							Format:      "int32",
-						},
-					},
-					"renewTime": {
-						SchemaProps: spec.SchemaProps{
-							Description: "RenewTime is when the holder last renewed the claim.",
-							Ref:         ref(v1.MicroTime{}.OpenAPIModelName()),
-						},
-					},
-				},
-				Required: []string{"holderIdentity", "leaseDurationSeconds", "renewTime"},
-			},
-		},
-		Dependencies: []string{
-			v1.MicroTime{}.OpenAPIModelName()},
 	}
 }
 
@@ -1756,14 +3555,14 @@ func schema_hub_apis_ferry_v1beta1_MigrationStatus(ref common.ReferenceCallback)
 					"lease": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Lease is held by the hub process carrying the Migration out, renewed while it runs. A lease not renewed within its duration is expired: that process stopped, and another hub takes the Migration over.",
-							Ref:         ref(v1beta1.MigrationLease{}.OpenAPIModelName()),
+							Ref:         ref(v1beta1.Lease{}.OpenAPIModelName()),
 						},
 					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.MigrationCounts{}.OpenAPIModelName(), v1beta1.MigrationLease{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1beta1.Lease{}.OpenAPIModelName(), v1beta1.MigrationCounts{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1794,6 +3593,643 @@ func schema_hub_apis_ferry_v1beta1_MigrationStorage(ref common.ReferenceCallback
 		},
 		Dependencies: []string{
 			v1beta1.LocalObjectReference{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_PodVolumeCounts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PodVolumeCounts counts pod volumes by outcome, and their data.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"completed": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"failed": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"bytes": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_Restore(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Restore is one restore of a hub Backup into a member cluster, as `ferry restore create` makes it. The hub runs each new one once.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1beta1.RestoreSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1beta1.RestoreStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.RestoreSpec{}.OpenAPIModelName(), v1beta1.RestoreStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_RestoreCounts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreCounts counts a restore's items by outcome.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"created": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"updated": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"unchanged": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"skipped": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"failed": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_RestoreList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreList is a list of Restores.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta1.Restore{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.Restore{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_RestoreProgress(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreProgress counts a running restore's items: TotalItems planned, ItemsRestored finished (whatever their outcome).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"totalItems": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"itemsRestored": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_RestoreSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreSpec is which Backup is restored, into which cluster, and how.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster names the Cluster, in the Restore's namespace, restored into.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"backupName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "BackupName names the Backup, in the Restore's namespace, restored. It must have Completed or PartiallyFailed.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"includedNamespaces": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"excludedNamespaces": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"includedResources": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"excludedResources": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"namespaceMapping": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NamespaceMapping maps source namespaces to target ones.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"storageClassMapping": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StorageClassMapping maps source storage classes to target ones.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"existingResourcePolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ExistingResourcePolicy is none (default: compare and report) or update.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"preserveNodePorts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PreserveNodePorts keeps every node port of restored Services.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"imageRegistryMappings": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ImageRegistryMappings (\"old-host/ns=new-host/ns\") rewrite image references, keeping the tag and pinning the recorded digest.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"pushImages": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PushImages pushes the images a bundle backup holds to the registries ImageRegistryMappings name, before any object is written.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"imagesRequired": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ImagesRequired makes an image that fails fail the restore.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"fromCloud": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FromCloud and ToCloud name the cloud profiles (alibaba, tencent, aws, gcp, azure, generic) whose annotations are translated.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"toCloud": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+				},
+				Required: []string{"cluster", "backupName"},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_RestoreStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RestoreStatus is what the hub reports of a Restore.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"startTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTimestamp": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"progress": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Progress counts items as they finish, while the restore runs.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1beta1.RestoreProgress{}.OpenAPIModelName()),
+						},
+					},
+					"counts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Counts counts the items by outcome, once the restore ended.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1beta1.RestoreCounts{}.OpenAPIModelName()),
+						},
+					},
+					"warnings": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"errors": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"failureReason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FailureReason says why the restore failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"podVolumes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PodVolumes counts the pod volumes whose data was restored.",
+							Ref:         ref(v1beta1.PodVolumeCounts{}.OpenAPIModelName()),
+						},
+					},
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions: Succeeded, once the restore ended.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"lease": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Lease is held by the hub process running the restore.",
+							Ref:         ref(v1beta1.Lease{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.Lease{}.OpenAPIModelName(), v1beta1.PodVolumeCounts{}.OpenAPIModelName(), v1beta1.RestoreCounts{}.OpenAPIModelName(), v1beta1.RestoreProgress{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_Schedule(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Schedule creates hub Backups from its template on a cron schedule. Each is named <schedule>-<YYYYMMDDhhmmss> (UTC, the time it was due) and labelled ferry.dev/schedule=<schedule>.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1beta1.ScheduleSpec{}.OpenAPIModelName()),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1beta1.ScheduleStatus{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.ScheduleSpec{}.OpenAPIModelName(), v1beta1.ScheduleStatus{}.OpenAPIModelName(), v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_ScheduleList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ScheduleList is a list of Schedules.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta1.Schedule{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.Schedule{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_ScheduleSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ScheduleSpec says when to back up, and what.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"schedule": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Schedule is a five-field cron expression (\"0 */6 * * *\") or a descriptor (\"@hourly\", \"@every 1h30m\"), as robfig/cron's ParseStandard reads it, in UTC; runs are at least a minute apart.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"template": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Template is the spec of every Backup created.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1beta1.BackupSpec{}.OpenAPIModelName()),
+						},
+					},
+					"paused": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Paused stops the Schedule; runs missed while paused are not made up.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"schedule", "template"},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.BackupSpec{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_ScheduleStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ScheduleStatus is what the hub reports of a Schedule.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"phase": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"lastBackup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "LastBackup is the due time of the last Backup created.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"nextBackup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NextBackup is when the next Backup is due; nil when paused.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"observedGeneration": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ObservedGeneration is the generation of the spec last seen.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -150,3 +150,15 @@ func (Basics) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) 
 func (Basics) AllowCreateOnUpdate(context.Context) bool      { return false }
 func (Basics) AllowUnconditionalUpdate(context.Context) bool { return true }
 func (Basics) Canonicalize(runtime.Object)                   {}
+
+// Until is the time left until t as kubectl prints it ("5m"), "expired"
+// once past, or "<none>".
+func Until(t *metav1.Time) string {
+	switch {
+	case t == nil || t.IsZero():
+		return "<none>"
+	case time.Until(t.Time) <= 0:
+		return "expired"
+	}
+	return duration.HumanDuration(time.Until(t.Time))
+}

@@ -33,6 +33,10 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&Cluster{}, &ClusterList{},
 		&ClusterCredential{}, &ClusterCredentialList{},
 		&Migration{}, &MigrationList{},
+		&BackupStorageLocation{}, &BackupStorageLocationList{},
+		&Backup{}, &BackupList{},
+		&Restore{}, &RestoreList{},
+		&Schedule{}, &ScheduleList{},
 	)
 	return nil
 }

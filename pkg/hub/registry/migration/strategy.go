@@ -5,10 +5,8 @@ package migration
 
 import (
 	"context"
-	"fmt"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -85,8 +83,8 @@ func (s strategy) validateClusters(ctx context.Context, spec, old *ferry.Migrati
 		if name == "" || (old != nil && name == was) {
 			return
 		}
-		if _, err := s.clusters.Get(ctx, name, &metav1.GetOptions{}); err != nil {
-			errs = append(errs, clusterError(p, name, err))
+		if err := registry.LookUp(ctx, s.clusters, "Cluster", name, p); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	spec0 := ferry.MigrationSpec{}
@@ -97,13 +95,6 @@ func (s strategy) validateClusters(ctx context.Context, spec, old *ferry.Migrati
 	check(p.Child("source", "cluster"), spec.Source.Cluster, spec0.Source.Cluster)
 	check(p.Child("target", "cluster"), spec.Target.Cluster, spec0.Target.Cluster)
 	return errs
-}
-
-func clusterError(p *field.Path, name string, err error) *field.Error {
-	if isNotFound(err) {
-		return field.NotFound(p, name)
-	}
-	return field.InternalError(p, fmt.Errorf("looking up Cluster %q: %w", name, err))
 }
 
 // GetResetFields: the main strategy never writes the status.

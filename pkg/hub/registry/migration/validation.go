@@ -3,19 +3,13 @@ package migration
 import (
 	"slices"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/kubeferry/ferry/pkg/filter"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
-	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/hub/registry"
 )
-
-func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
 
 // ValidateMigration checks a Migration's metadata and spec, but for whether
 // its Clusters exist (the strategy looks them up).
@@ -39,23 +33,11 @@ func ValidateMigrationSpec(s *ferry.MigrationSpec, p *field.Path) field.ErrorLis
 }
 
 func validateClusterName(name string, p *field.Path) field.ErrorList {
-	if name == "" {
-		return field.ErrorList{field.Required(p, "the name of a Cluster in the Migration's namespace")}
-	}
-	var errs field.ErrorList
-	for _, msg := range apivalidation.NameIsDNSSubdomain(name, false) {
-		errs = append(errs, field.Invalid(p, name, msg))
-	}
-	return errs
+	return registry.ValidateReference(name, "Cluster", p)
 }
 
 func validateStorage(s *ferry.MigrationStorage, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	if s.Location == "" {
-		errs = append(errs, field.Required(p.Child("location"), "the backup storage location's URL (file://, s3://, gs://, azblob://)"))
-	} else if err := store.ValidateURL(s.Location); err != nil {
-		errs = append(errs, field.Invalid(p.Child("location"), store.Redact(s.Location), err.Error()))
-	}
+	errs := registry.ValidateLocationURL(s.Location, p.Child("location"))
 	if s.CredentialRef != nil {
 		errs = append(errs, field.Forbidden(p.Child("credentialRef"), "not supported yet: the hub opens the location with its own credentials (its environment)"))
 	}
@@ -63,65 +45,15 @@ func validateStorage(s *ferry.MigrationStorage, p *field.Path) field.ErrorList {
 }
 
 func validateBackup(b *ferry.MigrationBackup, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	errs = append(errs, validateGlobs(b.IncludedNamespaces, p.Child("includedNamespaces"))...)
-	errs = append(errs, validateGlobs(b.ExcludedNamespaces, p.Child("excludedNamespaces"))...)
-	if b.LabelSelector != "" {
-		if _, err := labels.Parse(b.LabelSelector); err != nil {
-			errs = append(errs, field.Invalid(p.Child("labelSelector"), b.LabelSelector, err.Error()))
-		}
-	}
-	if v := b.IncludeClusterResources; !slices.Contains([]string{"auto", "true", "false"}, v) {
-		errs = append(errs, field.NotSupported(p.Child("includeClusterResources"), v, []string{"auto", "true", "false"}))
-	}
-	if b.TTL != nil && b.TTL.Duration < 0 {
-		errs = append(errs, field.Invalid(p.Child("ttl"), b.TTL.Duration.String(), "must not be negative (empty or 0: kept until deleted)"))
-	}
-	return errs
-}
-
-// validateGlobs checks namespace globs as a backup does (pkg/filter).
-func validateGlobs(globs []string, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for i, g := range globs {
-		if _, err := filter.NewNamespaces([]string{g}, nil); err != nil {
-			errs = append(errs, field.Invalid(p.Index(i), g, err.Error()))
-		}
-	}
-	return errs
+	return registry.ValidateSelection(b.IncludedNamespaces, b.ExcludedNamespaces, b.LabelSelector, b.IncludeClusterResources, b.TTL, p)
 }
 
 func validateRestore(r *ferry.MigrationRestore, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for from, to := range r.NamespaceMapping {
-		mp := p.Child("namespaceMapping").Key(from)
-		for _, name := range []string{from, to} {
-			for _, msg := range validation.IsDNS1123Label(name) {
-				errs = append(errs, field.Invalid(mp, name, msg))
-			}
-		}
-	}
-	for from, to := range r.StorageClassMapping {
-		if from == "" || to == "" {
-			errs = append(errs, field.Invalid(p.Child("storageClassMapping").Key(from), to, "storage class names must not be empty"))
-		}
-	}
-	if v := r.ExistingResourcePolicy; v != "none" && v != "update" {
-		errs = append(errs, field.NotSupported(p.Child("existingResourcePolicy"), v, []string{"none", "update"}))
-	}
-	return errs
+	return registry.ValidateMappings(r.NamespaceMapping, r.StorageClassMapping, r.ExistingResourcePolicy, p)
 }
 
 func validateImages(im *ferry.MigrationImages, p *field.Path) field.ErrorList {
-	modes := []string{"none", "record", "copy", "bundle"}
-	var errs field.ErrorList
-	if !slices.Contains(modes, im.Mode) {
-		errs = append(errs, field.NotSupported(p.Child("mode"), im.Mode, modes))
-	}
-	if im.Mode == "copy" && len(im.RegistryMappings) == 0 {
-		errs = append(errs, field.Required(p.Child("registryMappings"), `mode "copy" needs the target registries (OLD=NEW)`))
-	}
-	return errs
+	return registry.ValidateImages(im.Mode, im.RegistryMappings, p.Child("mode"), p.Child("registryMappings"))
 }
 
 // ValidateMigrationStatus checks a status update.
@@ -136,14 +68,6 @@ func ValidateMigrationStatus(s *ferry.MigrationStatus, p *field.Path) field.Erro
 	if s.ObservedGeneration < 0 {
 		errs = append(errs, field.Invalid(p.Child("observedGeneration"), s.ObservedGeneration, "must not be negative"))
 	}
-	counts := []struct {
-		name string
-		n    int64
-	}{{"backedUp", s.Counts.BackedUp}, {"restored", s.Counts.Restored}, {"failed", s.Counts.Failed}, {"skipped", s.Counts.Skipped}}
-	for _, c := range counts {
-		if c.n < 0 {
-			errs = append(errs, field.Invalid(p.Child("counts", c.name), c.n, "must not be negative"))
-		}
-	}
-	return errs
+	return append(errs, registry.ValidateNonNegative(p.Child("counts"), map[string]int64{
+		"backedUp": s.Counts.BackedUp, "restored": s.Counts.Restored, "failed": s.Counts.Failed, "skipped": s.Counts.Skipped})...)
 }

@@ -29,6 +29,22 @@ func fuzzerFuncs(runtimeserializer.CodecFactory) []any {
 				s.Verify = &v
 			}
 		},
+		// Backups and Schedule templates: defaulted as the versions do.
+		func(s *ferry.BackupSpec, c randfill.Continue) {
+			c.FillNoCustom(s)
+			if s.IncludeClusterResources == "" {
+				s.IncludeClusterResources = "auto"
+			}
+			if s.Images == "" {
+				s.Images = "record"
+			}
+		},
+		func(s *ferry.RestoreSpec, c randfill.Continue) {
+			c.FillNoCustom(s)
+			if s.ExistingResourcePolicy == "" {
+				s.ExistingResourcePolicy = "none"
+			}
+		},
 	}
 }
 

@@ -1,5 +1,6 @@
 // Package v1alpha1 is the hub's API, group ferry.dev, version v1alpha1: Cluster,
-// ClusterCredential and Migration as clients see them. Its Migration names the clusters spec.sourceCluster and spec.targetCluster (v1beta1: spec.source.cluster, spec.target.cluster).
+// ClusterCredential, Migration, BackupStorageLocation, Backup, Restore and Schedule
+// as clients see them. Its Migration names the clusters spec.sourceCluster and spec.targetCluster (v1beta1: spec.source.cluster, spec.target.cluster).
 // See docs/design.md#the-hub.
 //
 // +k8s:openapi-gen=true

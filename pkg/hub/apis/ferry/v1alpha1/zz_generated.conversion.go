@@ -20,6 +20,96 @@ func init() {
 // RegisterConversions adds conversion functions to the given scheme.
 // Public to allow building arbitrary schemes.
 func RegisterConversions(s *runtime.Scheme) error {
+	if err := s.AddGeneratedConversionFunc((*Backup)(nil), (*ferry.Backup)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_Backup_To_ferry_Backup(a.(*Backup), b.(*ferry.Backup), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.Backup)(nil), (*Backup)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_Backup_To_v1alpha1_Backup(a.(*ferry.Backup), b.(*Backup), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*BackupList)(nil), (*ferry.BackupList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_BackupList_To_ferry_BackupList(a.(*BackupList), b.(*ferry.BackupList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.BackupList)(nil), (*BackupList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_BackupList_To_v1alpha1_BackupList(a.(*ferry.BackupList), b.(*BackupList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*BackupProgress)(nil), (*ferry.BackupProgress)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_BackupProgress_To_ferry_BackupProgress(a.(*BackupProgress), b.(*ferry.BackupProgress), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.BackupProgress)(nil), (*BackupProgress)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_BackupProgress_To_v1alpha1_BackupProgress(a.(*ferry.BackupProgress), b.(*BackupProgress), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*BackupSpec)(nil), (*ferry.BackupSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_BackupSpec_To_ferry_BackupSpec(a.(*BackupSpec), b.(*ferry.BackupSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.BackupSpec)(nil), (*BackupSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_BackupSpec_To_v1alpha1_BackupSpec(a.(*ferry.BackupSpec), b.(*BackupSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*BackupStatus)(nil), (*ferry.BackupStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_BackupStatus_To_ferry_BackupStatus(a.(*BackupStatus), b.(*ferry.BackupStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.BackupStatus)(nil), (*BackupStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_BackupStatus_To_v1alpha1_BackupStatus(a.(*ferry.BackupStatus), b.(*BackupStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*BackupStorageLocation)(nil), (*ferry.BackupStorageLocation)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_BackupStorageLocation_To_ferry_BackupStorageLocation(a.(*BackupStorageLocation), b.(*ferry.BackupStorageLocation), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.BackupStorageLocation)(nil), (*BackupStorageLocation)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_BackupStorageLocation_To_v1alpha1_BackupStorageLocation(a.(*ferry.BackupStorageLocation), b.(*BackupStorageLocation), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*BackupStorageLocationList)(nil), (*ferry.BackupStorageLocationList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_BackupStorageLocationList_To_ferry_BackupStorageLocationList(a.(*BackupStorageLocationList), b.(*ferry.BackupStorageLocationList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.BackupStorageLocationList)(nil), (*BackupStorageLocationList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_BackupStorageLocationList_To_v1alpha1_BackupStorageLocationList(a.(*ferry.BackupStorageLocationList), b.(*BackupStorageLocationList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*BackupStorageLocationSpec)(nil), (*ferry.BackupStorageLocationSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_BackupStorageLocationSpec_To_ferry_BackupStorageLocationSpec(a.(*BackupStorageLocationSpec), b.(*ferry.BackupStorageLocationSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.BackupStorageLocationSpec)(nil), (*BackupStorageLocationSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_BackupStorageLocationSpec_To_v1alpha1_BackupStorageLocationSpec(a.(*ferry.BackupStorageLocationSpec), b.(*BackupStorageLocationSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*BackupStorageLocationStatus)(nil), (*ferry.BackupStorageLocationStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_BackupStorageLocationStatus_To_ferry_BackupStorageLocationStatus(a.(*BackupStorageLocationStatus), b.(*ferry.BackupStorageLocationStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.BackupStorageLocationStatus)(nil), (*BackupStorageLocationStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_BackupStorageLocationStatus_To_v1alpha1_BackupStorageLocationStatus(a.(*ferry.BackupStorageLocationStatus), b.(*BackupStorageLocationStatus), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*Cluster)(nil), (*ferry.Cluster)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_Cluster_To_ferry_Cluster(a.(*Cluster), b.(*ferry.Cluster), scope)
 	}); err != nil {
@@ -80,6 +170,16 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*Lease)(nil), (*ferry.Lease)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_Lease_To_ferry_Lease(a.(*Lease), b.(*ferry.Lease), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.Lease)(nil), (*Lease)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_Lease_To_v1alpha1_Lease(a.(*ferry.Lease), b.(*Lease), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddGeneratedConversionFunc((*LocalObjectReference)(nil), (*ferry.LocalObjectReference)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_LocalObjectReference_To_ferry_LocalObjectReference(a.(*LocalObjectReference), b.(*ferry.LocalObjectReference), scope)
 	}); err != nil {
@@ -130,16 +230,6 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
-	if err := s.AddGeneratedConversionFunc((*MigrationLease)(nil), (*ferry.MigrationLease)(nil), func(a, b interface{}, scope conversion.Scope) error {
-		return Convert_v1alpha1_MigrationLease_To_ferry_MigrationLease(a.(*MigrationLease), b.(*ferry.MigrationLease), scope)
-	}); err != nil {
-		return err
-	}
-	if err := s.AddGeneratedConversionFunc((*ferry.MigrationLease)(nil), (*MigrationLease)(nil), func(a, b interface{}, scope conversion.Scope) error {
-		return Convert_ferry_MigrationLease_To_v1alpha1_MigrationLease(a.(*ferry.MigrationLease), b.(*MigrationLease), scope)
-	}); err != nil {
-		return err
-	}
 	if err := s.AddGeneratedConversionFunc((*MigrationList)(nil), (*ferry.MigrationList)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_v1alpha1_MigrationList_To_ferry_MigrationList(a.(*MigrationList), b.(*ferry.MigrationList), scope)
 	}); err != nil {
@@ -180,6 +270,116 @@ func RegisterConversions(s *runtime.Scheme) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.AddGeneratedConversionFunc((*PodVolumeCounts)(nil), (*ferry.PodVolumeCounts)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_PodVolumeCounts_To_ferry_PodVolumeCounts(a.(*PodVolumeCounts), b.(*ferry.PodVolumeCounts), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.PodVolumeCounts)(nil), (*PodVolumeCounts)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_PodVolumeCounts_To_v1alpha1_PodVolumeCounts(a.(*ferry.PodVolumeCounts), b.(*PodVolumeCounts), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*Restore)(nil), (*ferry.Restore)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_Restore_To_ferry_Restore(a.(*Restore), b.(*ferry.Restore), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.Restore)(nil), (*Restore)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_Restore_To_v1alpha1_Restore(a.(*ferry.Restore), b.(*Restore), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*RestoreCounts)(nil), (*ferry.RestoreCounts)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RestoreCounts_To_ferry_RestoreCounts(a.(*RestoreCounts), b.(*ferry.RestoreCounts), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.RestoreCounts)(nil), (*RestoreCounts)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_RestoreCounts_To_v1alpha1_RestoreCounts(a.(*ferry.RestoreCounts), b.(*RestoreCounts), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*RestoreList)(nil), (*ferry.RestoreList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RestoreList_To_ferry_RestoreList(a.(*RestoreList), b.(*ferry.RestoreList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.RestoreList)(nil), (*RestoreList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_RestoreList_To_v1alpha1_RestoreList(a.(*ferry.RestoreList), b.(*RestoreList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*RestoreProgress)(nil), (*ferry.RestoreProgress)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RestoreProgress_To_ferry_RestoreProgress(a.(*RestoreProgress), b.(*ferry.RestoreProgress), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.RestoreProgress)(nil), (*RestoreProgress)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_RestoreProgress_To_v1alpha1_RestoreProgress(a.(*ferry.RestoreProgress), b.(*RestoreProgress), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*RestoreSpec)(nil), (*ferry.RestoreSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RestoreSpec_To_ferry_RestoreSpec(a.(*RestoreSpec), b.(*ferry.RestoreSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.RestoreSpec)(nil), (*RestoreSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_RestoreSpec_To_v1alpha1_RestoreSpec(a.(*ferry.RestoreSpec), b.(*RestoreSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*RestoreStatus)(nil), (*ferry.RestoreStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_RestoreStatus_To_ferry_RestoreStatus(a.(*RestoreStatus), b.(*ferry.RestoreStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.RestoreStatus)(nil), (*RestoreStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_RestoreStatus_To_v1alpha1_RestoreStatus(a.(*ferry.RestoreStatus), b.(*RestoreStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*Schedule)(nil), (*ferry.Schedule)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_Schedule_To_ferry_Schedule(a.(*Schedule), b.(*ferry.Schedule), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.Schedule)(nil), (*Schedule)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_Schedule_To_v1alpha1_Schedule(a.(*ferry.Schedule), b.(*Schedule), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ScheduleList)(nil), (*ferry.ScheduleList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ScheduleList_To_ferry_ScheduleList(a.(*ScheduleList), b.(*ferry.ScheduleList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.ScheduleList)(nil), (*ScheduleList)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_ScheduleList_To_v1alpha1_ScheduleList(a.(*ferry.ScheduleList), b.(*ScheduleList), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ScheduleSpec)(nil), (*ferry.ScheduleSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ScheduleSpec_To_ferry_ScheduleSpec(a.(*ScheduleSpec), b.(*ferry.ScheduleSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.ScheduleSpec)(nil), (*ScheduleSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_ScheduleSpec_To_v1alpha1_ScheduleSpec(a.(*ferry.ScheduleSpec), b.(*ScheduleSpec), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ScheduleStatus)(nil), (*ferry.ScheduleStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_v1alpha1_ScheduleStatus_To_ferry_ScheduleStatus(a.(*ScheduleStatus), b.(*ferry.ScheduleStatus), scope)
+	}); err != nil {
+		return err
+	}
+	if err := s.AddGeneratedConversionFunc((*ferry.ScheduleStatus)(nil), (*ScheduleStatus)(nil), func(a, b interface{}, scope conversion.Scope) error {
+		return Convert_ferry_ScheduleStatus_To_v1alpha1_ScheduleStatus(a.(*ferry.ScheduleStatus), b.(*ScheduleStatus), scope)
+	}); err != nil {
+		return err
+	}
 	if err := s.AddConversionFunc((*ferry.MigrationSpec)(nil), (*MigrationSpec)(nil), func(a, b interface{}, scope conversion.Scope) error {
 		return Convert_ferry_MigrationSpec_To_v1alpha1_MigrationSpec(a.(*ferry.MigrationSpec), b.(*MigrationSpec), scope)
 	}); err != nil {
@@ -191,6 +391,214 @@ func RegisterConversions(s *runtime.Scheme) error {
 		return err
 	}
 	return nil
+}
+
+func autoConvert_v1alpha1_Backup_To_ferry_Backup(in *Backup, out *ferry.Backup, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_BackupSpec_To_ferry_BackupSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_BackupStatus_To_ferry_BackupStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_Backup_To_ferry_Backup is an autogenerated conversion function.
+func Convert_v1alpha1_Backup_To_ferry_Backup(in *Backup, out *ferry.Backup, s conversion.Scope) error {
+	return autoConvert_v1alpha1_Backup_To_ferry_Backup(in, out, s)
+}
+
+func autoConvert_ferry_Backup_To_v1alpha1_Backup(in *ferry.Backup, out *Backup, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_ferry_BackupSpec_To_v1alpha1_BackupSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_ferry_BackupStatus_To_v1alpha1_BackupStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_ferry_Backup_To_v1alpha1_Backup is an autogenerated conversion function.
+func Convert_ferry_Backup_To_v1alpha1_Backup(in *ferry.Backup, out *Backup, s conversion.Scope) error {
+	return autoConvert_ferry_Backup_To_v1alpha1_Backup(in, out, s)
+}
+
+func autoConvert_v1alpha1_BackupList_To_ferry_BackupList(in *BackupList, out *ferry.BackupList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]ferry.Backup)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_BackupList_To_ferry_BackupList is an autogenerated conversion function.
+func Convert_v1alpha1_BackupList_To_ferry_BackupList(in *BackupList, out *ferry.BackupList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_BackupList_To_ferry_BackupList(in, out, s)
+}
+
+func autoConvert_ferry_BackupList_To_v1alpha1_BackupList(in *ferry.BackupList, out *BackupList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]Backup)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_ferry_BackupList_To_v1alpha1_BackupList is an autogenerated conversion function.
+func Convert_ferry_BackupList_To_v1alpha1_BackupList(in *ferry.BackupList, out *BackupList, s conversion.Scope) error {
+	return autoConvert_ferry_BackupList_To_v1alpha1_BackupList(in, out, s)
+}
+
+func autoConvert_v1alpha1_BackupProgress_To_ferry_BackupProgress(in *BackupProgress, out *ferry.BackupProgress, s conversion.Scope) error {
+	*out = *(*ferry.BackupProgress)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_BackupProgress_To_ferry_BackupProgress is an autogenerated conversion function.
+func Convert_v1alpha1_BackupProgress_To_ferry_BackupProgress(in *BackupProgress, out *ferry.BackupProgress, s conversion.Scope) error {
+	return autoConvert_v1alpha1_BackupProgress_To_ferry_BackupProgress(in, out, s)
+}
+
+func autoConvert_ferry_BackupProgress_To_v1alpha1_BackupProgress(in *ferry.BackupProgress, out *BackupProgress, s conversion.Scope) error {
+	*out = *(*BackupProgress)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_BackupProgress_To_v1alpha1_BackupProgress is an autogenerated conversion function.
+func Convert_ferry_BackupProgress_To_v1alpha1_BackupProgress(in *ferry.BackupProgress, out *BackupProgress, s conversion.Scope) error {
+	return autoConvert_ferry_BackupProgress_To_v1alpha1_BackupProgress(in, out, s)
+}
+
+func autoConvert_v1alpha1_BackupSpec_To_ferry_BackupSpec(in *BackupSpec, out *ferry.BackupSpec, s conversion.Scope) error {
+	*out = *(*ferry.BackupSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_BackupSpec_To_ferry_BackupSpec is an autogenerated conversion function.
+func Convert_v1alpha1_BackupSpec_To_ferry_BackupSpec(in *BackupSpec, out *ferry.BackupSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_BackupSpec_To_ferry_BackupSpec(in, out, s)
+}
+
+func autoConvert_ferry_BackupSpec_To_v1alpha1_BackupSpec(in *ferry.BackupSpec, out *BackupSpec, s conversion.Scope) error {
+	*out = *(*BackupSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_BackupSpec_To_v1alpha1_BackupSpec is an autogenerated conversion function.
+func Convert_ferry_BackupSpec_To_v1alpha1_BackupSpec(in *ferry.BackupSpec, out *BackupSpec, s conversion.Scope) error {
+	return autoConvert_ferry_BackupSpec_To_v1alpha1_BackupSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_BackupStatus_To_ferry_BackupStatus(in *BackupStatus, out *ferry.BackupStatus, s conversion.Scope) error {
+	*out = *(*ferry.BackupStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_BackupStatus_To_ferry_BackupStatus is an autogenerated conversion function.
+func Convert_v1alpha1_BackupStatus_To_ferry_BackupStatus(in *BackupStatus, out *ferry.BackupStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_BackupStatus_To_ferry_BackupStatus(in, out, s)
+}
+
+func autoConvert_ferry_BackupStatus_To_v1alpha1_BackupStatus(in *ferry.BackupStatus, out *BackupStatus, s conversion.Scope) error {
+	*out = *(*BackupStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_BackupStatus_To_v1alpha1_BackupStatus is an autogenerated conversion function.
+func Convert_ferry_BackupStatus_To_v1alpha1_BackupStatus(in *ferry.BackupStatus, out *BackupStatus, s conversion.Scope) error {
+	return autoConvert_ferry_BackupStatus_To_v1alpha1_BackupStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_BackupStorageLocation_To_ferry_BackupStorageLocation(in *BackupStorageLocation, out *ferry.BackupStorageLocation, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_BackupStorageLocationSpec_To_ferry_BackupStorageLocationSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_BackupStorageLocationStatus_To_ferry_BackupStorageLocationStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_BackupStorageLocation_To_ferry_BackupStorageLocation is an autogenerated conversion function.
+func Convert_v1alpha1_BackupStorageLocation_To_ferry_BackupStorageLocation(in *BackupStorageLocation, out *ferry.BackupStorageLocation, s conversion.Scope) error {
+	return autoConvert_v1alpha1_BackupStorageLocation_To_ferry_BackupStorageLocation(in, out, s)
+}
+
+func autoConvert_ferry_BackupStorageLocation_To_v1alpha1_BackupStorageLocation(in *ferry.BackupStorageLocation, out *BackupStorageLocation, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_ferry_BackupStorageLocationSpec_To_v1alpha1_BackupStorageLocationSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_ferry_BackupStorageLocationStatus_To_v1alpha1_BackupStorageLocationStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_ferry_BackupStorageLocation_To_v1alpha1_BackupStorageLocation is an autogenerated conversion function.
+func Convert_ferry_BackupStorageLocation_To_v1alpha1_BackupStorageLocation(in *ferry.BackupStorageLocation, out *BackupStorageLocation, s conversion.Scope) error {
+	return autoConvert_ferry_BackupStorageLocation_To_v1alpha1_BackupStorageLocation(in, out, s)
+}
+
+func autoConvert_v1alpha1_BackupStorageLocationList_To_ferry_BackupStorageLocationList(in *BackupStorageLocationList, out *ferry.BackupStorageLocationList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]ferry.BackupStorageLocation)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_BackupStorageLocationList_To_ferry_BackupStorageLocationList is an autogenerated conversion function.
+func Convert_v1alpha1_BackupStorageLocationList_To_ferry_BackupStorageLocationList(in *BackupStorageLocationList, out *ferry.BackupStorageLocationList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_BackupStorageLocationList_To_ferry_BackupStorageLocationList(in, out, s)
+}
+
+func autoConvert_ferry_BackupStorageLocationList_To_v1alpha1_BackupStorageLocationList(in *ferry.BackupStorageLocationList, out *BackupStorageLocationList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]BackupStorageLocation)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_ferry_BackupStorageLocationList_To_v1alpha1_BackupStorageLocationList is an autogenerated conversion function.
+func Convert_ferry_BackupStorageLocationList_To_v1alpha1_BackupStorageLocationList(in *ferry.BackupStorageLocationList, out *BackupStorageLocationList, s conversion.Scope) error {
+	return autoConvert_ferry_BackupStorageLocationList_To_v1alpha1_BackupStorageLocationList(in, out, s)
+}
+
+func autoConvert_v1alpha1_BackupStorageLocationSpec_To_ferry_BackupStorageLocationSpec(in *BackupStorageLocationSpec, out *ferry.BackupStorageLocationSpec, s conversion.Scope) error {
+	*out = *(*ferry.BackupStorageLocationSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_BackupStorageLocationSpec_To_ferry_BackupStorageLocationSpec is an autogenerated conversion function.
+func Convert_v1alpha1_BackupStorageLocationSpec_To_ferry_BackupStorageLocationSpec(in *BackupStorageLocationSpec, out *ferry.BackupStorageLocationSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_BackupStorageLocationSpec_To_ferry_BackupStorageLocationSpec(in, out, s)
+}
+
+func autoConvert_ferry_BackupStorageLocationSpec_To_v1alpha1_BackupStorageLocationSpec(in *ferry.BackupStorageLocationSpec, out *BackupStorageLocationSpec, s conversion.Scope) error {
+	*out = *(*BackupStorageLocationSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_BackupStorageLocationSpec_To_v1alpha1_BackupStorageLocationSpec is an autogenerated conversion function.
+func Convert_ferry_BackupStorageLocationSpec_To_v1alpha1_BackupStorageLocationSpec(in *ferry.BackupStorageLocationSpec, out *BackupStorageLocationSpec, s conversion.Scope) error {
+	return autoConvert_ferry_BackupStorageLocationSpec_To_v1alpha1_BackupStorageLocationSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_BackupStorageLocationStatus_To_ferry_BackupStorageLocationStatus(in *BackupStorageLocationStatus, out *ferry.BackupStorageLocationStatus, s conversion.Scope) error {
+	*out = *(*ferry.BackupStorageLocationStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_BackupStorageLocationStatus_To_ferry_BackupStorageLocationStatus is an autogenerated conversion function.
+func Convert_v1alpha1_BackupStorageLocationStatus_To_ferry_BackupStorageLocationStatus(in *BackupStorageLocationStatus, out *ferry.BackupStorageLocationStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_BackupStorageLocationStatus_To_ferry_BackupStorageLocationStatus(in, out, s)
+}
+
+func autoConvert_ferry_BackupStorageLocationStatus_To_v1alpha1_BackupStorageLocationStatus(in *ferry.BackupStorageLocationStatus, out *BackupStorageLocationStatus, s conversion.Scope) error {
+	*out = *(*BackupStorageLocationStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_BackupStorageLocationStatus_To_v1alpha1_BackupStorageLocationStatus is an autogenerated conversion function.
+func Convert_ferry_BackupStorageLocationStatus_To_v1alpha1_BackupStorageLocationStatus(in *ferry.BackupStorageLocationStatus, out *BackupStorageLocationStatus, s conversion.Scope) error {
+	return autoConvert_ferry_BackupStorageLocationStatus_To_v1alpha1_BackupStorageLocationStatus(in, out, s)
 }
 
 func autoConvert_v1alpha1_Cluster_To_ferry_Cluster(in *Cluster, out *ferry.Cluster, s conversion.Scope) error {
@@ -331,6 +739,26 @@ func Convert_ferry_ClusterStatus_To_v1alpha1_ClusterStatus(in *ferry.ClusterStat
 	return autoConvert_ferry_ClusterStatus_To_v1alpha1_ClusterStatus(in, out, s)
 }
 
+func autoConvert_v1alpha1_Lease_To_ferry_Lease(in *Lease, out *ferry.Lease, s conversion.Scope) error {
+	*out = *(*ferry.Lease)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_Lease_To_ferry_Lease is an autogenerated conversion function.
+func Convert_v1alpha1_Lease_To_ferry_Lease(in *Lease, out *ferry.Lease, s conversion.Scope) error {
+	return autoConvert_v1alpha1_Lease_To_ferry_Lease(in, out, s)
+}
+
+func autoConvert_ferry_Lease_To_v1alpha1_Lease(in *ferry.Lease, out *Lease, s conversion.Scope) error {
+	*out = *(*Lease)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_Lease_To_v1alpha1_Lease is an autogenerated conversion function.
+func Convert_ferry_Lease_To_v1alpha1_Lease(in *ferry.Lease, out *Lease, s conversion.Scope) error {
+	return autoConvert_ferry_Lease_To_v1alpha1_Lease(in, out, s)
+}
+
 func autoConvert_v1alpha1_LocalObjectReference_To_ferry_LocalObjectReference(in *LocalObjectReference, out *ferry.LocalObjectReference, s conversion.Scope) error {
 	*out = *(*ferry.LocalObjectReference)(unsafe.Pointer(in))
 	return nil
@@ -441,26 +869,6 @@ func autoConvert_ferry_MigrationImages_To_v1alpha1_MigrationImages(in *ferry.Mig
 // Convert_ferry_MigrationImages_To_v1alpha1_MigrationImages is an autogenerated conversion function.
 func Convert_ferry_MigrationImages_To_v1alpha1_MigrationImages(in *ferry.MigrationImages, out *MigrationImages, s conversion.Scope) error {
 	return autoConvert_ferry_MigrationImages_To_v1alpha1_MigrationImages(in, out, s)
-}
-
-func autoConvert_v1alpha1_MigrationLease_To_ferry_MigrationLease(in *MigrationLease, out *ferry.MigrationLease, s conversion.Scope) error {
-	*out = *(*ferry.MigrationLease)(unsafe.Pointer(in))
-	return nil
-}
-
-// Convert_v1alpha1_MigrationLease_To_ferry_MigrationLease is an autogenerated conversion function.
-func Convert_v1alpha1_MigrationLease_To_ferry_MigrationLease(in *MigrationLease, out *ferry.MigrationLease, s conversion.Scope) error {
-	return autoConvert_v1alpha1_MigrationLease_To_ferry_MigrationLease(in, out, s)
-}
-
-func autoConvert_ferry_MigrationLease_To_v1alpha1_MigrationLease(in *ferry.MigrationLease, out *MigrationLease, s conversion.Scope) error {
-	*out = *(*MigrationLease)(unsafe.Pointer(in))
-	return nil
-}
-
-// Convert_ferry_MigrationLease_To_v1alpha1_MigrationLease is an autogenerated conversion function.
-func Convert_ferry_MigrationLease_To_v1alpha1_MigrationLease(in *ferry.MigrationLease, out *MigrationLease, s conversion.Scope) error {
-	return autoConvert_ferry_MigrationLease_To_v1alpha1_MigrationLease(in, out, s)
 }
 
 func autoConvert_v1alpha1_MigrationList_To_ferry_MigrationList(in *MigrationList, out *ferry.MigrationList, s conversion.Scope) error {
@@ -603,4 +1011,252 @@ func autoConvert_ferry_MigrationStorage_To_v1alpha1_MigrationStorage(in *ferry.M
 // Convert_ferry_MigrationStorage_To_v1alpha1_MigrationStorage is an autogenerated conversion function.
 func Convert_ferry_MigrationStorage_To_v1alpha1_MigrationStorage(in *ferry.MigrationStorage, out *MigrationStorage, s conversion.Scope) error {
 	return autoConvert_ferry_MigrationStorage_To_v1alpha1_MigrationStorage(in, out, s)
+}
+
+func autoConvert_v1alpha1_PodVolumeCounts_To_ferry_PodVolumeCounts(in *PodVolumeCounts, out *ferry.PodVolumeCounts, s conversion.Scope) error {
+	*out = *(*ferry.PodVolumeCounts)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_PodVolumeCounts_To_ferry_PodVolumeCounts is an autogenerated conversion function.
+func Convert_v1alpha1_PodVolumeCounts_To_ferry_PodVolumeCounts(in *PodVolumeCounts, out *ferry.PodVolumeCounts, s conversion.Scope) error {
+	return autoConvert_v1alpha1_PodVolumeCounts_To_ferry_PodVolumeCounts(in, out, s)
+}
+
+func autoConvert_ferry_PodVolumeCounts_To_v1alpha1_PodVolumeCounts(in *ferry.PodVolumeCounts, out *PodVolumeCounts, s conversion.Scope) error {
+	*out = *(*PodVolumeCounts)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_PodVolumeCounts_To_v1alpha1_PodVolumeCounts is an autogenerated conversion function.
+func Convert_ferry_PodVolumeCounts_To_v1alpha1_PodVolumeCounts(in *ferry.PodVolumeCounts, out *PodVolumeCounts, s conversion.Scope) error {
+	return autoConvert_ferry_PodVolumeCounts_To_v1alpha1_PodVolumeCounts(in, out, s)
+}
+
+func autoConvert_v1alpha1_Restore_To_ferry_Restore(in *Restore, out *ferry.Restore, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_RestoreSpec_To_ferry_RestoreSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_RestoreStatus_To_ferry_RestoreStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_Restore_To_ferry_Restore is an autogenerated conversion function.
+func Convert_v1alpha1_Restore_To_ferry_Restore(in *Restore, out *ferry.Restore, s conversion.Scope) error {
+	return autoConvert_v1alpha1_Restore_To_ferry_Restore(in, out, s)
+}
+
+func autoConvert_ferry_Restore_To_v1alpha1_Restore(in *ferry.Restore, out *Restore, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_ferry_RestoreSpec_To_v1alpha1_RestoreSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_ferry_RestoreStatus_To_v1alpha1_RestoreStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_ferry_Restore_To_v1alpha1_Restore is an autogenerated conversion function.
+func Convert_ferry_Restore_To_v1alpha1_Restore(in *ferry.Restore, out *Restore, s conversion.Scope) error {
+	return autoConvert_ferry_Restore_To_v1alpha1_Restore(in, out, s)
+}
+
+func autoConvert_v1alpha1_RestoreCounts_To_ferry_RestoreCounts(in *RestoreCounts, out *ferry.RestoreCounts, s conversion.Scope) error {
+	*out = *(*ferry.RestoreCounts)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_RestoreCounts_To_ferry_RestoreCounts is an autogenerated conversion function.
+func Convert_v1alpha1_RestoreCounts_To_ferry_RestoreCounts(in *RestoreCounts, out *ferry.RestoreCounts, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RestoreCounts_To_ferry_RestoreCounts(in, out, s)
+}
+
+func autoConvert_ferry_RestoreCounts_To_v1alpha1_RestoreCounts(in *ferry.RestoreCounts, out *RestoreCounts, s conversion.Scope) error {
+	*out = *(*RestoreCounts)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_RestoreCounts_To_v1alpha1_RestoreCounts is an autogenerated conversion function.
+func Convert_ferry_RestoreCounts_To_v1alpha1_RestoreCounts(in *ferry.RestoreCounts, out *RestoreCounts, s conversion.Scope) error {
+	return autoConvert_ferry_RestoreCounts_To_v1alpha1_RestoreCounts(in, out, s)
+}
+
+func autoConvert_v1alpha1_RestoreList_To_ferry_RestoreList(in *RestoreList, out *ferry.RestoreList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]ferry.Restore)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_RestoreList_To_ferry_RestoreList is an autogenerated conversion function.
+func Convert_v1alpha1_RestoreList_To_ferry_RestoreList(in *RestoreList, out *ferry.RestoreList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RestoreList_To_ferry_RestoreList(in, out, s)
+}
+
+func autoConvert_ferry_RestoreList_To_v1alpha1_RestoreList(in *ferry.RestoreList, out *RestoreList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]Restore)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_ferry_RestoreList_To_v1alpha1_RestoreList is an autogenerated conversion function.
+func Convert_ferry_RestoreList_To_v1alpha1_RestoreList(in *ferry.RestoreList, out *RestoreList, s conversion.Scope) error {
+	return autoConvert_ferry_RestoreList_To_v1alpha1_RestoreList(in, out, s)
+}
+
+func autoConvert_v1alpha1_RestoreProgress_To_ferry_RestoreProgress(in *RestoreProgress, out *ferry.RestoreProgress, s conversion.Scope) error {
+	*out = *(*ferry.RestoreProgress)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_RestoreProgress_To_ferry_RestoreProgress is an autogenerated conversion function.
+func Convert_v1alpha1_RestoreProgress_To_ferry_RestoreProgress(in *RestoreProgress, out *ferry.RestoreProgress, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RestoreProgress_To_ferry_RestoreProgress(in, out, s)
+}
+
+func autoConvert_ferry_RestoreProgress_To_v1alpha1_RestoreProgress(in *ferry.RestoreProgress, out *RestoreProgress, s conversion.Scope) error {
+	*out = *(*RestoreProgress)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_RestoreProgress_To_v1alpha1_RestoreProgress is an autogenerated conversion function.
+func Convert_ferry_RestoreProgress_To_v1alpha1_RestoreProgress(in *ferry.RestoreProgress, out *RestoreProgress, s conversion.Scope) error {
+	return autoConvert_ferry_RestoreProgress_To_v1alpha1_RestoreProgress(in, out, s)
+}
+
+func autoConvert_v1alpha1_RestoreSpec_To_ferry_RestoreSpec(in *RestoreSpec, out *ferry.RestoreSpec, s conversion.Scope) error {
+	*out = *(*ferry.RestoreSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_RestoreSpec_To_ferry_RestoreSpec is an autogenerated conversion function.
+func Convert_v1alpha1_RestoreSpec_To_ferry_RestoreSpec(in *RestoreSpec, out *ferry.RestoreSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RestoreSpec_To_ferry_RestoreSpec(in, out, s)
+}
+
+func autoConvert_ferry_RestoreSpec_To_v1alpha1_RestoreSpec(in *ferry.RestoreSpec, out *RestoreSpec, s conversion.Scope) error {
+	*out = *(*RestoreSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_RestoreSpec_To_v1alpha1_RestoreSpec is an autogenerated conversion function.
+func Convert_ferry_RestoreSpec_To_v1alpha1_RestoreSpec(in *ferry.RestoreSpec, out *RestoreSpec, s conversion.Scope) error {
+	return autoConvert_ferry_RestoreSpec_To_v1alpha1_RestoreSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_RestoreStatus_To_ferry_RestoreStatus(in *RestoreStatus, out *ferry.RestoreStatus, s conversion.Scope) error {
+	*out = *(*ferry.RestoreStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_RestoreStatus_To_ferry_RestoreStatus is an autogenerated conversion function.
+func Convert_v1alpha1_RestoreStatus_To_ferry_RestoreStatus(in *RestoreStatus, out *ferry.RestoreStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_RestoreStatus_To_ferry_RestoreStatus(in, out, s)
+}
+
+func autoConvert_ferry_RestoreStatus_To_v1alpha1_RestoreStatus(in *ferry.RestoreStatus, out *RestoreStatus, s conversion.Scope) error {
+	*out = *(*RestoreStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_RestoreStatus_To_v1alpha1_RestoreStatus is an autogenerated conversion function.
+func Convert_ferry_RestoreStatus_To_v1alpha1_RestoreStatus(in *ferry.RestoreStatus, out *RestoreStatus, s conversion.Scope) error {
+	return autoConvert_ferry_RestoreStatus_To_v1alpha1_RestoreStatus(in, out, s)
+}
+
+func autoConvert_v1alpha1_Schedule_To_ferry_Schedule(in *Schedule, out *ferry.Schedule, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_v1alpha1_ScheduleSpec_To_ferry_ScheduleSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_v1alpha1_ScheduleStatus_To_ferry_ScheduleStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_v1alpha1_Schedule_To_ferry_Schedule is an autogenerated conversion function.
+func Convert_v1alpha1_Schedule_To_ferry_Schedule(in *Schedule, out *ferry.Schedule, s conversion.Scope) error {
+	return autoConvert_v1alpha1_Schedule_To_ferry_Schedule(in, out, s)
+}
+
+func autoConvert_ferry_Schedule_To_v1alpha1_Schedule(in *ferry.Schedule, out *Schedule, s conversion.Scope) error {
+	out.ObjectMeta = in.ObjectMeta
+	if err := Convert_ferry_ScheduleSpec_To_v1alpha1_ScheduleSpec(&in.Spec, &out.Spec, s); err != nil {
+		return err
+	}
+	if err := Convert_ferry_ScheduleStatus_To_v1alpha1_ScheduleStatus(&in.Status, &out.Status, s); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Convert_ferry_Schedule_To_v1alpha1_Schedule is an autogenerated conversion function.
+func Convert_ferry_Schedule_To_v1alpha1_Schedule(in *ferry.Schedule, out *Schedule, s conversion.Scope) error {
+	return autoConvert_ferry_Schedule_To_v1alpha1_Schedule(in, out, s)
+}
+
+func autoConvert_v1alpha1_ScheduleList_To_ferry_ScheduleList(in *ScheduleList, out *ferry.ScheduleList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]ferry.Schedule)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_v1alpha1_ScheduleList_To_ferry_ScheduleList is an autogenerated conversion function.
+func Convert_v1alpha1_ScheduleList_To_ferry_ScheduleList(in *ScheduleList, out *ferry.ScheduleList, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ScheduleList_To_ferry_ScheduleList(in, out, s)
+}
+
+func autoConvert_ferry_ScheduleList_To_v1alpha1_ScheduleList(in *ferry.ScheduleList, out *ScheduleList, s conversion.Scope) error {
+	out.ListMeta = in.ListMeta
+	out.Items = *(*[]Schedule)(unsafe.Pointer(&in.Items))
+	return nil
+}
+
+// Convert_ferry_ScheduleList_To_v1alpha1_ScheduleList is an autogenerated conversion function.
+func Convert_ferry_ScheduleList_To_v1alpha1_ScheduleList(in *ferry.ScheduleList, out *ScheduleList, s conversion.Scope) error {
+	return autoConvert_ferry_ScheduleList_To_v1alpha1_ScheduleList(in, out, s)
+}
+
+func autoConvert_v1alpha1_ScheduleSpec_To_ferry_ScheduleSpec(in *ScheduleSpec, out *ferry.ScheduleSpec, s conversion.Scope) error {
+	*out = *(*ferry.ScheduleSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_ScheduleSpec_To_ferry_ScheduleSpec is an autogenerated conversion function.
+func Convert_v1alpha1_ScheduleSpec_To_ferry_ScheduleSpec(in *ScheduleSpec, out *ferry.ScheduleSpec, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ScheduleSpec_To_ferry_ScheduleSpec(in, out, s)
+}
+
+func autoConvert_ferry_ScheduleSpec_To_v1alpha1_ScheduleSpec(in *ferry.ScheduleSpec, out *ScheduleSpec, s conversion.Scope) error {
+	*out = *(*ScheduleSpec)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_ScheduleSpec_To_v1alpha1_ScheduleSpec is an autogenerated conversion function.
+func Convert_ferry_ScheduleSpec_To_v1alpha1_ScheduleSpec(in *ferry.ScheduleSpec, out *ScheduleSpec, s conversion.Scope) error {
+	return autoConvert_ferry_ScheduleSpec_To_v1alpha1_ScheduleSpec(in, out, s)
+}
+
+func autoConvert_v1alpha1_ScheduleStatus_To_ferry_ScheduleStatus(in *ScheduleStatus, out *ferry.ScheduleStatus, s conversion.Scope) error {
+	*out = *(*ferry.ScheduleStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_v1alpha1_ScheduleStatus_To_ferry_ScheduleStatus is an autogenerated conversion function.
+func Convert_v1alpha1_ScheduleStatus_To_ferry_ScheduleStatus(in *ScheduleStatus, out *ferry.ScheduleStatus, s conversion.Scope) error {
+	return autoConvert_v1alpha1_ScheduleStatus_To_ferry_ScheduleStatus(in, out, s)
+}
+
+func autoConvert_ferry_ScheduleStatus_To_v1alpha1_ScheduleStatus(in *ferry.ScheduleStatus, out *ScheduleStatus, s conversion.Scope) error {
+	*out = *(*ScheduleStatus)(unsafe.Pointer(in))
+	return nil
+}
+
+// Convert_ferry_ScheduleStatus_To_v1alpha1_ScheduleStatus is an autogenerated conversion function.
+func Convert_ferry_ScheduleStatus_To_v1alpha1_ScheduleStatus(in *ferry.ScheduleStatus, out *ScheduleStatus, s conversion.Scope) error {
+	return autoConvert_ferry_ScheduleStatus_To_v1alpha1_ScheduleStatus(in, out, s)
 }

@@ -1,5 +1,6 @@
 // Package v1beta1 is the hub's API, group ferry.dev, version v1beta1: Cluster,
-// ClusterCredential and Migration as clients see them. It is the version the hub stores.
+// ClusterCredential, Migration, BackupStorageLocation, Backup, Restore and Schedule
+// as clients see them. It is the version the hub stores.
 // See docs/design.md#the-hub.
 //
 // +k8s:openapi-gen=true

@@ -36,6 +36,10 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&Cluster{}, &ClusterList{},
 		&ClusterCredential{}, &ClusterCredentialList{},
 		&Migration{}, &MigrationList{},
+		&BackupStorageLocation{}, &BackupStorageLocationList{},
+		&Backup{}, &BackupList{},
+		&Restore{}, &RestoreList{},
+		&Schedule{}, &ScheduleList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

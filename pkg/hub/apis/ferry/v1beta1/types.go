@@ -248,12 +248,12 @@ type MigrationStatus struct {
 	// while it runs. A lease not renewed within its duration is expired:
 	// that process stopped, and another hub takes the Migration over.
 	// +optional
-	Lease *MigrationLease `json:"lease,omitempty"`
+	Lease *Lease `json:"lease,omitempty"`
 }
 
-// MigrationLease is a hub process's claim on a Migration, as a
+// Lease is a hub process's claim on a Migration, Backup or Restore, as a
 // coordination.k8s.io Lease's spec holds a leader's.
-type MigrationLease struct {
+type Lease struct {
 	// HolderIdentity names the hub process (host name and a random suffix).
 	HolderIdentity string `json:"holderIdentity"`
 	// LeaseDurationSeconds is how long the claim lasts after RenewTime.

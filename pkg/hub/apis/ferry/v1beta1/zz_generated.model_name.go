@@ -6,6 +6,51 @@
 package v1beta1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Backup) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.Backup"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupList) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.BackupList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupProgress) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.BackupProgress"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupSpec) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.BackupSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupStatus) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.BackupStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupStorageLocation) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.BackupStorageLocation"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupStorageLocationList) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.BackupStorageLocationList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupStorageLocationSpec) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.BackupStorageLocationSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in BackupStorageLocationStatus) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.BackupStorageLocationStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Cluster) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.Cluster"
 }
@@ -41,6 +86,11 @@ func (in ClusterStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Lease) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.Lease"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in LocalObjectReference) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.LocalObjectReference"
 }
@@ -66,11 +116,6 @@ func (in MigrationImages) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
-func (in MigrationLease) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationLease"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationList) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationList"
 }
@@ -93,4 +138,59 @@ func (in MigrationStatus) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationStorage) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationStorage"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PodVolumeCounts) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.PodVolumeCounts"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Restore) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.Restore"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RestoreCounts) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.RestoreCounts"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RestoreList) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.RestoreList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RestoreProgress) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.RestoreProgress"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RestoreSpec) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.RestoreSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RestoreStatus) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.RestoreStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Schedule) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.Schedule"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ScheduleList) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.ScheduleList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ScheduleSpec) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.ScheduleSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in ScheduleStatus) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.ScheduleStatus"
 }

@@ -1,0 +1,120 @@
+// Package backup is the hub's storage of Backups: their validation (the
+// Cluster and BackupStorageLocation they name must exist, the selection
+// must parse) and their table. ValidateSpec is shared with Schedules'
+// templates.
+package backup
+
+import (
+	"context"
+
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
+	"github.com/kubeferry/ferry/pkg/hub/registry"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// NewREST returns the storage of Backups and of their status subresource;
+// clusters and locations are the hub's Cluster and BackupStorageLocation
+// storages.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clusters, locations rest.Getter) (*genericregistry.Store, *registry.StatusREST, error) {
+	refs := References{Clusters: clusters, Locations: locations}
+	k := registry.Kind[*ferry.Backup, ferry.BackupSpec, ferry.BackupStatus]{
+		Resource: "backups", Singular: "backup",
+		New:     func() runtime.Object { return &ferry.Backup{} },
+		NewList: func() runtime.Object { return &ferry.BackupList{} },
+		Spec:    func(b *ferry.Backup) *ferry.BackupSpec { return &b.Spec },
+		Status:  func(b *ferry.Backup) *ferry.BackupStatus { return &b.Status },
+		Start:   func(*ferry.Backup) ferry.BackupStatus { return ferry.BackupStatus{Phase: ferry.RunNew} },
+		Validate: func(ctx context.Context, b *ferry.Backup) field.ErrorList {
+			errs := Validate(b)
+			return append(errs, refs.Check(ctx, &b.Spec, nil, field.NewPath("spec"))...)
+		},
+		ValidateUpdate: func(ctx context.Context, b, old *ferry.Backup) field.ErrorList {
+			errs := Validate(b)
+			return append(errs, refs.Check(ctx, &b.Spec, &old.Spec, field.NewPath("spec"))...)
+		},
+		ValidateStatus: func(b *ferry.Backup) field.ErrorList { return ValidateStatus(&b.Status) },
+		Table:          table,
+	}
+	return k.NewREST(scheme, optsGetter)
+}
+
+// Validate checks a Backup's metadata and spec, but for whether what it
+// names exists (References).
+func Validate(b *ferry.Backup) field.ErrorList {
+	errs := apivalidation.ValidateObjectMeta(&b.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	if err := store.ValidateBackupName(b.Name); err != nil && b.Name != "" {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), b.Name, err.Error()))
+	}
+	return append(errs, ValidateSpec(&b.Spec, field.NewPath("spec"))...)
+}
+
+// ValidateSpec checks a Backup's spec (or a Schedule's template, at p).
+func ValidateSpec(s *ferry.BackupSpec, p *field.Path) field.ErrorList {
+	errs := registry.ValidateReference(s.Cluster, "Cluster", p.Child("cluster"))
+	if s.StorageLocationName != "" {
+		errs = append(errs, registry.ValidateReference(s.StorageLocationName, "BackupStorageLocation", p.Child("storageLocationName"))...)
+	}
+	errs = append(errs, registry.ValidateSelection(s.IncludedNamespaces, s.ExcludedNamespaces, s.LabelSelector, s.IncludeClusterResources, s.TTL, p)...)
+	return append(errs, registry.ValidateImages(s.Images, s.ImageRegistryMappings, p.Child("images"), p.Child("imageRegistryMappings"))...)
+}
+
+// References looks up what a Backup spec names in the hub.
+type References struct {
+	Clusters, Locations rest.Getter
+}
+
+// Check looks up spec's Cluster and BackupStorageLocation (at p), each
+// unless old names it already.
+func (r References) Check(ctx context.Context, spec, old *ferry.BackupSpec, p *field.Path) field.ErrorList {
+	var was ferry.BackupSpec
+	if old != nil {
+		was = *old
+	}
+	var errs field.ErrorList
+	if spec.Cluster != "" && (old == nil || spec.Cluster != was.Cluster) {
+		if err := registry.LookUp(ctx, r.Clusters, "Cluster", spec.Cluster, p.Child("cluster")); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if n := spec.StorageLocationName; n != "" && (old == nil || n != was.StorageLocationName) {
+		if err := registry.LookUp(ctx, r.Locations, "BackupStorageLocation", n, p.Child("storageLocationName")); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// ValidateStatus checks a status update.
+func ValidateStatus(s *ferry.BackupStatus) field.ErrorList {
+	p := field.NewPath("status")
+	errs := registry.ValidatePhase(s.Phase, p.Child("phase"))
+	errs = append(errs, metav1validation.ValidateConditions(s.Conditions, p.Child("conditions"))...)
+	return append(errs, registry.ValidateNonNegative(p, map[string]int64{
+		"progress.totalItems": s.Progress.TotalItems, "progress.itemsBackedUp": s.Progress.ItemsBackedUp,
+		"warnings": s.Warnings, "errors": s.Errors})...)
+}
+
+// table is `kubectl get backups`.
+var table = registry.Table{Columns: []registry.Column{
+	{Definition: metav1.TableColumnDefinition{Name: "Cluster", Type: "string", Description: "spec.cluster"},
+		Cell: func(o runtime.Object) any { return o.(*ferry.Backup).Spec.Cluster }},
+	{Definition: metav1.TableColumnDefinition{Name: "Phase", Type: "string", Description: "status.phase"},
+		Cell: func(o runtime.Object) any { return string(o.(*ferry.Backup).Status.Phase) }},
+	{Definition: metav1.TableColumnDefinition{Name: "Items", Type: "integer", Description: "status.progress.itemsBackedUp"},
+		Cell: func(o runtime.Object) any { return o.(*ferry.Backup).Status.Progress.ItemsBackedUp }},
+	{Definition: metav1.TableColumnDefinition{Name: "Errors", Type: "integer", Description: "status.errors"},
+		Cell: func(o runtime.Object) any { return o.(*ferry.Backup).Status.Errors }},
+	{Definition: metav1.TableColumnDefinition{Name: "Location", Type: "string", Description: "spec.storageLocationName"},
+		Cell: func(o runtime.Object) any { return o.(*ferry.Backup).Spec.StorageLocationName }},
+	{Definition: metav1.TableColumnDefinition{Name: "Expires", Type: "string", Description: "time until status.expiration"},
+		Cell: func(o runtime.Object) any { return registry.Until(o.(*ferry.Backup).Status.Expiration) }},
+}}

@@ -1,0 +1,88 @@
+// Package backupstoragelocation is the hub's storage of
+// BackupStorageLocations: their validation (a URL ferry can open, at most
+// one default per namespace) and their table.
+package backupstoragelocation
+
+import (
+	"context"
+	"fmt"
+
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
+	"github.com/kubeferry/ferry/pkg/hub/registry"
+)
+
+type location = ferry.BackupStorageLocation
+
+// NewREST returns the storage of BackupStorageLocations and of their
+// status subresource.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*genericregistry.Store, *registry.StatusREST, error) {
+	var store *genericregistry.Store
+	k := registry.Kind[*location, ferry.BackupStorageLocationSpec, ferry.BackupStorageLocationStatus]{
+		Resource: "backupstoragelocations", Singular: "backupstoragelocation",
+		New:     func() runtime.Object { return &location{} },
+		NewList: func() runtime.Object { return &ferry.BackupStorageLocationList{} },
+		Spec:    func(l *location) *ferry.BackupStorageLocationSpec { return &l.Spec },
+		Status:  func(l *location) *ferry.BackupStorageLocationStatus { return &l.Status },
+		Validate: func(ctx context.Context, l *location) field.ErrorList {
+			errs := Validate(l)
+			return append(errs, oneDefault(ctx, store, l)...)
+		},
+		ValidateStatus: func(l *location) field.ErrorList {
+			return metav1validation.ValidateConditions(l.Status.Conditions, field.NewPath("status", "conditions"))
+		},
+		Table: table,
+	}
+	store, status, err := k.NewREST(scheme, optsGetter)
+	return store, status, err
+}
+
+// Validate checks a BackupStorageLocation's metadata and spec.
+func Validate(l *location) field.ErrorList {
+	errs := apivalidation.ValidateObjectMeta(&l.ObjectMeta, true, apivalidation.NameIsDNSLabel, field.NewPath("metadata"))
+	p := field.NewPath("spec")
+	errs = append(errs, registry.ValidateLocationURL(l.Spec.URL, p.Child("url"))...)
+	if f := l.Spec.ValidationFrequency; f != nil && f.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("validationFrequency"), f.Duration.String(), "must not be negative (empty or 0: every minute)"))
+	}
+	return errs
+}
+
+// oneDefault refuses a second default location in l's namespace.
+func oneDefault(ctx context.Context, lister rest.Lister, l *location) field.ErrorList {
+	if !l.Spec.Default || lister == nil {
+		return nil
+	}
+	p := field.NewPath("spec", "default")
+	list, err := lister.List(ctx, &metainternalversion.ListOptions{})
+	if err != nil {
+		return field.ErrorList{field.InternalError(p, fmt.Errorf("listing the namespace's locations: %w", err))}
+	}
+	for _, o := range list.(*ferry.BackupStorageLocationList).Items {
+		if o.Spec.Default && o.Name != l.Name {
+			return field.ErrorList{field.Invalid(p, true, fmt.Sprintf("BackupStorageLocation %q is the namespace's default already: unset its spec.default first", o.Name))}
+		}
+	}
+	return nil
+}
+
+// table is `kubectl get backupstoragelocations`.
+var table = registry.Table{Columns: []registry.Column{
+	{Definition: metav1.TableColumnDefinition{Name: "Phase", Type: "string", Description: "status.phase"},
+		Cell: func(o runtime.Object) any { return string(o.(*location).Status.Phase) }},
+	{Definition: metav1.TableColumnDefinition{Name: "Default", Type: "boolean", Description: "spec.default"},
+		Cell: func(o runtime.Object) any { return o.(*location).Spec.Default }},
+	{Definition: metav1.TableColumnDefinition{Name: "URL", Type: "string", Description: "spec.url"},
+		Cell: func(o runtime.Object) any { return o.(*location).Spec.URL }},
+	{Definition: metav1.TableColumnDefinition{Name: "Validated", Type: "string", Description: "time since status.lastValidationTime"},
+		Cell: func(o runtime.Object) any { return registry.Since(o.(*location).Status.LastValidationTime) }},
+}}
