@@ -62,7 +62,10 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	if b.Status.Phase == v1beta1.RunInProgress {
 		who, ago := stoppedBy(b.Status.Lease)
-		msg := fmt.Sprintf("%s stopped while the backup ran%s; its store folder is incomplete and never restorable: remove it (ferry backup delete %s --storage %s) before creating a Backup of that name again", who, ago, b.Name, store.Redact(b.Status.StorageLocation))
+		msg := fmt.Sprintf("%s stopped while the backup ran%s, before it chose its location; nothing was written", who, ago)
+		if url := b.Status.StorageLocation; url != "" {
+			msg = fmt.Sprintf("%s stopped while the backup ran%s; its store folder is incomplete and never restorable: remove it (ferry backup delete %s --storage %s) before creating a Backup of that name again", who, ago, b.Name, store.Redact(url))
+		}
 		return reconcile.Result{}, k.interrupted(ctx, &b,
 			func(cur *v1beta1.Backup) bool { return runEnded(cur.Status.Phase) },
 			func(cur *v1beta1.Backup) { endBackup(&cur.Status, v1beta1.RunFailed, "HubInterrupted", msg) })
