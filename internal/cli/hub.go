@@ -35,12 +35,14 @@ func newHubCmd(g *globals) *cobra.Command {
 	o := &hubOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "hub",
-		Short: "Run the hub: ferry's own API server for Clusters, ClusterCredentials and Migrations (group ferry.dev)",
+		Short: "Run the hub: ferry's own API server for Clusters, Migrations, Backups, Restores and Schedules (group ferry.dev)",
 		Long: `hub serves ferry's own Kubernetes-style API (group ferry.dev, versions v1beta1 and
-v1alpha1: Clusters, ClusterCredentials, Migrations) over HTTPS on --bind-address:--secure-port.
+v1alpha1: Clusters, ClusterCredentials, Migrations, and server mode's BackupStorageLocations,
+Backups, Restores and Schedules) over HTTPS on --bind-address:--secure-port.
 It needs no Kubernetes cluster: its objects are kept in an etcd embedded in the process (data in
-DIR/etcd, on loopback ports), or in --etcd-servers. Its Migration controller (--controllers)
-carries Migrations out: it reaches the member clusters through their ClusterCredentials'
+DIR/etcd, on loopback ports), or in --etcd-servers. Its controllers (--controllers) carry
+Migrations, Backups and Restores out, create Schedules' Backups, expire Backups past their TTL
+and check the locations: they reach the member clusters through their ClusterCredentials'
 kubeconfigs and the backup storage location with this process's credentials (its environment,
 as ferry backup's), and installs nothing in the clusters. Pod volume data moves through helper
 pods running --helper-image in both clusters, with the repository password of
@@ -83,7 +85,7 @@ SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 	fl.IntVar(&o.securePort, "secure-port", 8443, "port to serve HTTPS on (0: a free one)")
 	fl.StringSliceVar(&o.etcdServers, "etcd-servers", nil, "URLs of an existing etcd to keep the objects in, instead of the embedded one")
 	fl.StringSliceVar(&o.tokenAuthFiles, "token-auth-file", nil, "more static-token files (kube-apiserver's CSV format), besides DIR/tokens.csv")
-	fl.BoolVar(&o.controllers, "controllers", true, "run the Migration controller, which carries Migrations out against their member clusters")
+	fl.BoolVar(&o.controllers, "controllers", true, "run the controllers, which carry Migrations, Backups, Restores and Schedules out against their member clusters")
 	fl.DurationVar(&o.leaseDuration, "migration-lease-duration", 30*time.Second, "how long a Migration's lease lasts unrenewed: after a hub stops, another hub (or its restart) fails the Migrations it was running once their leases expire")
 	fl.IntVar(&o.workers, "migration-workers", 4, "how many Migrations run at once")
 	o.volumes.registerPassword(cmd)

@@ -131,6 +131,9 @@ func testDiscovery(t *testing.T, cfg *rest.Config) {
 		var names []string
 		for _, r := range rl.APIResources {
 			names = append(names, r.Name)
+			if r.Name == "backupstoragelocations" && !slices.Equal(r.ShortNames, []string{"bsl"}) {
+				t.Errorf("ferry.dev/%s backupstoragelocations: short names %v, want [bsl] (as server mode's CRD)", v, r.ShortNames)
+			}
 		}
 		slices.Sort(names)
 		want := []string{"backups", "backups/status", "backupstoragelocations", "backupstoragelocations/status", "clustercredentials", "clusters", "clusters/status",

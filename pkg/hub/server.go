@@ -27,6 +27,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/hub/controller"
 	"github.com/kubeferry/ferry/pkg/hub/openapi"
+	"github.com/kubeferry/ferry/pkg/hub/registry"
 	"github.com/kubeferry/ferry/pkg/hub/registry/backup"
 	"github.com/kubeferry/ferry/pkg/hub/registry/backupstoragelocation"
 	"github.com/kubeferry/ferry/pkg/hub/registry/cluster"
@@ -294,7 +295,7 @@ func addBackupKinds(c genericapiserver.CompletedConfig, storage map[string]rest.
 		return err
 	}
 	maps.Copy(storage, map[string]rest.Storage{
-		"backupstoragelocations":        locations,
+		"backupstoragelocations":        registry.WithShortNames{Store: locations, Names: []string{"bsl"}},
 		"backupstoragelocations/status": locationStatus,
 		"backups":                       backups,
 		"backups/status":                backupStatus,
