@@ -132,6 +132,10 @@ func (r *run) backupVolumes(loc *store.Location, b *v1alpha1.Backup) error {
 			continue
 		}
 		sum.Completed++
+		if v.SnapshotResult != nil && v.Warning() != "" {
+			// A live volume: what changed while it was read is named.
+			r.results.Warnf("pod volume %s: %s", v.Key(), v.Warning())
+		}
 		sum.Bytes += v.Bytes
 		sum.Files += v.Files
 		sum.UploadedBytes += v.UploadedBytes

@@ -139,7 +139,7 @@ func (a *applier) run(ctx context.Context) error {
 		for len(pending) > 0 {
 			var ready, wait []*Item
 			for _, it := range pending {
-				if a.ownersDone(it) {
+				if a.ownersDone(it) || a.beforeOwners(it) {
 					ready = append(ready, it)
 				} else {
 					wait = append(wait, it)
@@ -162,6 +162,9 @@ func (a *applier) run(ctx context.Context) error {
 	}
 	// Owners that never came (failed): apply without those references.
 	err = a.applyAll(ctx, pending)
+	if ctx.Err() == nil {
+		a.adoptClaims(ctx)
+	}
 	if a.opts.Spec.DryRun {
 		a.checkQuotas(ctx)
 	}
@@ -184,6 +187,22 @@ func (a *applier) holdBack(items []*Item, hold func(*Item) string) []*Item {
 		keep = append(keep, it)
 	}
 	return keep
+}
+
+// beforeOwners says whether it, whose owners are not all restored yet, is
+// created now anyway: a claim is, without its references to those owners
+// (adoptClaims sets them once the owners exist). A StatefulSet whose
+// persistentVolumeClaimRetentionPolicy deletes its claims owns them, and
+// the claims must exist, and hold their data, before the StatefulSet
+// starts pods on them. A claim is never created with a reference to an
+// owner that does not exist yet: the target's garbage collector would
+// delete it (velero#7862).
+func (a *applier) beforeOwners(it *Item) bool {
+	if it.GroupResource != "persistentvolumeclaims" || a.opts.Spec.DryRun || a.verifying {
+		return false
+	}
+	it.early = true
+	return true
 }
 
 func (a *applier) ownersDone(it *Item) bool {
@@ -321,6 +340,9 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 		cleared = append(cleared, clearTakenNodePorts(u, err, try == 2)...)
 		created, err = a.create(ctx, res, u)
 	}
+	if err != nil {
+		it.adopt = nil // only a claim this restore created is adopted
+	}
 	switch {
 	case err == nil:
 		if clash != nil {
@@ -375,9 +397,12 @@ func (a *applier) desired(it *Item, res kube.Resource) (u *unstructured.Unstruct
 		return nil, nil, &report.Result{Outcome: report.Failed, Reason: "corrupt object", Message: err.Error()}
 	}
 	u.SetAPIVersion(schema.GroupVersion{Group: res.Group, Version: res.Version}.String())
+	if it.early {
+		changes = append(changes, a.deferOwners(it, u)...)
+	}
 	tctx := a.tctx
 	tctx.KeepStatus = it.KeepStatus
-	changes = transform.Apply(&tctx, it.Group, u)
+	changes = append(changes, transform.Apply(&tctx, it.Group, u)...)
 	// The user's rules see the object as the built-in transforms left it.
 	notes, err := a.modifiers.Apply(u, it.GroupResource)
 	if err != nil {

@@ -103,6 +103,11 @@ type Item struct {
 	done atomic.Bool
 	// owner is true for an item that other items name as owner.
 	owner bool
+	// early is set for a claim created before its owners (applier.run),
+	// and adopt holds its references to those owners (source UIDs), set
+	// once they are restored (applier.adoptClaims).
+	early bool
+	adopt []metav1.OwnerReference
 }
 
 // setTargetUID records the object's UID in the target, if it owns items

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -44,6 +44,16 @@ type SnapshotResult struct {
 	UploadedBytes int64 `json:"uploadedBytes"`
 	// CachedFiles counts the files taken unchanged from the parent.
 	CachedFiles int64 `json:"cachedFiles"`
+	// Vanished counts the files and directories that were removed while
+	// the volume was read (a live application's temporary files): they are
+	// not in the snapshot. VanishedPaths names the first few.
+	Vanished      int64    `json:"vanished,omitempty"`
+	VanishedPaths []string `json:"vanishedPaths,omitempty"`
+	// Changed counts the files that were still changing when they were
+	// read a second time: their copy may mix old and new content.
+	// ChangedPaths names the first few.
+	Changed      int64    `json:"changed,omitempty"`
+	ChangedPaths []string `json:"changedPaths,omitempty"`
 	// Duration of the upload.
 	Duration Duration `json:"duration"`
 }
@@ -82,7 +92,9 @@ func snapshotPolicy() *policy.Tree {
 	t := policy.OptionalBool(true)
 	p := &policy.Policy{
 		FilesPolicy:         policy.FilesPolicy{IgnoreCacheDirectories: &f},
-		ErrorHandlingPolicy: policy.ErrorHandlingPolicy{IgnoreFileErrors: &f, IgnoreDirectoryErrors: &f, IgnoreUnknownTypes: &t},
+		// Read errors do not stop kopia: liveRead.Error decides (a vanished
+		// entry is left out, any other error cancels and fails the snapshot).
+		ErrorHandlingPolicy: policy.ErrorHandlingPolicy{IgnoreFileErrors: &t, IgnoreDirectoryErrors: &t, IgnoreUnknownTypes: &t},
 		SchedulingPolicy:    policy.SchedulingPolicy{Manual: true},
 	}
 	return policy.BuildTree(map[string]*policy.Policy{".": p}, policy.DefaultPolicy)
@@ -93,7 +105,9 @@ func snapshotPolicy() *policy.Tree {
 // complete snapshot of the same identity as its parent. tags are added to
 // the snapshot (TagIdentity is set). The snapshot is saved and flushed to
 // the store before Snapshot returns; a file or directory that cannot be
-// read fails the whole snapshot (nothing is saved), naming the path.
+// read fails the whole snapshot (nothing is saved), naming the path; a
+// file that vanishes while the volume is read is left out, and one that
+// changes is read again, both counted and named in the result (liveRead).
 func (r *Repository) Snapshot(ctx context.Context, dir, identity string, tags map[string]string, progress Progress) (*SnapshotResult, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -121,22 +135,12 @@ func (r *Repository) Snapshot(ctx context.Context, dir, identity string, tags ma
 		if len(previous) > 0 {
 			res.ParentSnapshotID = string(previous[0].ID)
 		}
-		u := upload.NewUploader(w)
-		u.DisableIgnoreRules = true
-		u.FailFast = true
-		u.CheckpointInterval = 0
-		u.Progress = &uploadProgress{report: progress}
-		man, err := u.Upload(ctx, withoutMarkers{entry}, snapshotPolicy(), src, previous...)
+		man, live, err := uploadLive(ctx, w, withoutMarkers{liveDir{Directory: entry}}, src, previous, progress)
 		if err != nil {
 			return err
 		}
-		if man.IncompleteReason != "" {
-			return fmt.Errorf("snapshot incomplete: %s", man.IncompleteReason)
-		}
-		if ds := man.RootEntry.DirSummary; ds != nil && len(ds.FailedEntries) > 0 {
-			fe := ds.FailedEntries[0]
-			return fmt.Errorf("%d entries could not be read, first %s: %s", len(ds.FailedEntries), filepath.Join(dir, fe.EntryPath), fe.Error)
-		}
+		res.Vanished, res.VanishedPaths = int64(len(live.vanished)), sortedPaths(live.vanished)
+		res.Changed, res.ChangedPaths = int64(len(live.changed)), sortedPaths(live.changed)
 		man.Tags = map[string]string{TagIdentity: identity}
 		for k, v := range tags {
 			man.Tags[k] = v
@@ -194,11 +198,19 @@ func (s skipMarkers) Next(ctx context.Context) (fs.Entry, error) {
 // uploadProgress forwards kopia's upload events as running totals.
 type uploadProgress struct {
 	upload.NullUploadProgress
+	live         *liveRead
 	report       Progress
 	bytes, files atomic.Int64
 }
 
 func (p *uploadProgress) Enabled() bool { return p.report != nil }
+
+// Error is an entry kopia could not read: the live record decides.
+func (p *uploadProgress) Error(path string, err error, isIgnored bool) {
+	if p.live != nil {
+		p.live.Error(path, err, isIgnored)
+	}
+}
 
 func (p *uploadProgress) HashedBytes(n int64) {
 	if p.report != nil {
@@ -216,6 +228,18 @@ func (p *uploadProgress) FinishedFile(string, error) {
 	if p.report != nil {
 		p.report(p.bytes.Load(), p.files.Add(1))
 	}
+}
+
+// Warning describes what changed while the volume was read, or "".
+func (r *SnapshotResult) Warning() string {
+	var parts []string
+	if r.Vanished > 0 {
+		parts = append(parts, fmt.Sprintf("%d file(s) vanished while the volume was read and are not in the snapshot (%s)", r.Vanished, namedPaths(r.VanishedPaths, r.Vanished)))
+	}
+	if r.Changed > 0 {
+		parts = append(parts, fmt.Sprintf("%d file(s) were still changing when read a second time, and their copy may mix old and new content (%s)", r.Changed, namedPaths(r.ChangedPaths, r.Changed)))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // ErrSnapshotNotFound is returned (wrapped) for a snapshot ID the
