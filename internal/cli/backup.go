@@ -195,13 +195,24 @@ func printBackup(g *globals, b *v1alpha1.Backup, res *report.Results) error {
 		fmt.Fprintf(g.stdout, "Failure: %s\n", b.Status.FailureReason)
 	}
 	printPodVolumes(g.stdout, b.Status.PodVolumes, "backed up")
+	printHooks(g.stdout, b.Status.HookStatus)
 	if res != nil {
 		printProblems(g, res)
 	}
 	return nil
 }
 
+// printHooks says how many backup hooks ran and failed, if any ran.
+func printHooks(w io.Writer, h *v1alpha1.HookStatus) {
+	if h != nil {
+		fmt.Fprintf(w, "Hooks: %d ran, %d failed\n", h.HooksAttempted, h.HooksFailed)
+	}
+}
+
 func printProblems(g *globals, res *report.Results) {
+	for _, n := range res.Notes {
+		fmt.Fprintf(g.stdout, "Note: %s\n", n)
+	}
 	for _, w := range res.Warnings {
 		fmt.Fprintf(g.stdout, "Warning: %s\n", w)
 	}
@@ -410,6 +421,7 @@ func (o *backupDescribeOptions) print(d *backupDescription) error {
 	fmt.Fprintf(w, "Items:        %d of %d backed up\n", b.Status.Progress.ItemsBackedUp, b.Status.Progress.TotalItems)
 	printArchiveAndImages(w, b)
 	printPodVolumes(w, b.Status.PodVolumes, "backed up")
+	printHooks(w, b.Status.HookStatus)
 	if d.volumes != nil {
 		printVolumeRecord(w, d.volumes)
 	}

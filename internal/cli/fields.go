@@ -19,12 +19,13 @@ import (
 // spec.namespaceMapping.
 var fieldFlags = map[string]string{
 	// RestoreSpec
-	"spec.existingResourcePolicy": "--existing-resource-policy",
-	"spec.fromCloud":              "--from-cloud",
-	"spec.toCloud":                "--to-cloud",
-	"spec.resourceModifiers":      "--resource-modifiers",
-	"spec.namespaceMapping":       "--namespace-mappings",
-	"spec.pushImages":             "--push-images",
+	"spec.existingResourcePolicy":   "--existing-resource-policy",
+	"spec.existingVolumeDataPolicy": "--existing-volume-data-policy",
+	"spec.fromCloud":                "--from-cloud",
+	"spec.toCloud":                  "--to-cloud",
+	"spec.resourceModifiers":        "--resource-modifiers",
+	"spec.namespaceMapping":         "--namespace-mappings",
+	"spec.pushImages":               "--push-images",
 	// BackupSpec and RestoreSpec
 	"spec.imageRegistryMappings": "--image-registry-mappings",
 	// BackupSpec

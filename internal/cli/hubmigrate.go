@@ -62,6 +62,7 @@ var localOnly = []struct{ flag, why string }{
 	{"dry-run", "run the dry run without --hub"},
 	{"crd-timeout", "the hub's setting applies"},
 	{"preserve-nodeports", "a Migration's spec.restore does not carry it"},
+	{"existing-volume-data-policy", "a Migration's spec.restore does not carry it (the hub writes the backup's data into claims that lack it)"},
 	{"restore-status", "a Migration's spec.restore does not carry it"},
 	{"resource-modifiers", "a Migration's spec.restore does not carry it, and the hub cannot read a local file"},
 	{"from-cloud", "a Migration's spec.restore does not carry it"},

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -11,6 +10,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
+	enginemigration "github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -49,7 +49,17 @@ hub (ferry hub), from --from-cluster to --to-cluster (the hub's Clusters: ferry 
 through --storage, with the selection, restore, image and --verify flags in its spec; the hub
 runs it. Flags a Migration cannot carry (kubeconfigs and contexts, encryption, volume helper
 settings, --report-dir, ...) are refused. --wait follows it, printing each phase, and ends with
-its counts, report location and exit code (0 Completed, 2 PartiallyFailed, 1 Failed).`,
+its counts, report location and exit code (0 Completed, 2 PartiallyFailed, 1 Failed).
+
+Volume data moves through helper pods that run ferry's own image, which is not published yet:
+build and push it from a clone with 'make image IMAGE=REGISTRY/ferry:TAG' to a registry both
+clusters' nodes can pull from, and pass --helper-image REGISTRY/ferry:TAG.
+
+A migrate that was interrupted (Ctrl-C, a kill, a lost machine) is resumed by running the same
+command again, with the same --name: its committed backup is reused, and the restore finishes
+what the interrupted run left (claims that hold the backup's data keep it; claims it never
+reached are filled). A migrate interrupted during its backup cannot be resumed: remove that
+backup with ferry backup delete NAME first.`,
 		Args: cobra.NoArgs,
 		RunE: runE(o),
 	}
@@ -60,7 +70,7 @@ its counts, report location and exit code (0 Completed, 2 PartiallyFailed, 1 Fai
 	fl.StringVar(&o.toKubeconfig, "to-kubeconfig", "", "kubeconfig of the target cluster (default --kubeconfig)")
 	fl.StringVar(&o.toContext, "to-context", "", "context of the target cluster")
 	fl.BoolVar(&o.verify, "verify", true, "after the restore, compare every backed-up object with the target and write a verification report (see ferry verify)")
-	fl.StringVar(&o.reportDir, "report-dir", "", "directory for the verification's report.json and report.html (default ferry-report-<name>)")
+	fl.StringVar(&o.reportDir, "report-dir", "", "directory for the verification's report.json and report.html (default $XDG_STATE_HOME/ferry/reports/<name>, or ~/.local/state/ferry/reports/<name>)")
 	o.selection.register(cmd)
 	o.restore.register(cmd, false)
 	o.crypt.registerRecipients(cmd)
@@ -95,7 +105,7 @@ func (o *migrateOptions) Complete(cmd *cobra.Command, _ []string) error {
 	}
 	o.bspec = newBackupSpec(&o.selection, &o.crypt, &o.images, o.volumes.defaultToFS)
 	if o.verify && !o.rspec.DryRun && o.reportDir == "" {
-		o.reportDir = "ferry-report-" + o.name
+		o.reportDir = defaultReportDir(o.name)
 	}
 	if err := o.crypt.complete(); err != nil {
 		return err
@@ -183,12 +193,18 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer loc.Close()
-	src, dst, err := o.connect(ctx, loc)
+	reused, err := enginemigration.Prepare(ctx, loc, o.name, o.bspec)
 	if err != nil {
 		return err
 	}
-	b, err := o.backup(ctx, loc, src, iopts)
+	src, dst, err := o.connect(ctx)
 	if err != nil {
+		return err
+	}
+	b := reused
+	if b != nil {
+		fmt.Fprintf(o.stderr, "Resuming migration %s: backup %s (%s, %s) is reused, and the restore finishes what the interrupted run left\n", o.name, b.Name, b.Status.Phase, tsString(b.Status.CompletionTimestamp))
+	} else if b, err = o.backup(ctx, loc, src, iopts); err != nil {
 		return err
 	}
 	if o.volumes.toNodePodsDir != "" {
@@ -232,15 +248,8 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	return migrateExit(o.name, b, r, &m)
 }
 
-// connect checks that the name is free in loc, and connects to the two
-// clusters, which must differ.
-func (o *migrateOptions) connect(ctx context.Context, loc *store.Location) (src, dst *kube.Cluster, err error) {
-	if _, err := loc.GetBackup(ctx, o.name); err == nil || !errors.Is(err, store.ErrNotFound) {
-		return nil, nil, fmt.Errorf("backup %q already exists in %s: choose another --name", o.name, loc.URL())
-	}
-	if _, err := loc.GetRestore(ctx, o.name); err == nil || !errors.Is(err, store.ErrNotFound) {
-		return nil, nil, fmt.Errorf("restore %q already exists in %s: choose another --name", o.name, loc.URL())
-	}
+// connect connects to the two clusters, which must differ.
+func (o *migrateOptions) connect(ctx context.Context) (src, dst *kube.Cluster, err error) {
 	if src, err = connect(ctx, o.fromKubeconfig, o.fromContext); err != nil {
 		return nil, nil, fmt.Errorf("source: %w", err)
 	}

@@ -38,3 +38,17 @@ func TestCheckReportDir(t *testing.T) {
 		t.Errorf("the report was removed: %v", err)
 	}
 }
+
+// TestDefaultReportDir: without --report-dir, reports go under ferry's
+// state folder, never into the current folder (issue 28).
+func TestDefaultReportDir(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/x/state")
+	if got := defaultReportDir("m1"); got != "/x/state/ferry/reports/m1" {
+		t.Errorf("with XDG_STATE_HOME: %s", got)
+	}
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "/home/u")
+	if got := defaultReportDir("m1"); got != "/home/u/.local/state/ferry/reports/m1" {
+		t.Errorf("without XDG_STATE_HOME: %s", got)
+	}
+}

@@ -34,7 +34,7 @@ type restoreFlags struct {
 	includeResources, excludeResources   []string
 	namespaceMappings                    []string
 	storageClassMappings                 []string
-	existingPolicy                       string
+	existingPolicy, existingVolumeData   string
 	preserveNodePorts                    bool
 	restoreStatus                        []string
 	crdTimeout                           time.Duration
@@ -56,6 +56,7 @@ func (f *restoreFlags) register(cmd *cobra.Command, withFilters bool) {
 	fl.StringSliceVar(&f.namespaceMappings, "namespace-mappings", nil, "restore namespaces under new names: src1:dst1,src2:dst2")
 	fl.StringSliceVar(&f.storageClassMappings, "storage-class-mappings", nil, "map storage classes in PVCs, PVs, StatefulSet volumeClaimTemplates and ephemeral volumes: old1:new1,...")
 	fl.StringVar(&f.existingPolicy, "existing-resource-policy", "none", "for objects already in the target: none (compare and report) or update")
+	fl.StringVar(&f.existingVolumeData, "existing-volume-data-policy", "write", "for claims already in the target that do not hold this backup's data (no done-marker of its snapshot, say a run killed before it filled them): write (the backup's data is written into them) or keep (their data is kept, and the workloads that mount them are not created). A claim that holds the data already, or that a pod mounts, is never written")
 	fl.BoolVar(&f.preserveNodePorts, "preserve-nodeports", false, "keep all of Services' node ports, also those the source allocated (by default only those a client set are kept; a port taken in the target gets a new one, with a warning)")
 	fl.StringSliceVar(&f.restoreStatus, "restore-status", nil, "resources whose .status is restored too (default none)")
 	fl.StringVar(&f.resourceModifiers, "resource-modifiers", "", "YAML file of resource-modifier rules (Velero's format: JSON, merge and strategic patches with conditions) applied to restored objects")
@@ -89,15 +90,16 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 		BackupName:         backupName,
 		IncludedNamespaces: f.includeNamespaces, ExcludedNamespaces: f.excludeNamespaces,
 		IncludedResources: f.includeResources, ExcludedResources: f.excludeResources,
-		NamespaceMapping:       m,
-		StorageClassMapping:    sc,
-		DryRun:                 f.dryRun,
-		FromCloud:              f.fromCloud,
-		ResourceModifiers:      rules,
-		ToCloud:                f.toCloud,
-		ExistingResourcePolicy: v1alpha1.ExistingResourcePolicy(f.existingPolicy),
-		PreserveNodePorts:      f.preserveNodePorts,
-		RestoreStatus:          f.restoreStatus,
+		NamespaceMapping:         m,
+		StorageClassMapping:      sc,
+		DryRun:                   f.dryRun,
+		FromCloud:                f.fromCloud,
+		ResourceModifiers:        rules,
+		ToCloud:                  f.toCloud,
+		ExistingResourcePolicy:   v1alpha1.ExistingResourcePolicy(f.existingPolicy),
+		ExistingVolumeDataPolicy: v1alpha1.ExistingVolumeDataPolicy(f.existingVolumeData),
+		PreserveNodePorts:        f.preserveNodePorts,
+		RestoreStatus:            f.restoreStatus,
 	}, nil
 }
 
@@ -336,9 +338,18 @@ func (o *restoreGetOptions) print(restores []*v1alpha1.Restore) error {
 	fmt.Fprintln(tw, "NAME\tBACKUP\tSTATUS\tCREATED\tUPDATED\tUNCHANGED\tSKIPPED\tFAILED\tSTARTED")
 	for _, r := range restores {
 		c := r.Status.Counts
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Name, r.Spec.BackupName, r.Status.Phase, c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed, tsString(r.Status.StartTimestamp))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Name, r.Spec.BackupName, restorePhase(r), c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed, tsString(r.Status.StartTimestamp))
 	}
 	return tw.Flush()
+}
+
+// restorePhase is r's phase as get and describe show it: an InProgress
+// record whose heartbeat stopped is Interrupted.
+func restorePhase(r *v1alpha1.Restore) string {
+	if restore.Interrupted(r, time.Now()) {
+		return "Interrupted"
+	}
+	return string(r.Status.Phase)
 }
 
 // restoreDescribeOptions are restore describe's.
@@ -406,7 +417,10 @@ func (o *restoreDescribeOptions) print(d *restoreDescription) error {
 	w := o.stdout
 	fmt.Fprintf(w, "Name:       %s\n", r.Name)
 	fmt.Fprintf(w, "Backup:     %s\n", r.Spec.BackupName)
-	fmt.Fprintf(w, "Phase:      %s\n", r.Status.Phase)
+	fmt.Fprintf(w, "Phase:      %s\n", restorePhase(r))
+	if restore.Interrupted(r, time.Now()) {
+		fmt.Fprintf(w, "Failure:    interrupted: the run stopped without recording its outcome (its last heartbeat was at %s); run the same restore (or migrate) again to finish it\n", tsString(r.Status.HeartbeatTime))
+	}
 	if r.Status.FailureReason != "" {
 		fmt.Fprintf(w, "Failure:    %s\n", r.Status.FailureReason)
 	}
@@ -421,15 +435,16 @@ func (o *restoreDescribeOptions) print(d *restoreDescription) error {
 	fmt.Fprintf(w, "Completed:  %s\n", tsString(r.Status.CompletionTimestamp))
 	c := r.Status.Counts
 	fmt.Fprintf(w, "Items:      created %d, updated %d, unchanged %d, skipped %d, failed %d\n", c.Created, c.Updated, c.Unchanged, c.Skipped, c.Failed)
-	printPodVolumes(w, r.Status.PodVolumes, "restored")
-	if len(d.volumes) > 0 {
-		printRestoreVolumes(w, d.volumes)
+	// Errors and warnings first: the item table below can be long.
+	for _, x := range res.Errors {
+		fmt.Fprintf(w, "Error: %s\n", x)
 	}
 	for _, x := range res.Warnings {
 		fmt.Fprintf(w, "Warning: %s\n", x)
 	}
-	for _, x := range res.Errors {
-		fmt.Fprintf(w, "Error: %s\n", x)
+	printPodVolumes(w, r.Status.PodVolumes, "restored")
+	if len(d.volumes) > 0 {
+		printRestoreVolumes(w, d.volumes)
 	}
 	keep := func(x report.Result) bool { return x.Outcome == report.Failed || x.Outcome == report.Skipped }
 	if o.details {

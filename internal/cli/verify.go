@@ -59,9 +59,9 @@ objects that could not be read), 1 that the verification could not run.`,
 	fl.BoolVar(&o.fromVelero, "from-velero-backup", false, "the backup is a Velero backup in the store")
 	fl.StringVar(&o.toKubeconfig, "to-kubeconfig", "", "kubeconfig of the target cluster (default --kubeconfig)")
 	fl.StringVar(&o.toContext, "to-context", "", "context of the target cluster (default --context)")
-	fl.StringVar(&o.reportDir, "report-dir", "", "directory for report.json and report.html (default ferry-report-<backup>)")
+	fl.StringVar(&o.reportDir, "report-dir", "", "directory for report.json and report.html (default $XDG_STATE_HOME/ferry/reports/<backup>, or ~/.local/state/ferry/reports/<backup>)")
 	o.restore.register(cmd, true)
-	for _, n := range []string{"existing-resource-policy", "preserve-nodeports", "restore-status", "dry-run", "crd-timeout"} {
+	for _, n := range []string{"existing-resource-policy", "existing-volume-data-policy", "preserve-nodeports", "restore-status", "dry-run", "crd-timeout"} {
 		_ = fl.MarkHidden(n) // restore create's, meaningless for a comparison
 	}
 	o.crypt.registerIdentity(cmd)
@@ -80,7 +80,7 @@ func (o *verifyOptions) Complete(cmd *cobra.Command, _ []string) error {
 		o.toContext = o.context
 	}
 	if o.reportDir == "" && o.backupName != "" {
-		o.reportDir = "ferry-report-" + o.backupName
+		o.reportDir = defaultReportDir(o.backupName)
 	}
 	if err := o.crypt.complete(); err != nil {
 		return err
@@ -232,6 +232,21 @@ func verifyExit(v *report.Verification) error {
 		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("verification of backup %s: %d error(s)", v.Backup, len(v.Errors))}
 	}
 	return nil
+}
+
+// defaultReportDir is where a verification's report of name goes without
+// --report-dir: under ferry's state folder ($XDG_STATE_HOME/ferry, or
+// ~/.local/state/ferry), not the current folder.
+func defaultReportDir(name string) string {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			home = os.TempDir()
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "ferry", "reports", name)
 }
 
 // checkReportDir makes dir and checks that a report can be written there,

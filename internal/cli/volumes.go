@@ -49,7 +49,7 @@ func (f *volumeFlags) showVolumes(dp *dataProgress) {
 // when nothing of ferry is installed in the cluster.
 func (f *volumeFlags) registerHelpers(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move volume data and by the ferry-restore-wait init container; the only image a target needs to pull")
+	fl.StringVar(&f.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move volume data and by the ferry-restore-wait init container; the only image a target needs to pull. No image is published yet: build and push one from a clone with `make image IMAGE=REGISTRY/ferry:TAG` (IMAGE_INSECURE=1 for a registry without TLS), to a registry both clusters' nodes can pull from, and pass it here")
 	fl.StringVar(&f.helperImage, "restore-helper-image", defaultImage(), "")
 	_ = fl.MarkDeprecated("restore-helper-image", "use --helper-image")
 	fl.StringVar(&f.nodePodsDir, "node-pods-dir", volumes.DefaultNodePodsDir, "the kubelet's pods directory on the nodes, which helper pods mount to reach volumes that are not claims (an opted-in emptyDir)")
@@ -331,6 +331,11 @@ func printRestoreVolumes(w io.Writer, recs []volumes.PodVolumeRestore) {
 		pod, node := dash(r.HelperPod), dash(r.HelperNode)
 		if r.RestoreResult == nil {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t%s\n", name, pod, node, dash(r.Error))
+			continue
+		}
+		if r.AlreadyRestored {
+			// Written by an earlier run (one that was interrupted, say).
+			fmt.Fprintf(tw, "%s\t%s\t%s\t-\t-\t-\t%s\n", name, pod, node, "held this backup's data already (done-marker of restore "+r.MarkedBy+"): not written again")
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", name, pod, node, r.Files, humanBytes(r.Bytes), time.Duration(r.Duration).Round(time.Millisecond), dash(r.Error))

@@ -211,6 +211,9 @@ func (r *run) commit(loc *store.Location, b *v1alpha1.Backup, err error) (*v1alp
 	b.Status.CompletionTimestamp = &end
 	b.Status.Progress = v1alpha1.BackupProgress{TotalItems: int(r.total.Load()), ItemsBackedUp: int(r.written.Load())}
 	b.Status.ResourceCounts = r.counts
+	if n := int(r.hooksAttempted.Load()); n > 0 {
+		b.Status.HookStatus = &v1alpha1.HookStatus{HooksAttempted: n, HooksFailed: int(r.hooksFailed.Load())}
+	}
 	b.Status.Warnings = len(results.Warnings)
 	b.Status.Errors = len(results.Errors) + results.Count(report.Failed)
 	switch {
@@ -252,11 +255,13 @@ type run struct {
 	aw       *archive.Writer
 
 	total, written atomic.Int64
-	mu             sync.Mutex
-	counts         map[string]int
-	refs           *references // nil unless related objects are followed
-	images         *images.Collector
-	pods           *podCollector // nil unless pod volumes are backed up
+	// hooksAttempted and hooksFailed count the backup hooks run.
+	hooksAttempted, hooksFailed atomic.Int32
+	mu                          sync.Mutex
+	counts                      map[string]int
+	refs                        *references // nil unless related objects are followed
+	images                      *images.Collector
+	pods                        *podCollector // nil unless pod volumes are backed up
 }
 
 func (r *run) progress() {

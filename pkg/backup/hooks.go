@@ -3,6 +3,7 @@ package backup
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -60,10 +61,13 @@ func (r *run) runHooks(hs []podHook, pre bool) error {
 			continue
 		}
 		res := hooks.Run(r.ctx, r.cluster.Config, h.pod, hook)
+		r.hooksAttempted.Add(1)
 		if res.Err == nil {
 			r.opts.Log.Info("backup hook ran", "phase", hook.Phase, "pod", res.Pod, "container", res.Container, "took", res.Duration)
+			r.results.Notef("%s hook ran in pod %s, container %s: %s (exit 0, %s)", hook.Phase, res.Pod, res.Container, strings.Join(res.Command, " "), res.Duration.Round(time.Millisecond))
 			continue
 		}
+		r.hooksFailed.Add(1)
 		msg := res.Err.Error()
 		if res.Stderr != "" && !strings.Contains(msg, strings.TrimSpace(res.Stderr)) {
 			msg += " (stderr: " + strings.TrimSpace(res.Stderr) + ")"

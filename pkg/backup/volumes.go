@@ -124,7 +124,14 @@ func (r *run) backupVolumes(loc *store.Location, b *v1alpha1.Backup) error {
 			r.results.Warnf("volume repository maintenance: %v", err)
 		}
 	}
-	sum := &v1alpha1.PodVolumeSummary{Total: len(rec.Volumes), Skipped: len(skipped)}
+	// Volumes that hold no pod data (tokens, ConfigMaps, Secrets) are in
+	// the record's skipped list, but are no skipped data.
+	sum := &v1alpha1.PodVolumeSummary{Total: len(rec.Volumes)}
+	for _, s := range skipped {
+		if !s.NotData {
+			sum.Skipped++
+		}
+	}
 	for _, v := range rec.Volumes {
 		if v.Error != "" {
 			sum.Failed++

@@ -133,7 +133,9 @@ func (o *Options) step(s Step) {
 	}
 }
 
-// Run backs up the source, restores into the target and verifies it. An
+// Run backs up the source, restores into the target and verifies it. A
+// migration run again under its name after an interruption resumes
+// (Prepare): its committed backup is reused and its restore finished. An
 // error means a step could not run at all (the backup's name is taken, the
 // location cannot be written, the context ended); a step that ran and
 // failed is in the Result (Outcome). A backup that partially failed still
@@ -143,6 +145,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{}
+	reused, err := Prepare(ctx, o.Location, o.Name, o.Backup.Spec)
+	if err != nil {
+		return res, err
+	}
+	if reused != nil {
+		// A migration run again after an interruption: its backup is
+		// committed, and the restore finishes what the first run left.
+		o.Log.Info("resuming migration: its committed backup is reused", "migration", o.Name, "backup", reused.Name, "phase", reused.Status.Phase)
+		res.Backup = reused
+		return res, restoreAndVerify(ctx, &o, res)
+	}
 	o.step(StepBackup)
 	bopts := o.Backup
 	next := bopts.OnStage
@@ -152,25 +165,31 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			next(s)
 		}
 	}
-	var err error
 	if res.Backup, res.BackupResults, err = backup.Run(ctx, o.Source, o.Location, bopts); err != nil {
 		return res, fmt.Errorf("backup %s: %w", o.Name, err)
 	}
 	if res.Backup.Status.Phase == v1alpha1.PhaseFailed {
 		return res, nil
 	}
+	return res, restoreAndVerify(ctx, &o, res)
+}
+
+// restoreAndVerify restores the migration's backup into the target, then
+// verifies the target.
+func restoreAndVerify(ctx context.Context, o *Options, res *Result) error {
+	var err error
 	o.step(StepRestore)
 	if res.Restore, res.RestoreResults, err = restore.Run(ctx, o.Target, o.Location, o.Restore); err != nil {
-		return res, fmt.Errorf("restore %s: %w", o.Name, err)
+		return fmt.Errorf("restore %s: %w", o.Name, err)
 	}
 	if !o.Verify || o.Restore.Spec.DryRun || res.Restore.Status.Phase == v1alpha1.PhaseFailed {
-		return res, nil
+		return nil
 	}
 	o.step(StepVerify)
-	if res.Verification, err = verify(ctx, &o, res); err != nil {
-		return res, fmt.Errorf("verification of migration %s: %w", o.Name, err)
+	if res.Verification, err = verify(ctx, o, res); err != nil {
+		return fmt.Errorf("verification of migration %s: %w", o.Name, err)
 	}
-	return res, nil
+	return nil
 }
 
 // verify compares the target with the backup, with the backup's and the

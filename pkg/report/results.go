@@ -57,6 +57,16 @@ type Results struct {
 	Items    []Result `json:"items"`
 	Warnings []string `json:"warnings,omitempty"`
 	Errors   []string `json:"errors,omitempty"`
+	// Notes say what ran that is neither an item nor a problem (a backup
+	// hook that succeeded), for the summary and describe.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Notef records a note.
+func (r *Results) Notef(format string, args ...any) {
+	r.mu.Lock()
+	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
 }
 
 // Add records one item result.

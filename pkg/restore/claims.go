@@ -21,11 +21,15 @@ import (
 )
 
 // restoreClaims writes the backed-up data of each restored claim before
-// the workloads that mount it are created (PodVolumeOptions.Claims). Only
-// claims that this restore created get data: a claim that was already in
-// the target holds live data, which is kept. A claim whose data cannot be
-// brought (the backup lacks it, its storage class is missing, its helper
-// pod fails) is an error that names it.
+// the workloads that mount it are created (PodVolumeOptions.Claims). What
+// a claim holds is read from the claim itself (volumes.RestoreClaim): one
+// that holds the done-marker of the backup's snapshot is left as it is,
+// whichever run wrote it; any other gets the data, unless
+// spec.existingVolumeDataPolicy keeps the data of claims this restore did
+// not create. A claim that a pod mounts already is in use and never
+// written. A claim whose data cannot be brought (the backup lacks it, its
+// storage class is missing, its helper pod fails) is an error that names
+// it.
 func restoreClaims(ctx context.Context, client kubernetes.Interface, rec *volumes.BackupRecord, p *Plan, o *Options, uid string, results *report.Results) (*v1alpha1.PodVolumeSummary, []volumes.PodVolumeRestore) {
 	po := o.PodVolumes
 	inPlan := map[string]bool{} // source namespace/name of restored claims
@@ -62,7 +66,7 @@ func restoreClaims(ctx context.Context, client kubernetes.Interface, rec *volume
 			continue
 		}
 		c.SnapshotID = v.SnapshotID
-		if reason, skip, err := checkClaim(ctx, client, o, c); err != nil {
+		if reason, skip, err := checkClaim(ctx, client, o, &c); err != nil {
 			fail(c, fmt.Sprintf("%s: %v", c.Key(), err))
 			continue
 		} else if skip {
@@ -79,36 +83,52 @@ func restoreClaims(ctx context.Context, client kubernetes.Interface, rec *volume
 	o.Log.Info("restoring claim data", "claims", len(todo))
 	out := po.Claims(ctx, uid, todo, po.OnProgress)
 	for _, r := range out {
-		sum.Total++
-		switch {
-		case strings.Contains(r.Error, volumes.ErrAlreadyRestored.Error()):
-			sum.Skipped++
-			results.Warnf("%s", r.Error)
-		case r.Error != "":
-			sum.Failed++
-			results.Errorf("%s", r.Error)
-		default:
-			sum.Completed++
-			if r.RestoreResult != nil {
-				sum.Bytes += r.Bytes
-				sum.Files += r.Files
-			}
-		}
+		countClaim(sum, r, uid, results)
 	}
 	return sum, append(out, failed...)
 }
 
-// checkClaim says whether claim c in the target may take the data: it must
-// have been created by this restore (or an earlier run of it), and its
-// storage class must exist, or its helper pod would wait forever.
-func checkClaim(ctx context.Context, client kubernetes.Interface, o *Options, c volumes.ClaimRestore) (reason string, skip bool, err error) {
+// countClaim counts the outcome r of a claim's helper in sum, and reports
+// what needs saying: errors, a claim kept, a claim an earlier run filled,
+// a claim whose earlier data was replaced.
+func countClaim(sum *v1alpha1.PodVolumeSummary, r volumes.PodVolumeRestore, uid string, results *report.Results) {
+	sum.Total++
+	key := "claim " + r.Namespace + "/" + r.ClaimName
+	switch {
+	case strings.Contains(r.Error, volumes.ErrAlreadyRestored.Error()), strings.Contains(r.Error, volumes.ErrKeptExisting.Error()):
+		sum.Skipped++
+		results.Warnf("%s", r.Error)
+	case r.Error != "":
+		sum.Failed++
+		results.Errorf("%s", r.Error)
+	default:
+		sum.Completed++
+		res := r.RestoreResult
+		if res == nil {
+			return
+		}
+		sum.Bytes += res.Bytes
+		sum.Files += res.Files
+		if res.AlreadyRestored && res.MarkedBy != uid {
+			o := "restore " + res.MarkedBy
+			results.Warnf("%s: already held this backup's data (snapshot %s, written by %s); not written again", key, res.SnapshotID, o)
+		}
+		if len(res.Replaced) > 0 {
+			results.Warnf("%s: held the data of snapshot %s before; this backup's snapshot %s was written into it", key, strings.Join(res.Replaced, ", "), res.SnapshotID)
+		}
+	}
+}
+
+// checkClaim says whether claim c in the target may take the data: no pod
+// may mount it already, and its storage class must exist, or its helper
+// pod would wait forever. A claim this restore did not create keeps its
+// data when spec.existingVolumeDataPolicy is keep (c.Keep).
+func checkClaim(ctx context.Context, client kubernetes.Interface, o *Options, c *volumes.ClaimRestore) (reason string, skip bool, err error) {
 	pvc, err := client.CoreV1().PersistentVolumeClaims(c.Namespace).Get(ctx, c.Claim, metav1.GetOptions{})
 	if err != nil {
 		return "", false, fmt.Errorf("not in the target, so its data is not restored: %w", err)
 	}
-	if pvc.Labels[v1alpha1.LabelRestore] != transform.LabelValue(o.Name) {
-		return "the claim was already in the target (not created by this restore): its data is kept, and the backup's is not written", true, nil
-	}
+	c.Keep = o.Spec.ExistingVolumeDataPolicy == v1alpha1.VolumeDataKeep && pvc.Labels[v1alpha1.LabelRestore] != transform.LabelValue(o.Name)
 	if user, err := claimUser(ctx, client, c.Namespace, c.Claim); err != nil {
 		return "", false, err
 	} else if user != "" {
@@ -181,13 +201,18 @@ func holdWorkloads(out []volumes.PodVolumeRestore, o *Options) func(*Item) strin
 			failed[r.Namespace+"/"+r.ClaimName] = r.Error
 		}
 	}
+	// A claim kept (existingVolumeDataPolicy keep) does not hold the
+	// backup's data either: its workloads wait, as for a failed claim.
 	if len(failed) == 0 {
 		return func(*Item) string { return "" }
 	}
 	return func(it *Item) string {
 		ns := o.mapNamespace(it.Namespace)
 		for _, c := range mountedClaims(it) {
-			if _, bad := failed[ns+"/"+c]; bad {
+			if why, bad := failed[ns+"/"+c]; bad {
+				if strings.Contains(why, volumes.ErrKeptExisting.Error()) {
+					return fmt.Sprintf("not created: its claim %s/%s was already in the target without this backup's data, and existingVolumeDataPolicy keep kept it; restore with policy write to bring the data, or remove the claim", ns, c)
+				}
 				return fmt.Sprintf("not created: the data of its claim %s/%s was not restored (see the restore's errors); restore again once that is fixed", ns, c)
 			}
 		}

@@ -85,6 +85,11 @@ func (o *Options) Validate() error {
 	default:
 		return field.NotSupported(spec.Child("existingResourcePolicy"), o.Spec.ExistingResourcePolicy, []v1alpha1.ExistingResourcePolicy{v1alpha1.PolicyNone, v1alpha1.PolicyUpdate})
 	}
+	switch o.Spec.ExistingVolumeDataPolicy {
+	case "", v1alpha1.VolumeDataWrite, v1alpha1.VolumeDataKeep:
+	default:
+		return field.NotSupported(spec.Child("existingVolumeDataPolicy"), o.Spec.ExistingVolumeDataPolicy, []v1alpha1.ExistingVolumeDataPolicy{v1alpha1.VolumeDataWrite, v1alpha1.VolumeDataKeep})
+	}
 	for _, c := range []struct{ field, name string }{{"fromCloud", o.Spec.FromCloud}, {"toCloud", o.Spec.ToCloud}} {
 		if c.name == "" {
 			continue
@@ -141,6 +146,20 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	}
 	start := *r.Status.StartTimestamp
 	results := &report.Results{}
+	var hb *heartbeat
+	if !opts.Spec.DryRun {
+		// From here on the location says the restore runs; a run killed
+		// before its outcome leaves it InProgress, and Interrupted.
+		if hb, err = startHeartbeat(ctx, loc, r); err != nil {
+			return nil, nil, err
+		}
+	}
+	// This fail stops the heartbeat, then calls the package's fail, which
+	// writes the outcome.
+	fail := func(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results *report.Results, err error) (*v1alpha1.Restore, *report.Results, error) {
+		hb.Stop()
+		return fail(ctx, loc, r, results, err)
+	}
 
 	a, b, err := loadBackup(ctx, loc, &opts)
 	if err != nil {
@@ -184,6 +203,7 @@ func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts O
 	setOutcome(ctx, r, results)
 	// The record is written even when the restore was interrupted; a dry
 	// run writes nothing at all.
+	hb.Stop()
 	if !opts.Spec.DryRun {
 		if err := record(ctx, loc, r, results, pv.out); err != nil {
 			return r, results, err
@@ -215,16 +235,32 @@ func (o *Options) defaults() {
 	if o.Spec.ExistingResourcePolicy == "" {
 		o.Spec.ExistingResourcePolicy = v1alpha1.PolicyNone
 	}
+	if o.Spec.ExistingVolumeDataPolicy == "" {
+		o.Spec.ExistingVolumeDataPolicy = v1alpha1.VolumeDataWrite
+	}
 }
 
 // newRecord starts the record of restore opts.Name, refusing a name a
 // restore that did not fail already has in loc. prev is the earlier run
-// of a Failed or interrupted restore of that name, or nil.
+// of a Failed or interrupted restore of that name, or nil: this run takes
+// over its UID, so that what it did (claims it filled, pods that wait for
+// its done-markers) counts as this run's. An earlier run whose record is
+// InProgress is watched (awaitEarlierRun): one that is alive is not
+// raced, one that was killed is finished.
 func newRecord(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts *Options) (r, prev *v1alpha1.Restore, err error) {
 	prev, err = loc.GetRestore(ctx, opts.Name)
+	if err == nil && !opts.Spec.DryRun && prev.Status.Phase == v1alpha1.PhaseInProgress {
+		opts.Log.Info("an earlier run of this restore is InProgress: watching its heartbeat", "restore", opts.Name, "for", HeartbeatStale)
+		if prev, err = awaitEarlierRun(ctx, loc, opts.Name, prev); err != nil {
+			return nil, nil, err
+		}
+	}
 	switch {
 	case opts.Spec.DryRun:
 		// A dry run records nothing, so its name may be any.
+		prev = nil
+	case err == nil && prev.Status.Phase == v1alpha1.PhaseInProgress:
+		opts.Log.Info("the earlier run of this restore was interrupted (its heartbeat stopped): finishing it", "restore", opts.Name)
 	case err == nil && prev.Status.Phase != v1alpha1.PhaseFailed:
 		return nil, nil, fmt.Errorf("restore %q already exists in %s", opts.Name, loc.URL())
 	case err == nil:
@@ -232,9 +268,15 @@ func newRecord(ctx context.Context, cluster *kube.Cluster, loc *store.Location, 
 		// what it applied comes out unchanged.
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, nil, err
+	default:
+		prev = nil
 	}
 	r = v1alpha1.NewRestore(opts.Name)
 	r.Spec = opts.Spec
+	r.UID = uuid.NewUUID()
+	if prev != nil && prev.UID != "" {
+		r.UID = prev.UID
+	}
 	start := metav1.Now()
 	r.CreationTimestamp = start
 	r.Status.StartTimestamp = &start
@@ -276,11 +318,8 @@ func startPodVolumes(ctx context.Context, cluster *kube.Cluster, loc *store.Loca
 		}
 		fallthrough
 	default:
-		r.UID = uuid.NewUUID()
-		if prev != nil && prev.UID != "" {
-			// A re-run: the pods it already made wait for this UID's markers.
-			r.UID = prev.UID
-		}
+		// r.UID is the earlier run's for a re-run (newRecord): the pods it
+		// already made wait for this UID's markers.
 		ap.tctx.PodVolumeRestore = planPodVolumes(pv.rec, plan, opts, string(r.UID), results)
 	}
 	if pv.rec != nil && opts.PodVolumes.Claims != nil {

@@ -50,6 +50,11 @@ type HelperJob struct {
 	SnapshotID string `json:"snapshotID,omitempty"`
 	RestoreUID string `json:"restoreUID,omitempty"`
 	Sparse     bool   `json:"sparse,omitempty"`
+	// Claim restores into a claim (Repository.RestoreClaim): it is written
+	// unless it holds the snapshot's done-marker; with KeepExisting, a
+	// claim without that marker is left alone (ErrKeptExisting).
+	Claim        bool `json:"claim,omitempty"`
+	KeepExisting bool `json:"keepExisting,omitempty"`
 }
 
 // HelperOutcome is what a helper pod reports in its termination message.
@@ -126,7 +131,12 @@ func RunHelperJob(ctx context.Context, job HelperJob, progress io.Writer) Helper
 		out.Backup = &PodVolumeBackup{PodVolume: job.Volume, Path: dir, SnapshotResult: res}
 		return out
 	}
-	res, err := repo.Restore(ctx, job.SnapshotID, dir, job.RestoreUID, rep.update)
+	var res *RestoreResult
+	if job.Claim {
+		res, err = repo.RestoreClaim(ctx, job.SnapshotID, dir, job.RestoreUID, ClaimPolicy{Keep: job.KeepExisting}, rep.update)
+	} else {
+		res, err = repo.Restore(ctx, job.SnapshotID, dir, job.RestoreUID, rep.update)
+	}
 	if err != nil {
 		return fail(fmt.Errorf("volume %s: %w", job.Volume.Key(), err))
 	}

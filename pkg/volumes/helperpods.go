@@ -328,6 +328,9 @@ type ClaimRestore struct {
 	SnapshotID       string
 	// Source is the volume the data was backed up from.
 	Source PodVolume
+	// Keep leaves a claim that does not hold the snapshot alone
+	// (ErrKeptExisting) instead of writing the snapshot into it.
+	Keep bool
 }
 
 // Key names the claim in errors.
@@ -335,9 +338,10 @@ func (c ClaimRestore) Key() string { return "claim " + c.Namespace + "/" + c.Cla
 
 // RestoreClaims writes each claim's snapshot into it through a helper pod
 // that mounts it (the claim's first consumer, which also binds a
-// WaitForFirstConsumer claim), followed by the done-marker of restoreUID.
-// A claim that holds another restore's marker is not overwritten
-// (ErrAlreadyRestored); one with this restore's is left as it is.
+// WaitForFirstConsumer claim), followed by the done-marker of restoreUID
+// (Repository.RestoreClaim). A claim that holds the snapshot's done-marker
+// already, whichever restore wrote it, is left as it is (AlreadyRestored);
+// any other is written, unless the ClaimRestore keeps it.
 func (h *Helpers) RestoreClaims(ctx context.Context, restoreUID string, claims []ClaimRestore, onProgress func(Totals)) []PodVolumeRestore {
 	h.defaults()
 	out := make([]PodVolumeRestore, len(claims))
@@ -348,7 +352,7 @@ func (h *Helpers) RestoreClaims(ctx context.Context, restoreUID string, claims [
 		v.Namespace, v.ClaimName = c.Namespace, c.Claim
 		target := RestoreTarget{PodVolume: v, SnapshotID: c.SnapshotID}
 		hr := helperRun{key: c.Key(), namespace: c.Namespace, claim: c.Claim,
-			job: HelperJob{Op: HelperRestore, Volume: v, SnapshotID: c.SnapshotID, RestoreUID: restoreUID, Sparse: h.Sparse}}
+			job: HelperJob{Op: HelperRestore, Volume: v, SnapshotID: c.SnapshotID, RestoreUID: restoreUID, Sparse: h.Sparse, Claim: true, KeepExisting: c.Keep}}
 		out[i] = h.restoreOne(ctx, i, hr, target, tot)
 	})
 	return out

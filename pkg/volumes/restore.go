@@ -27,8 +27,78 @@ type RestoreResult struct {
 	Files      int64    `json:"files"`
 	Duration   Duration `json:"duration"`
 	// AlreadyRestored is set when the volume already held this restore's
-	// done-marker (a re-run): nothing was written.
-	AlreadyRestored bool `json:"alreadyRestored,omitempty"`
+	// done-marker (a re-run), or for a claim the done-marker of this
+	// snapshot: nothing was written. MarkedBy is then the UID of the
+	// restore whose marker it is.
+	AlreadyRestored bool   `json:"alreadyRestored,omitempty"`
+	MarkedBy        string `json:"markedBy,omitempty"`
+	// Replaced names the snapshots whose done-markers the volume held
+	// before this one's data was written into it (RestoreClaim).
+	Replaced []string `json:"replaced,omitempty"`
+}
+
+// ErrKeptExisting is returned for a claim that does not hold the
+// snapshot's done-marker when its existing data is to be kept
+// (ClaimPolicy.Keep): nothing was written.
+var ErrKeptExisting = errors.New("the claim was already in the target without this backup's data, which is kept (existingVolumeDataPolicy keep)")
+
+// ClaimPolicy says what RestoreClaim does with a claim that does not hold
+// the snapshot's done-marker: Keep leaves it alone (ErrKeptExisting);
+// otherwise the snapshot is written into it.
+type ClaimPolicy struct{ Keep bool }
+
+// markerSnapshots reads the done-markers of dir: restore UID -> the
+// snapshot ID each names ("" when unreadable).
+func markerSnapshots(dir string, uids []string) map[string]string {
+	out := map[string]string{}
+	for _, uid := range uids {
+		b, _ := os.ReadFile(MarkerPath(dir, uid))
+		out[uid] = strings.TrimSpace(string(b))
+	}
+	return out
+}
+
+// RestoreClaim writes snapshot id into a claim mounted at dir, as Restore
+// does, unless the claim already holds it. What a claim holds is recorded
+// in the claim, not guessed from where it came from: it holds snapshot id
+// only when a done-marker naming id is in it, whichever restore wrote it
+// (a re-run under another name, or a run killed after this claim was
+// done). A claim without such a marker (created by a run that was killed
+// before it got there, created empty ahead of the migration, or holding an
+// older snapshot) gets the data, unless pol keeps existing data; the
+// markers of other snapshots are removed once this one's is written, so
+// the claim names the one snapshot it holds.
+func (r *Repository) RestoreClaim(ctx context.Context, id, dir, restoreUID string, pol ClaimPolicy, progress Progress) (*RestoreResult, error) {
+	if err := checkDir(dir, id); err != nil {
+		return nil, err
+	}
+	uids, err := markerState(dir)
+	if err != nil {
+		return nil, fmt.Errorf("restoring snapshot %s: %w", id, err)
+	}
+	marks := markerSnapshots(dir, uids)
+	for _, uid := range uids {
+		if marks[uid] == id {
+			return &RestoreResult{SnapshotID: id, AlreadyRestored: true, MarkedBy: uid}, nil
+		}
+	}
+	if pol.Keep {
+		return nil, ErrKeptExisting
+	}
+	res, err := r.restore(ctx, id, dir, restoreUID, progress)
+	if err != nil {
+		return nil, err
+	}
+	for _, uid := range uids {
+		if uid == restoreUID {
+			continue
+		}
+		if err := os.Remove(MarkerPath(dir, uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("removing the done-marker of restore %s: %w", uid, err)
+		}
+		res.Replaced = append(res.Replaced, marks[uid])
+	}
+	return res, nil
 }
 
 // ErrAlreadyRestored is returned for a volume that holds the done-marker
@@ -89,13 +159,8 @@ func (r *Repository) loadSnapshot(ctx context.Context, id string) (*snapshot.Man
 // restored; runs of zeros become holes again with SparseFiles. On error the staging folder is removed and no marker is
 // written: the pod's ferry-restore-wait init container keeps waiting.
 func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, progress Progress) (*RestoreResult, error) {
-	start := time.Now()
-	st, err := os.Stat(dir)
-	if err != nil {
-		return nil, fmt.Errorf("restoring snapshot %s: volume directory: %w", id, err)
-	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("restoring snapshot %s: %s is not a directory", id, dir)
+	if err := checkDir(dir, id); err != nil {
+		return nil, err
 	}
 	done, err := markerState(dir)
 	if err != nil {
@@ -110,6 +175,13 @@ func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, pr
 	if len(done) > 0 {
 		return nil, fmt.Errorf("%w: %s has the done-marker of restore %s; the data is not overwritten (restore into a new pod, or remove %s to force it)", ErrAlreadyRestored, dir, done[0], filepath.Join(dir, v1alpha1.DoneMarkerDir))
 	}
+	return r.restore(ctx, id, dir, restoreUID, progress)
+}
+
+// restore writes snapshot id into dir and the done-marker of restoreUID
+// (Restore, after the markers are checked).
+func (r *Repository) restore(ctx context.Context, id, dir, restoreUID string, progress Progress) (*RestoreResult, error) {
+	start := time.Now()
 	man, err := r.loadSnapshot(ctx, id)
 	if err != nil {
 		return nil, err
@@ -182,6 +254,19 @@ func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, pr
 		return nil, err
 	}
 	return &RestoreResult{SnapshotID: id, Bytes: stats.RestoredTotalFileSize, Files: int64(stats.RestoredFileCount), Duration: Duration(time.Since(start))}, nil
+}
+
+// checkDir checks that dir, where snapshot id is to be restored, is a
+// directory.
+func checkDir(dir, id string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("restoring snapshot %s: volume directory: %w", id, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("restoring snapshot %s: %s is not a directory", id, dir)
+	}
+	return nil
 }
 
 // moveInto renames every entry of from into to, replacing same-named ones.

@@ -48,6 +48,10 @@ type SkippedVolume struct {
 	// Requested is set when the pod's backup-volumes annotation named the
 	// volume: the user asked for it, so the backup warns.
 	Requested bool `json:"requested,omitempty"`
+	// NotData is set for a volume whose content is not the pod's data (a
+	// service-account token, a ConfigMap, a Secret, a hostPath): it is
+	// never copied, and counts as no skipped data.
+	NotData bool `json:"notData,omitempty"`
 }
 
 // neverCopied are the volume types whose content is not the pod's data:
@@ -157,6 +161,7 @@ func Select(pods []corev1.Pod, defaultToFS, unmountedClaims bool) ([]PodVolume, 
 				continue
 			case neverCopied(v) != "":
 				skip(neverCopied(v))
+				skipped[len(skipped)-1].NotData = true
 				continue
 			case v.EmptyDir != nil && !in[v.Name]:
 				skip("emptyDir: not named in " + v1alpha1.AnnotationBackupVolumes)

@@ -91,7 +91,7 @@ func snapshotPolicy() *policy.Tree {
 	f := policy.OptionalBool(false)
 	t := policy.OptionalBool(true)
 	p := &policy.Policy{
-		FilesPolicy:         policy.FilesPolicy{IgnoreCacheDirectories: &f},
+		FilesPolicy: policy.FilesPolicy{IgnoreCacheDirectories: &f},
 		// Read errors do not stop kopia: liveRead.Error decides (a vanished
 		// entry is left out, any other error cancels and fails the snapshot).
 		ErrorHandlingPolicy: policy.ErrorHandlingPolicy{IgnoreFileErrors: &t, IgnoreDirectoryErrors: &t, IgnoreUnknownTypes: &t},

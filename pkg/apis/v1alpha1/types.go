@@ -137,10 +137,13 @@ type BackupStatus struct {
 	// +optional
 	Warnings int `json:"warnings"`
 	// +optional
-	Errors        int             `json:"errors"`
-	FailureReason string          `json:"failureReason,omitempty"`
-	SourceCluster *ClusterInfo    `json:"sourceCluster,omitempty"`
-	Archive       *ArchiveSummary `json:"archive,omitempty"`
+	Errors        int          `json:"errors"`
+	FailureReason string       `json:"failureReason,omitempty"`
+	SourceCluster *ClusterInfo `json:"sourceCluster,omitempty"`
+	// HookStatus counts the backup hooks run and failed (Velero's
+	// hookStatus); nil when no pod had one.
+	HookStatus *HookStatus     `json:"hookStatus,omitempty"`
+	Archive    *ArchiveSummary `json:"archive,omitempty"`
 	// ResourceCounts counts backed-up items by group-resource ("deployments.apps").
 	ResourceCounts map[string]int `json:"resourceCounts,omitempty"`
 	// Retries counts the requests retried after transient failures.
@@ -265,6 +268,20 @@ const (
 	PolicyUpdate ExistingResourcePolicy = "update"
 )
 
+// ExistingVolumeDataPolicy says what a restore does with a claim already
+// in the target that does not hold the backup's data (no done-marker of
+// its snapshot): "write" writes the snapshot into it (entries of the same
+// name are replaced), "keep" leaves it alone and holds back the workloads
+// that mount it. A claim that holds the snapshot's done-marker is never
+// written again, and one that a pod mounts is never written.
+type ExistingVolumeDataPolicy string
+
+// Existing-volume-data policies.
+const (
+	VolumeDataWrite ExistingVolumeDataPolicy = "write"
+	VolumeDataKeep  ExistingVolumeDataPolicy = "keep"
+)
+
 // RestoreSpec says what to restore and how.
 type RestoreSpec struct {
 	// +kubebuilder:validation:MinLength=1
@@ -280,6 +297,10 @@ type RestoreSpec struct {
 	NamespaceMapping map[string]string `json:"namespaceMapping,omitempty"`
 	// +kubebuilder:validation:Enum=none;update
 	ExistingResourcePolicy ExistingResourcePolicy `json:"existingResourcePolicy,omitempty"`
+	// ExistingVolumeDataPolicy (default write) is for claims already in the
+	// target that do not hold the backup's data.
+	// +kubebuilder:validation:Enum=write;keep
+	ExistingVolumeDataPolicy ExistingVolumeDataPolicy `json:"existingVolumeDataPolicy,omitempty"`
 	// PreserveNodePorts keeps every node port of restored Services, also
 	// those the source's API server allocated; without it, only those a
 	// client set are kept.
@@ -347,6 +368,11 @@ type RestoreStatus struct {
 	Errors        int          `json:"errors"`
 	FailureReason string       `json:"failureReason,omitempty"`
 	TargetCluster *ClusterInfo `json:"targetCluster,omitempty"`
+	// HeartbeatTime is when the process running the restore last said it
+	// was alive (in the location's record, while it is InProgress): a
+	// record InProgress whose heartbeat is older than a minute belongs to
+	// a process that was killed.
+	HeartbeatTime *metav1.Time `json:"heartbeatTime,omitempty"`
 	// Retries counts the requests retried after transient failures.
 	Retries *RetryCounts `json:"retries,omitempty"`
 	// ImagesPushed and ImagesFailed count the images pushed from the
@@ -362,6 +388,13 @@ type RestoreStatus struct {
 	// Conditions (server mode): ConditionSucceeded once it ends.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// HookStatus counts the hooks a backup ran: HooksAttempted ran, of which
+// HooksFailed failed (with on-error Continue or Fail).
+type HookStatus struct {
+	HooksAttempted int `json:"hooksAttempted"`
+	HooksFailed    int `json:"hooksFailed"`
 }
 
 // RestoreProgress counts a running restore's items: TotalItems planned,
