@@ -44,6 +44,10 @@ type Options struct {
 	// Verify compares the target with the backup after the restore and
 	// keeps the report in the location (ReportKeys).
 	Verify bool
+	// Resume lets a migration of a name that has run before resume
+	// (Prepare); without it, a backup of that name is refused, as the
+	// hub wants for two Migrations of one name in two namespaces.
+	Resume bool
 	// OnStep, if set, is called as each step starts.
 	OnStep func(Step)
 	Log    *slog.Logger
@@ -133,10 +137,10 @@ func (o *Options) step(s Step) {
 	}
 }
 
-// Run backs up the source, restores into the target and verifies it. A
-// migration run again under its name after an interruption resumes
-// (Prepare): its committed backup is reused and its restore finished. An
-// error means a step could not run at all (the backup's name is taken, the
+// Run backs up the source, restores into the target and verifies it.
+// With Resume, a migration run again under its name after an
+// interruption resumes (Prepare): its committed backup is reused and its
+// restore finished. An error means a step could not run at all (the backup's name is taken, the
 // location cannot be written, the context ended); a step that ran and
 // failed is in the Result (Outcome). A backup that partially failed still
 // goes on to the restore.
@@ -145,9 +149,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{}
-	reused, err := Prepare(ctx, o.Location, o.Name, o.Backup.Spec)
-	if err != nil {
-		return res, err
+	var reused *v1alpha1.Backup
+	var err error
+	if o.Resume {
+		if reused, err = Prepare(ctx, o.Location, o.Name, o.Backup.Spec); err != nil {
+			return res, err
+		}
 	}
 	if reused != nil {
 		// A migration run again after an interruption: its backup is
