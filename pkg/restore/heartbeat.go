@@ -2,8 +2,13 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +59,10 @@ type heartbeat struct {
 func startHeartbeat(ctx context.Context, loc *store.Location, r *v1alpha1.Restore) (*heartbeat, error) {
 	rec := r.DeepCopy()
 	rec.Status.Phase = v1alpha1.PhaseInProgress
+	if rec.Annotations == nil {
+		rec.Annotations = map[string]string{}
+	}
+	rec.Annotations[AnnotationHolder] = holderID(os.Getpid())
 	key := store.RestoreDir(r.Name) + store.RestoreMarker
 	now := metav1.Now()
 	rec.Status.HeartbeatTime = &now
@@ -92,7 +101,8 @@ func (h *heartbeat) Stop() {
 }
 
 // awaitEarlierRun watches the InProgress record prev of an earlier run of
-// restore name for up to HeartbeatStale: if its heartbeat moves, that run
+// restore name for up to HeartbeatStale (not at all when its process ran
+// on this machine and has exited, holderGone): if its heartbeat moves, that run
 // is alive and the error says so; if its record changes to an outcome,
 // that record is returned; otherwise that run was interrupted, and prev is
 // returned for this run to finish.
@@ -102,6 +112,9 @@ func awaitEarlierRun(ctx context.Context, loc *store.Location, name string, prev
 			return time.Time{}
 		}
 		return r.Status.HeartbeatTime.Time
+	}
+	if holderGone(prev) {
+		return prev, nil // its process, on this machine, has exited
 	}
 	first := beat(prev)
 	deadline := time.Now().Add(HeartbeatStale)
@@ -123,4 +136,32 @@ func awaitEarlierRun(ctx context.Context, loc *store.Location, name string, prev
 		}
 	}
 	return prev, nil
+}
+
+// AnnotationHolder, on a restore's InProgress record, names the process
+// running it: host name, PID namespace and PID (holderID).
+const AnnotationHolder = "ferry.dev/holder"
+
+// holderID names process pid of this machine and PID namespace.
+func holderID(pid int) string {
+	host, _ := os.Hostname()
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return host + "/" + ns + "/" + strconv.Itoa(pid)
+}
+
+// holderGone says whether the process that holds record r is known to
+// have exited: it ran on this machine, in this PID namespace, and no
+// process has its PID. Anything else (another machine, a PID in use,
+// perhaps by another program) is not known, and the heartbeat decides.
+func holderGone(r *v1alpha1.Restore) bool {
+	h := r.Annotations[AnnotationHolder]
+	i := strings.LastIndex(h, "/")
+	if i < 0 {
+		return false
+	}
+	pid, err := strconv.Atoi(h[i+1:])
+	if err != nil || pid <= 0 || holderID(pid) != h {
+		return false
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }

@@ -2,6 +2,9 @@ package restore
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +57,28 @@ func TestHeartbeat(t *testing.T) {
 	got.Status.Phase = v1alpha1.PhaseFailed
 	if Interrupted(got, time.Now().Add(time.Hour)) {
 		t.Errorf("a Failed restore shown as interrupted")
+	}
+}
+
+// TestHolderGone: a record held by a process of this machine that has
+// exited is known to be interrupted at once; one held by a live process,
+// or by another machine, is not.
+func TestHolderGone(t *testing.T) {
+	r := v1alpha1.NewRestore("r1")
+	r.Annotations = map[string]string{AnnotationHolder: holderID(os.Getpid())}
+	if holderGone(r) {
+		t.Errorf("this live process taken for gone")
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	r.Annotations[AnnotationHolder] = holderID(cmd.Process.Pid)
+	if !holderGone(r) {
+		t.Errorf("an exited process (pid %d) not taken for gone", cmd.Process.Pid)
+	}
+	r.Annotations[AnnotationHolder] = "another-host/pid:[1]/" + strconv.Itoa(cmd.Process.Pid)
+	if holderGone(r) {
+		t.Errorf("a process of another machine taken for gone")
 	}
 }
