@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -21,10 +22,13 @@ var ErrDone = errors.New("the migration has run already")
 // Prepare decides how migration name starts in loc, with backup spec
 // spec: afresh (nil, nil), or resumed (the committed backup to reuse).
 // A migration run again under its name after it was interrupted (killed,
-// or Ctrl-C) resumes: its committed backup is reused, and its restore,
-// Failed or left InProgress, is finished by a new run of it (restore.Run
-// takes the earlier run's UID, and claims that hold the backup's data
-// keep it). Refused, with the reason:
+// or Ctrl-C) in its restore resumes: its committed backup is reused, and
+// its restore, Failed or left InProgress, is finished by a new run of it
+// (restore.Run takes the earlier run's UID, and claims that hold the
+// backup's data keep it). Refused, with the reason:
+//   - a committed backup of that name with no restore record: no run of
+//     this migration got to its restore, so the backup may be another's
+//     or an old one, and restoring it unasked could move stale data;
 //   - a migration whose restore recorded an outcome other than Failed
 //     (ErrDone);
 //   - a backup that is Incomplete (interrupted before its commit: it holds
@@ -40,6 +44,7 @@ func Prepare(ctx context.Context, loc *store.Location, name string, spec v1alpha
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return nil, err
 	}
+	restoreRan := err == nil
 	b, err := loc.GetBackup(ctx, name)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -51,10 +56,24 @@ func Prepare(ctx context.Context, loc *store.Location, name string, spec v1alpha
 	case b.Status.Phase == v1alpha1.PhaseFailed:
 		return nil, fmt.Errorf("migration %s: backup %s Failed (%s): nothing to restore; remove it with `ferry backup delete %s`, or choose another name", name, name, b.Status.FailureReason, name)
 	}
+	if !restoreRan {
+		// No run of this migration got to its restore: the backup is
+		// another's (ferry backup create), or an old one whose restore was
+		// deleted. Restoring it unasked could move stale data.
+		return nil, fmt.Errorf("migration %s: backup %s is already in %s (%s, completed %s), and no restore of that name ran, so this is no interrupted migration to resume: choose another name, or restore that backup with `ferry restore create %s --from-backup %s`", name, name, loc.URL(), b.Status.Phase, completed(b), name, name)
+	}
 	if diff := specDiff(b.Spec, spec, loc.URL()); diff != "" {
 		return nil, fmt.Errorf("migration %s: backup %s in %s was taken with another spec (%s differs), so it is not resumed: choose another name", name, name, loc.URL(), diff)
 	}
 	return b, nil
+}
+
+// completed is when b completed, for messages.
+func completed(b *v1alpha1.Backup) string {
+	if t := b.Status.CompletionTimestamp; t != nil {
+		return t.UTC().Format(time.RFC3339)
+	}
+	return "at an unknown time"
 }
 
 // specDiff names the fields in which the stored backup's spec differs

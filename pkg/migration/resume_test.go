@@ -30,8 +30,8 @@ func TestPrepare(t *testing.T) {
 	if _, err := Prepare(ctx, loc, "m1", spec); err == nil || !strings.Contains(err.Error(), "Incomplete") || !strings.Contains(err.Error(), "ferry backup delete m1") {
 		t.Fatalf("Incomplete backup: %v", err)
 	}
-	// Committed: reused, whether the restore never started, was killed
-	// (InProgress) or was interrupted (Failed).
+	// Committed: reused when its restore was killed (InProgress) or
+	// interrupted (Failed).
 	b := v1alpha1.NewBackup("m1")
 	b.Spec = spec
 	b.Spec.StorageLocation = loc.URL()
@@ -39,13 +39,15 @@ func TestPrepare(t *testing.T) {
 	if err := loc.PutJSON(ctx, store.BackupDir("m1")+store.BackupMarker, b); err != nil {
 		t.Fatal(err)
 	}
-	for _, phase := range []v1alpha1.Phase{"", v1alpha1.PhaseInProgress, v1alpha1.PhaseFailed} {
-		if phase != "" {
-			r := v1alpha1.NewRestore("m1")
-			r.Status.Phase = phase
-			if err := loc.PutJSON(ctx, store.RestoreDir("m1")+store.RestoreMarker, r); err != nil {
-				t.Fatal(err)
-			}
+	// No restore ran: the backup may be another's or old; not resumed.
+	if _, err := Prepare(ctx, loc, "m1", spec); err == nil || !strings.Contains(err.Error(), "no restore of that name ran") || !strings.Contains(err.Error(), "ferry restore create m1 --from-backup m1") {
+		t.Errorf("committed backup, no restore: %v", err)
+	}
+	for _, phase := range []v1alpha1.Phase{v1alpha1.PhaseInProgress, v1alpha1.PhaseFailed} {
+		r := v1alpha1.NewRestore("m1")
+		r.Status.Phase = phase
+		if err := loc.PutJSON(ctx, store.RestoreDir("m1")+store.RestoreMarker, r); err != nil {
+			t.Fatal(err)
 		}
 		if got, err := Prepare(ctx, loc, "m1", spec); err != nil || got == nil || got.Name != "m1" {
 			t.Errorf("restore %q: %v %v, want the backup reused", phase, got, err)
