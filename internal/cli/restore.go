@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -449,9 +452,33 @@ func (o *restoreDescribeOptions) print(d *restoreDescription) error {
 	keep := func(x report.Result) bool { return x.Outcome == report.Failed || x.Outcome == report.Skipped }
 	if o.details {
 		keep = nil
+	} else {
+		keep = summarizeSkips(w, res)
 	}
 	fmt.Fprintln(w)
 	return res.WriteTable(w, keep)
+}
+
+// summarizeSkips prints, for the skip reasons shared by more than 3 items
+// (events are history, left to controllers, ...), one line with the
+// count, and returns the filter that lists the failed items and the other
+// skipped ones: routine skips must not bury the rest (--details lists
+// every item).
+func summarizeSkips(w io.Writer, res *report.Results) func(report.Result) bool {
+	byReason := map[string]int{}
+	for _, x := range res.Items {
+		if x.Outcome == report.Skipped {
+			byReason[x.Reason]++
+		}
+	}
+	for _, reason := range slices.Sorted(maps.Keys(byReason)) {
+		if n := byReason[reason]; n > 3 {
+			fmt.Fprintf(w, "Skipped: %d items: %s (--details lists them)\n", n, reason)
+		}
+	}
+	return func(x report.Result) bool {
+		return x.Outcome == report.Failed || (x.Outcome == report.Skipped && byReason[x.Reason] <= 3)
+	}
 }
 
 // dryRunVerbs names outcomes as what a dry run says would happen.
