@@ -177,6 +177,11 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	if o.hub.on() {
 		return o.runHub(ctx)
 	}
+	defer func() {
+		if ctx.Err() != nil {
+			fmt.Fprintf(o.stderr, "migrate %s was interrupted: to resume it, run the same command again with --name %s (one interrupted during its backup needs `ferry backup delete %s` first)\n", o.name, o.name, o.name)
+		}
+	}()
 	if o.verify && !o.rspec.DryRun {
 		removeEmpty, err := checkReportDir(o.reportDir)
 		if err != nil {

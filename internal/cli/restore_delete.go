@@ -3,8 +3,12 @@ package cli
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/restore"
 )
 
 // restoreDeleteOptions are restore delete's.
@@ -36,6 +40,9 @@ func (o *restoreDeleteOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer loc.Close()
+	if r, err := loc.GetRestore(ctx, o.name); err == nil && r.Status.Phase == v1alpha1.PhaseInProgress && !restore.Interrupted(r, time.Now()) {
+		return fmt.Errorf("restore %s is running (its record is InProgress, last heartbeat at %s): wait for it to end, or stop it; a record whose heartbeat is over a minute old is Interrupted, and can be deleted", o.name, tsString(r.Status.HeartbeatTime))
+	}
 	if err := loc.DeleteRestore(ctx, o.name); err != nil {
 		return err
 	}

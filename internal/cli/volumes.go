@@ -49,7 +49,7 @@ func (f *volumeFlags) showVolumes(dp *dataProgress) {
 // when nothing of ferry is installed in the cluster.
 func (f *volumeFlags) registerHelpers(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move volume data and by the ferry-restore-wait init container; the only image a target needs to pull. No image is published yet: build and push one from a clone with `make image IMAGE=REGISTRY/ferry:TAG` (IMAGE_INSECURE=1 for a registry without TLS), to a registry both clusters' nodes can pull from, and pass it here")
+	fl.StringVar(&f.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move volume data and by the ferry-restore-wait init container; the only image a target needs to pull. The default is not published yet: build and push one from a clone with 'make image IMAGE=REGISTRY/ferry:TAG' (IMAGE_INSECURE=1 for a registry without TLS), to a registry both clusters' nodes can pull from, and pass it here")
 	fl.StringVar(&f.helperImage, "restore-helper-image", defaultImage(), "")
 	_ = fl.MarkDeprecated("restore-helper-image", "use --helper-image")
 	fl.StringVar(&f.nodePodsDir, "node-pods-dir", volumes.DefaultNodePodsDir, "the kubelet's pods directory on the nodes, which helper pods mount to reach volumes that are not claims (an opted-in emptyDir)")

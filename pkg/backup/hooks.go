@@ -64,7 +64,8 @@ func (r *run) runHooks(hs []podHook, pre bool) error {
 		r.hooksAttempted.Add(1)
 		if res.Err == nil {
 			r.opts.Log.Info("backup hook ran", "phase", hook.Phase, "pod", res.Pod, "container", res.Container, "took", res.Duration)
-			r.results.Notef("%s hook ran in pod %s, container %s: %s (exit 0, %s)", hook.Phase, res.Pod, res.Container, strings.Join(res.Command, " "), res.Duration.Round(time.Millisecond))
+			// The program only: a hook's arguments may hold a credential.
+			r.results.Notef("%s hook ran in pod %s, container %s: %s (exit 0, %s)", hook.Phase, res.Pod, res.Container, program(res.Command), res.Duration.Round(time.Millisecond))
 			continue
 		}
 		r.hooksFailed.Add(1)
@@ -82,4 +83,13 @@ func (r *run) runHooks(hs []podHook, pre bool) error {
 		return fmt.Errorf("%s", strings.Join(failed, "; "))
 	}
 	return nil
+}
+
+// program is the program a hook's command runs (its first word), for
+// notes that must not print the arguments.
+func program(cmd []string) string {
+	if len(cmd) == 0 || len(strings.Fields(cmd[0])) == 0 {
+		return "(no command)"
+	}
+	return strings.Fields(cmd[0])[0] + " ..."
 }

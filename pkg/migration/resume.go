@@ -22,15 +22,15 @@ var ErrDone = errors.New("the migration has run already")
 // Prepare decides how migration name starts in loc, with backup spec
 // spec: afresh (nil, nil), or resumed (the committed backup to reuse).
 // A migration run again under its name after it was interrupted (killed,
-// or Ctrl-C) in its restore resumes: its committed backup is reused, and
-// its restore, Failed or left InProgress, is finished by a new run of it
+// or Ctrl-C) in its restore, or whose restore PartiallyFailed (a claim's
+// helper could not run, say) and whose cause was fixed, resumes: its
+// committed backup is reused, and its restore is finished by a new run of it
 // (restore.Run takes the earlier run's UID, and claims that hold the
 // backup's data keep it). Refused, with the reason:
 //   - a committed backup of that name with no restore record: no run of
 //     this migration got to its restore, so the backup may be another's
 //     or an old one, and restoring it unasked could move stale data;
-//   - a migration whose restore recorded an outcome other than Failed
-//     (ErrDone);
+//   - a migration whose restore Completed (ErrDone);
 //   - a backup that is Incomplete (interrupted before its commit: it holds
 //     no restorable data, and may still be written by a live run) or
 //     Failed;
@@ -39,7 +39,7 @@ var ErrDone = errors.New("the migration has run already")
 func Prepare(ctx context.Context, loc *store.Location, name string, spec v1alpha1.BackupSpec) (*v1alpha1.Backup, error) {
 	r, err := loc.GetRestore(ctx, name)
 	switch {
-	case err == nil && r.Status.Phase != v1alpha1.PhaseFailed && r.Status.Phase != v1alpha1.PhaseInProgress:
+	case err == nil && r.Status.Phase == v1alpha1.PhaseCompleted:
 		return nil, fmt.Errorf("migration %s: %w: its restore is %s in %s; choose another name", name, ErrDone, r.Status.Phase, loc.URL())
 	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return nil, err
@@ -50,11 +50,11 @@ func Prepare(ctx context.Context, loc *store.Location, name string, spec v1alpha
 	case errors.Is(err, store.ErrNotFound):
 		return nil, nil
 	case errors.Is(err, store.ErrIncomplete):
-		return nil, fmt.Errorf("migration %s: backup %s is Incomplete in %s: a run was interrupted during its backup, which cannot be resumed (or one is still running); remove it with `ferry backup delete %s`, then run the migration again", name, name, loc.URL(), name)
+		return nil, fmt.Errorf("migration %s: backup %s is Incomplete in %s: a run was interrupted during its backup, which cannot be resumed (or a run is still backing up: then wait for it); once no run writes it, remove it with `ferry backup delete %s --storage %s` and run the migration again", name, name, loc.URL(), name, loc.URL())
 	case err != nil:
 		return nil, err
 	case b.Status.Phase == v1alpha1.PhaseFailed:
-		return nil, fmt.Errorf("migration %s: backup %s Failed (%s): nothing to restore; remove it with `ferry backup delete %s`, or choose another name", name, name, b.Status.FailureReason, name)
+		return nil, fmt.Errorf("migration %s: backup %s Failed (%s): nothing to restore; remove it with `ferry backup delete %s --storage %s`, or choose another name", name, name, orUnknown(b.Status.FailureReason), name, loc.URL())
 	}
 	if !restoreRan {
 		// No run of this migration got to its restore: the backup is
@@ -66,6 +66,13 @@ func Prepare(ctx context.Context, loc *store.Location, name string, spec v1alpha
 		return nil, fmt.Errorf("migration %s: backup %s in %s was taken with another spec (%s differs), so it is not resumed: choose another name", name, name, loc.URL(), diff)
 	}
 	return b, nil
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "no reason recorded"
+	}
+	return s
 }
 
 // completed is when b completed, for messages.

@@ -27,7 +27,7 @@ func TestPrepare(t *testing.T) {
 	if err := loc.PutJSON(ctx, store.BackupDir("m1")+store.BackupStartedMarker, v1alpha1.NewBackup("m1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Prepare(ctx, loc, "m1", spec); err == nil || !strings.Contains(err.Error(), "Incomplete") || !strings.Contains(err.Error(), "ferry backup delete m1") {
+	if _, err := Prepare(ctx, loc, "m1", spec); err == nil || !strings.Contains(err.Error(), "Incomplete") || !strings.Contains(err.Error(), "ferry backup delete m1 --storage "+loc.URL()) {
 		t.Fatalf("Incomplete backup: %v", err)
 	}
 	// Committed: reused when its restore was killed (InProgress) or
@@ -43,7 +43,7 @@ func TestPrepare(t *testing.T) {
 	if _, err := Prepare(ctx, loc, "m1", spec); err == nil || !strings.Contains(err.Error(), "no restore of that name ran") || !strings.Contains(err.Error(), "ferry restore create m1 --from-backup m1") {
 		t.Errorf("committed backup, no restore: %v", err)
 	}
-	for _, phase := range []v1alpha1.Phase{v1alpha1.PhaseInProgress, v1alpha1.PhaseFailed} {
+	for _, phase := range []v1alpha1.Phase{v1alpha1.PhaseInProgress, v1alpha1.PhaseFailed, v1alpha1.PhasePartiallyFailed} {
 		r := v1alpha1.NewRestore("m1")
 		r.Status.Phase = phase
 		if err := loc.PutJSON(ctx, store.RestoreDir("m1")+store.RestoreMarker, r); err != nil {
@@ -59,7 +59,7 @@ func TestPrepare(t *testing.T) {
 	}
 	// Done: refused.
 	r := v1alpha1.NewRestore("m1")
-	r.Status.Phase = v1alpha1.PhasePartiallyFailed
+	r.Status.Phase = v1alpha1.PhaseCompleted
 	if err := loc.PutJSON(ctx, store.RestoreDir("m1")+store.RestoreMarker, r); err != nil {
 		t.Fatal(err)
 	}

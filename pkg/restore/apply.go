@@ -340,8 +340,8 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 		cleared = append(cleared, clearTakenNodePorts(u, err, try == 2)...)
 		created, err = a.create(ctx, res, u)
 	}
-	if err != nil {
-		it.adopt = nil // only a claim this restore created is adopted
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		it.adopt = nil // only a claim this restore created is adopted (existing checks an existing one)
 	}
 	switch {
 	case err == nil:
@@ -465,11 +465,18 @@ func (a *applier) exists(ctx context.Context, client dynamic.ResourceInterface, 
 
 // existing handles an object that is already in the target.
 func (a *applier) existing(ctx context.Context, it *Item, client dynamic.ResourceInterface, desired *unstructured.Unstructured, res kube.Resource, changes []string) report.Result {
+	adopt := it.adopt
+	it.adopt = nil
 	cur, err := client.Get(ctx, desired.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return report.Result{Outcome: report.Failed, Version: res.Version, Reason: "exists", Message: "exists in the target but cannot be read: " + err.Error()}
 	}
 	it.setTargetUID(string(cur.GetUID()))
+	if cur.GetLabels()[v1alpha1.LabelRestore] == transform.LabelValue(a.opts.Name) {
+		// Made by an earlier run of this restore, killed before it adopted
+		// its claims: adopted now. The target's own objects keep their owners.
+		it.adopt = adopt
+	}
 	d := comparable(desired)
 	same, where := contains(liveForCompare(cur).Object, d.Object, "")
 	if same {

@@ -192,8 +192,9 @@ func skipDataPVs(p *Plan, rec *volumes.BackupRecord, po *PodVolumeOptions) {
 // claim it mounts (through its pod template, or a StatefulSet's
 // volumeClaimTemplates) did not get its data, and a workload started on
 // an empty claim would write over what the restore should have brought.
-// Restore again (`ferry restore delete`, then the same restore) once the
-// cause is fixed: the claim is filled and the workload created then.
+// Run the same restore (or migrate) again once the cause is fixed: a
+// PartiallyFailed restore may run again under its name, and the claim is
+// filled and the workload created then.
 func holdWorkloads(out []volumes.PodVolumeRestore, o *Options) func(*Item) string {
 	failed := map[string]string{} // target namespace/claim -> error
 	for _, r := range out {
@@ -213,7 +214,7 @@ func holdWorkloads(out []volumes.PodVolumeRestore, o *Options) func(*Item) strin
 				if strings.Contains(why, volumes.ErrKeptExisting.Error()) {
 					return fmt.Sprintf("not created: its claim %s/%s was already in the target without this backup's data, and existingVolumeDataPolicy keep kept it; restore with policy write to bring the data, or remove the claim", ns, c)
 				}
-				return fmt.Sprintf("not created: the data of its claim %s/%s was not restored (see the restore's errors); restore again once that is fixed", ns, c)
+				return fmt.Sprintf("not created: the data of its claim %s/%s was not restored (see the restore's errors); run the same restore again once that is fixed", ns, c)
 			}
 		}
 		return ""

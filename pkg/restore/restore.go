@@ -241,8 +241,9 @@ func (o *Options) defaults() {
 }
 
 // newRecord starts the record of restore opts.Name, refusing a name a
-// restore that did not fail already has in loc. prev is the earlier run
-// of a Failed or interrupted restore of that name, or nil: this run takes
+// restore that Completed already has in loc. prev is the earlier run of a
+// Failed, PartiallyFailed or interrupted restore of that name, or nil:
+// this run takes
 // over its UID, so that what it did (claims it filled, pods that wait for
 // its done-markers) counts as this run's. An earlier run whose record is
 // InProgress is watched (awaitEarlierRun): one that is alive is not
@@ -261,11 +262,13 @@ func newRecord(ctx context.Context, cluster *kube.Cluster, loc *store.Location, 
 		prev = nil
 	case err == nil && prev.Status.Phase == v1alpha1.PhaseInProgress:
 		opts.Log.Info("the earlier run of this restore was interrupted (its heartbeat stopped): finishing it", "restore", opts.Name)
-	case err == nil && prev.Status.Phase != v1alpha1.PhaseFailed:
-		return nil, nil, fmt.Errorf("restore %q already exists in %s", opts.Name, loc.URL())
+	case err == nil && prev.Status.Phase != v1alpha1.PhaseFailed && prev.Status.Phase != v1alpha1.PhasePartiallyFailed:
+		return nil, nil, fmt.Errorf("restore %q already exists in %s (%s)", opts.Name, loc.URL(), prev.Status.Phase)
 	case err == nil:
-		// A Failed or interrupted restore may be run again under its name:
-		// what it applied comes out unchanged.
+		// A Failed, PartiallyFailed or interrupted restore may be run again
+		// under its name once the cause is fixed: what it applied comes out
+		// unchanged, and what failed (a claim whose helper could not run, a
+		// workload held back for it) is done now.
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, nil, err
 	default:
@@ -395,8 +398,15 @@ func fail(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results
 	r.Status.CompletionTimestamp = &now
 	r.Status.Errors = 1
 	results.Errorf("%v", err)
+	if ctx.Err() != nil {
+		r.Status.FailureReason = "interrupted: " + err.Error() + "; run the same restore again to finish it"
+	}
 	if !r.Spec.DryRun {
-		_ = save(ctx, loc, r, results)
+		// Written also when ctx was canceled (Ctrl-C): the record must not
+		// stay InProgress.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = save(sctx, loc, r, results)
 	}
 	return r, results, err
 }

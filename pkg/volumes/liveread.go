@@ -38,8 +38,9 @@ type liveRead struct {
 	changed  map[string]bool
 	failed   error
 	cancel   func()
-	// seen, if set, are paths that a later pass records as read after all
-	// (a file that vanished and came back).
+	// seen, if set, are the paths that vanished in the first pass; the
+	// second removes those it reads after all (a file or directory that
+	// came back).
 	seen map[string]bool
 }
 
@@ -113,27 +114,34 @@ func namedPaths(paths []string, n int64) string {
 // the unchanged files are taken from the first pass). The result's live
 // record is the last pass's, with the first pass's vanished entries that
 // the second did not find again.
-func uploadLive(ctx context.Context, w repo.RepositoryWriter, root fs.Directory, src snapshot.SourceInfo, previous []*snapshot.Manifest, progress Progress) (*snapshot.Manifest, *liveRead, error) {
+//
+// The progress reported is the first pass's (the second re-reads a few
+// files), and cachedFiles counts the files the first pass took unchanged
+// from the real parent.
+func uploadLive(ctx context.Context, w repo.RepositoryWriter, root fs.Directory, src snapshot.SourceInfo, previous []*snapshot.Manifest, progress Progress) (man *snapshot.Manifest, live *liveRead, cachedFiles int64, err error) {
 	var first *liveRead
 	for pass := 1; ; pass++ {
-		live := &liveRead{}
+		live = &liveRead{}
 		if first != nil {
 			live.seen = first.vanished
+			progress = nil
 		}
 		u := upload.NewUploader(w)
 		u.DisableIgnoreRules = true
 		u.CheckpointInterval = 0
 		live.cancel = u.Cancel
 		u.Progress = &uploadProgress{report: progress, live: live}
-		man, err := u.Upload(withLiveRead(ctx, live), root, snapshotPolicy(), src, previous...)
-		if err != nil {
-			return nil, nil, err
+		if man, err = u.Upload(withLiveRead(ctx, live), root, snapshotPolicy(), src, previous...); err != nil {
+			return nil, nil, 0, err
 		}
 		if live.failed != nil {
-			return nil, nil, fmt.Errorf("reading %w (nothing of the volume was saved)", live.failed)
+			return nil, nil, 0, fmt.Errorf("reading %w (nothing of the volume was saved)", live.failed)
 		}
 		if man.IncompleteReason != "" {
-			return nil, nil, fmt.Errorf("snapshot incomplete: %s", man.IncompleteReason)
+			return nil, nil, 0, fmt.Errorf("snapshot incomplete: %s", man.IncompleteReason)
+		}
+		if pass == 1 {
+			cachedFiles = int64(man.Stats.CachedFiles)
 		}
 		if first != nil {
 			for p := range live.seen { // vanished in the first pass, not read in this one
@@ -144,7 +152,7 @@ func uploadLive(ctx context.Context, w repo.RepositoryWriter, root fs.Directory,
 			}
 		}
 		if len(live.changed) == 0 || pass == 2 {
-			return man, live, nil
+			return man, live, cachedFiles, nil
 		}
 		first, previous = live, []*snapshot.Manifest{man}
 	}
@@ -181,6 +189,9 @@ func (d liveDir) Iterate(ctx context.Context) (fs.DirectoryIterator, error) {
 	it, err := d.Directory.Iterate(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if l := liveFrom(ctx); l != nil {
+		l.read(d.rel) // a directory that vanished in the first pass is back
 	}
 	return liveIterator{DirectoryIterator: it, dir: d}, nil
 }

@@ -195,7 +195,7 @@ func TestSnapshotVanishedOnOpen(t *testing.T) {
 	var live *liveRead
 	var files int64
 	err = repo.WriteSession(ctx, r.rep, repo.WriteSessionOptions{Purpose: "test"}, func(ctx context.Context, w repo.RepositoryWriter) error {
-		man, l, err := uploadLive(ctx, w, liveDir{Directory: vanishing{root}}, sourceInfo("pvc/t/v"), nil, nil)
+		man, l, _, err := uploadLive(ctx, w, liveDir{Directory: vanishing{root}}, sourceInfo("pvc/t/v"), nil, nil)
 		if err == nil {
 			live, files = l, man.RootEntry.DirSummary.TotalFileCount
 		}

@@ -135,10 +135,11 @@ func (r *Repository) Snapshot(ctx context.Context, dir, identity string, tags ma
 		if len(previous) > 0 {
 			res.ParentSnapshotID = string(previous[0].ID)
 		}
-		man, live, err := uploadLive(ctx, w, withoutMarkers{liveDir{Directory: entry}}, src, previous, progress)
+		man, live, cached, err := uploadLive(ctx, w, withoutMarkers{liveDir{Directory: entry}}, src, previous, progress)
 		if err != nil {
 			return err
 		}
+		res.CachedFiles = cached
 		res.Vanished, res.VanishedPaths = int64(len(live.vanished)), sortedPaths(live.vanished)
 		res.Changed, res.ChangedPaths = int64(len(live.changed)), sortedPaths(live.changed)
 		man.Tags = map[string]string{TagIdentity: identity}
@@ -155,7 +156,6 @@ func (r *Repository) Snapshot(ctx context.Context, dir, identity string, tags ma
 		if ds := man.RootEntry.DirSummary; ds != nil {
 			res.Bytes, res.Files = ds.TotalFileSize, ds.TotalFileCount
 		}
-		res.CachedFiles = int64(man.Stats.CachedFiles)
 		return nil
 	})
 	if err != nil {
