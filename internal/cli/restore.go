@@ -449,10 +449,8 @@ func (o *restoreDescribeOptions) print(d *restoreDescription) error {
 	if len(d.volumes) > 0 {
 		printRestoreVolumes(w, d.volumes)
 	}
-	keep := func(x report.Result) bool { return x.Outcome == report.Failed || x.Outcome == report.Skipped }
-	if o.details {
-		keep = nil
-	} else {
+	var keep func(report.Result) bool // --details: every item
+	if !o.details {
 		keep = summarizeSkips(w, res)
 	}
 	fmt.Fprintln(w)
