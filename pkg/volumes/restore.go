@@ -9,7 +9,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"log/slog"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/kopia/kopia/repo/manifest"
@@ -69,9 +71,11 @@ func markerSnapshots(dir string, uids []string) map[string]string {
 // markers of other snapshots are removed once this one's is written, so
 // the claim names the one snapshot it holds.
 func (r *Repository) RestoreClaim(ctx context.Context, id, dir, restoreUID string, pol ClaimPolicy, progress Progress) (*RestoreResult, error) {
-	if err := checkDir(dir, id); err != nil {
+	unlock, err := lockVolume(ctx, dir, id)
+	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	uids, err := markerState(dir)
 	if err != nil {
 		return nil, fmt.Errorf("restoring snapshot %s: %w", id, err)
@@ -127,7 +131,7 @@ func markerState(dir string) ([]string, error) {
 	}
 	var uids []string
 	for _, e := range ents {
-		if e.Type().IsRegular() && !strings.HasSuffix(e.Name(), ".tmp") {
+		if e.Type().IsRegular() && !strings.HasSuffix(e.Name(), ".tmp") && !strings.HasPrefix(e.Name(), ".") {
 			uids = append(uids, e.Name())
 		}
 	}
@@ -159,9 +163,11 @@ func (r *Repository) loadSnapshot(ctx context.Context, id string) (*snapshot.Man
 // restored; runs of zeros become holes again with SparseFiles. On error the staging folder is removed and no marker is
 // written: the pod's ferry-restore-wait init container keeps waiting.
 func (r *Repository) Restore(ctx context.Context, id, dir, restoreUID string, progress Progress) (*RestoreResult, error) {
-	if err := checkDir(dir, id); err != nil {
+	unlock, err := lockVolume(ctx, dir, id)
+	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	done, err := markerState(dir)
 	if err != nil {
 		return nil, fmt.Errorf("restoring snapshot %s: %w", id, err)
@@ -254,6 +260,48 @@ func (r *Repository) restore(ctx context.Context, id, dir, restoreUID string, pr
 		return nil, err
 	}
 	return &RestoreResult{SnapshotID: id, Bytes: stats.RestoredTotalFileSize, Files: int64(stats.RestoredFileCount), Duration: Duration(time.Since(start))}, nil
+}
+
+// lockVolume takes the volume at dir, where snapshot id is to be
+// restored, for this process: an exclusive flock(2) on the marker
+// folder dir/.ferry, waited for (until ctx ends) while another writer holds
+// it. Two restores of one volume at once (the helper pod of a run that was
+// killed, still at work, and the rerun's) would each remove the other's
+// staging folder as stale; with the lock the second reads the done-marker
+// the first wrote, or writes after it. A file system without flock is
+// written without the lock.
+func lockVolume(ctx context.Context, dir, id string) (unlock func(), err error) {
+	if err := checkDir(dir, id); err != nil {
+		return nil, err
+	}
+	if _, err := markerState(dir); err != nil { // refuses a .ferry symlink
+		return nil, fmt.Errorf("restoring snapshot %s: %w", id, err)
+	}
+	md := filepath.Join(dir, v1alpha1.DoneMarkerDir)
+	if err := os.MkdirAll(md, 0o755); err != nil {
+		return nil, fmt.Errorf("restoring snapshot %s: %w", id, err)
+	}
+	f, err := os.Open(md) // the marker folder itself is locked: no file is left behind
+	if err != nil {
+		return nil, fmt.Errorf("restoring snapshot %s: %w", id, err)
+	}
+	for waited := false; ; waited = true {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { _ = f.Close() }, nil // closing releases the lock
+		case !errors.Is(err, syscall.EWOULDBLOCK):
+			return func() { _ = f.Close() }, nil // no flock here
+		case !waited:
+			slog.Info("another restore is writing this volume: waiting for it", "dir", dir)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("restoring snapshot %s into %s: another restore is writing the volume (it holds the lock of %s), and this one stopped waiting: %w", id, dir, md, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // checkDir checks that dir, where snapshot id is to be restored, is a

@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/volumes/volumetest"
 )
 
 // TestRestoreClaimByMarker: what a claim holds is read from its
@@ -76,5 +79,51 @@ func TestRestoreClaimByMarker(t *testing.T) {
 	write(pre, "other.txt", "mine")
 	if _, err := r.RestoreClaim(ctx, s2.SnapshotID, pre, "third", ClaimPolicy{}, nil); err != nil || read(pre, "db.txt") != "v2" || read(pre, "other.txt") != "mine" {
 		t.Fatalf("claim with data and no marker: %v, db.txt %q other.txt %q", err, read(pre, "db.txt"), read(pre, "other.txt"))
+	}
+}
+
+// TestRestoreClaimConcurrent: two restores of one claim at once (a killed
+// run's helper pod still at work, and the rerun's) no longer remove each
+// other's staging folders: one writes, the other waits for its lock and
+// then finds the snapshot's done-marker.
+func TestRestoreClaimConcurrent(t *testing.T) {
+	ctx := context.Background()
+	loc, _ := openTestStore(t)
+	r := openTestRepo(t, loc, true)
+	src := t.TempDir()
+	if _, err := volumetest.MakeTree(src, volumetest.TreeOptions{BigFile: 32 << 20, SmallFiles: 200, Seed: 9}); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := r.Snapshot(ctx, src, "pvc/ns/data", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := t.TempDir()
+	type out struct {
+		res *RestoreResult
+		err error
+	}
+	ch := make(chan out, 2)
+	for _, uid := range []string{"killed-run", "rerun"} {
+		go func() {
+			res, err := r.RestoreClaim(ctx, snap.SnapshotID, claim, uid, ClaimPolicy{}, nil)
+			ch <- out{res, err}
+		}()
+	}
+	already := 0
+	for range 2 {
+		o := <-ch
+		if o.err != nil {
+			t.Fatalf("concurrent restore of one claim: %v", o.err)
+		}
+		if o.res.AlreadyRestored {
+			already++
+		}
+	}
+	if already != 1 {
+		t.Errorf("%d of 2 concurrent restores found the data there, want 1", already)
+	}
+	if diffs, err := volumetest.Compare(src, claim, v1alpha1.DoneMarkerDir); err != nil || len(diffs) > 0 {
+		t.Errorf("claim after two concurrent restores: %v %v", diffs, err)
 	}
 }
