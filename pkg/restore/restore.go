@@ -243,9 +243,8 @@ func (o *Options) defaults() {
 // newRecord starts the record of restore opts.Name, refusing a name a
 // restore that Completed already has in loc. prev is the earlier run of a
 // Failed, PartiallyFailed or interrupted restore of that name, or nil:
-// this run takes
-// over its UID, so that what it did (claims it filled, pods that wait for
-// its done-markers) counts as this run's. An earlier run whose record is
+// this run takes over its UID, so that what it did (claims it filled,
+// pods that wait for its done-markers) counts as this run's. An earlier run whose record is
 // InProgress is watched (awaitEarlierRun): one that is alive is not
 // raced, one that was killed is finished.
 func newRecord(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts *Options) (r, prev *v1alpha1.Restore, err error) {
