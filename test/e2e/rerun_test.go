@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -124,14 +122,7 @@ func interruptRestore(t *testing.T, e *env, dst kubernetes.Interface, n int) (in
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	cmd := exec.Command(ferryBin, "restore", "create", "rr", "--from-backup", "rr", "--kubeconfig", e.kubeconfig, "--context", "dst", "--storage", e.storage)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
+	cmd, stderr, done := startFerry(t, nil, "restore", "create", "rr", "--from-backup", "rr", "--kubeconfig", e.kubeconfig, "--context", "dst", "--storage", e.storage)
 	for seen := 0; seen < n; {
 		select {
 		case ev, ok := <-w.ResultChan():

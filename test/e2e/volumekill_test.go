@@ -24,16 +24,7 @@ func (e *volumeEnv) startMigrate(t *testing.T, name, target string) (*exec.Cmd, 
 	args := []string{"migrate", "--name", name, "--kubeconfig", e.kubeconfig, "--from-context", "src", "--to-context", "dst", "--storage", e.location,
 		"--include-namespaces", "big", "--namespace-mappings", "big:" + target, "--exclude-resources", "persistentvolumes",
 		"--repository-password-file", e.password, "--helper-image", e.image, "--verify=false"}
-	cmd := exec.Command(ferryBin, args...)
-	cmd.Env = append(cmd.Environ(), e.env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	return cmd, &stderr, done
+	return startFerry(t, e.env, args...)
 }
 
 // waitHelperRunning waits until a helper pod of purpose runs in c, or the
