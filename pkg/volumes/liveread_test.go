@@ -217,3 +217,30 @@ func TestSnapshotVanishedOnOpen(t *testing.T) {
 		t.Errorf("warning %q", w)
 	}
 }
+
+// TestLiveReadDirectoryBack: a directory that vanished in the first pass
+// and is read in the second is not reported as vanished.
+func TestLiveReadDirectoryBack(t *testing.T) {
+	src := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "back"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := localfs.Directory(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := &liveRead{seen: map[string]bool{"back": true, "gone": true}}
+	ctx := withLiveRead(context.Background(), live)
+	e, err := liveDir{Directory: root}.Child(ctx, "back")
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := e.(fs.Directory).Iterate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it.Close()
+	if live.seen["back"] || !live.seen["gone"] {
+		t.Errorf("after reading back/: still to report %v, want only gone", live.seen)
+	}
+}
