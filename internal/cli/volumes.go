@@ -16,6 +16,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/retention"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumehelpers"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -203,34 +204,21 @@ func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, c
 // deleteBackup deletes backup name and then the kopia snapshots of every
 // backup no longer in the location (this one, and any an interrupted
 // delete left), and runs the repository's maintenance, which removes the
-// data no remaining snapshot uses. A backup with volume data needs the
-// repository password; without it nothing is deleted.
+// data no remaining snapshot uses (pkg/retention). A backup with volume
+// data needs the repository password; without it nothing is deleted.
 func (f *volumeFlags) deleteBackup(ctx context.Context, loc *store.Location, name string) (int, error) {
-	hasVolumes, err := loc.Exists(ctx, store.BackupVolumesKey(name))
+	res, err := retention.Delete(ctx, loc, retention.Request{Name: name, Strict: true,
+		Repository: func(ctx context.Context) (*volumes.Repository, error) { return f.openRepository(ctx, loc, false) }})
 	if err != nil {
-		return 0, err
-	}
-	if rec, err := volumes.LoadBackupRecord(ctx, loc, name); err == nil && rec != nil && rec.Snapshots() == 0 {
-		hasVolumes = false // a record of skipped or failed volumes only
-	}
-	var repo *volumes.Repository
-	if hasVolumes {
-		if repo, err = f.openRepository(ctx, loc, false); err != nil {
-			return 0, fmt.Errorf("backup %s holds pod volume data, whose snapshots are deleted with it: %w", name, err)
+		if res != nil {
+			return res.Snapshots, err
 		}
-		defer repo.Close(context.WithoutCancel(ctx))
-	}
-	if err := loc.DeleteBackup(ctx, name); err != nil {
 		return 0, err
 	}
-	if repo == nil {
-		return 0, nil
+	if res.Folder == retention.FolderGone {
+		return 0, fmt.Errorf("backup %q in %s: %w", name, loc.URL(), store.ErrNotFound)
 	}
-	n, err := repo.PruneDeletedBackups(ctx, loc)
-	if err != nil {
-		return n, fmt.Errorf("backup %s deleted, but its volume data was not all cleaned up (run the delete of another backup, or this one again, to retry): %w", name, err)
-	}
-	return n, nil
+	return res.Snapshots, nil
 }
 
 // volumeVerify is the verification of one pod volume's snapshot.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/retention"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -34,8 +35,9 @@ import (
 // because the name was taken in the store, or a store folder written
 // since by someone else, never loses another backup's data: the Backup
 // alone is deleted, with a Warning event. With a repository password,
-// the kopia snapshots of the deleted backup go too
-// (volumes.Repository.PruneDeletedBackups).
+// the kopia snapshots of the deleted backup go too, also when its folder
+// was deleted out of band; pkg/retention does the deleting, as for the
+// CLI and the hub.
 type GCReconciler struct {
 	Client    ctrl.Client
 	APIReader ctrl.Reader
@@ -48,16 +50,9 @@ type GCReconciler struct {
 	Events             events.EventRecorder
 }
 
-// Expiration returns when b expires, or nil.
+// Expiration returns when b expires, or nil (retention.Expiration).
 func Expiration(b *v1alpha1.Backup) *metav1.Time {
-	if b.Status.Expiration != nil {
-		return b.Status.Expiration
-	}
-	if ttl := b.Spec.TTL; ttl != nil && ttl.Duration > 0 && b.Status.StartTimestamp != nil {
-		t := metav1.NewTime(b.Status.StartTimestamp.Add(ttl.Duration))
-		return &t
-	}
-	return nil
+	return retention.Expiration(b.Status.Expiration, b.Status.StartTimestamp, b.Spec.TTL)
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -75,12 +70,7 @@ func (r *GCReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if exp == nil || b.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
-	now := r.Clock.Now()
-	if now.Before(exp.Time) {
-		wait := exp.Sub(now)
-		if r.MaxWait > 0 && wait > r.MaxWait {
-			wait = r.MaxWait
-		}
+	if due, wait := retention.Due(exp.Time, r.Clock.Now(), r.MaxWait); !due {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	bsl, err := storagelocation.Resolve(ctx, r.Client, b.Namespace, locationOf(b))
@@ -92,41 +82,23 @@ func (r *GCReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
 	}
 	defer loc.Close()
-	stored, err := loc.GetBackup(ctx, b.Name)
+	res, err := retention.Delete(ctx, loc, retention.Request{Name: b.Name,
+		Owns:          func(stored *v1alpha1.Backup) bool { return owns(b, stored) },
+		HadVolumeData: b.Status.PodVolumes != nil && b.Status.PodVolumes.Completed > 0,
+		Repository:    r.repository(loc)})
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		// Deleted already (by another cluster's GC sharing the location,
-		// perhaps without the password): its snapshots may be left.
-		if pv := b.Status.PodVolumes; pv != nil && pv.Completed > 0 {
-			r.pruneVolumes(ctx, loc, b)
-		}
-	case err != nil && !errors.Is(err, store.ErrIncomplete):
-		return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
-	case err != nil && stored.UID == "" && b.Status.PodVolumes != nil && b.Status.PodVolumes.Completed > 0:
-		// Neither marker left, some files: another cluster's GC is deleting
-		// the folder (markers first). Once it is gone, the case above
-		// prunes the volume snapshots; deleting the Backup now would leave
-		// them behind.
+	case errors.Is(err, retention.ErrBeingDeleted):
 		return reconcile.Result{RequeueAfter: time.Second}, nil
-	case !owns(b, stored):
-		r.Log.Warn("expired backup: the store folder of that name holds another backup; only the Backup object is deleted", "backup", b.Name, "storeUID", stored.UID, "uid", b.UID)
-		event(r.Events, b, true, "StoreFolderKept", "Expire", "expired; the store folder %s holds another backup of the same name (UID %s), which is kept", b.Name, stored.UID)
-	default:
-		hasVolumes, err := loc.Exists(ctx, store.BackupVolumesKey(b.Name))
-		if err != nil {
-			return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
-		}
-		// Another cluster's GC may be deleting the same folder (its record
-		// first gone): the Backup's status says it had volume data too.
-		if pv := b.Status.PodVolumes; pv != nil && pv.Completed > 0 {
-			hasVolumes = true
-		}
-		if err := loc.DeleteBackup(ctx, b.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
-		}
-		if hasVolumes {
-			r.pruneVolumes(ctx, loc, b)
-		}
+	case err != nil:
+		return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
+	case res.Folder == retention.FolderKeptOther:
+		r.Log.Warn("expired backup: the store folder of that name holds another backup; only the Backup object is deleted", "backup", b.Name, "storeUID", res.Stored.UID, "uid", b.UID)
+		event(r.Events, b, true, "StoreFolderKept", "Expire", "expired; the store folder %s holds another backup of the same name (UID %s), which is kept", b.Name, res.Stored.UID)
+	case res.VolumeError != nil:
+		r.Log.Warn("expired backup: volume snapshots not deleted", "backup", b.Name, "err", res.VolumeError)
+		event(r.Events, b, true, "VolumeDataKept", "Expire", "%v", res.VolumeError)
+	case res.Snapshots > 0:
+		r.Log.Info("expired backup: volume snapshots deleted", "backup", b.Name, "snapshots", res.Snapshots)
 	}
 	r.Log.Info("expired backup deleted", "backup", b.Name, "expired", exp.UTC().Format(time.RFC3339))
 	return reconcile.Result{}, ctrl.IgnoreNotFound(r.Client.Delete(ctx, b))
@@ -143,23 +115,12 @@ func owns(b, stored *v1alpha1.Backup) bool {
 	return stored.UID == b.UID || types.UID(b.Annotations[AnnotationStoreUID]) == stored.UID
 }
 
-// pruneVolumes deletes the kopia snapshots of backups no longer in loc.
-// Failures are warnings: the next delete (GC, or ferry backup delete)
-// prunes what this one left.
-func (r *GCReconciler) pruneVolumes(ctx context.Context, loc *store.Location, b *v1alpha1.Backup) {
-	if r.RepositoryPassword == "" {
-		event(r.Events, b, true, "VolumeDataKept", "Expire", "the backup's pod volume snapshots were not deleted: the server has no volume repository password")
-		return
-	}
-	repo, err := volumes.Open(ctx, loc, r.RepositoryPassword, volumes.OpenOptions{})
-	if err == nil {
-		defer repo.Close(context.WithoutCancel(ctx))
-		var n int
-		if n, err = repo.PruneDeletedBackups(ctx, loc); err == nil {
-			r.Log.Info("expired backup: volume snapshots deleted", "backup", b.Name, "snapshots", n)
-			return
+// repository opens loc's volume repository with the server's password.
+func (r *GCReconciler) repository(loc *store.Location) func(context.Context) (*volumes.Repository, error) {
+	return func(ctx context.Context) (*volumes.Repository, error) {
+		if r.RepositoryPassword == "" {
+			return nil, errors.New("the server has no volume repository password")
 		}
+		return volumes.Open(ctx, loc, r.RepositoryPassword, volumes.OpenOptions{Log: r.Log})
 	}
-	r.Log.Warn("expired backup: volume snapshots not deleted", "backup", b.Name, "err", err)
-	event(r.Events, b, true, "VolumeDataKept", "Expire", "the backup's pod volume snapshots were not deleted: %v", err)
 }

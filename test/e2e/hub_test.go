@@ -28,6 +28,8 @@ import (
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/hub/controller"
+	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // hubProc is a `ferry hub` child process on its data dir.
@@ -464,6 +466,85 @@ func TestHubWorkloadVolumes(t *testing.T) {
 			t.Errorf("%s: target's data has checksums\n%s\nwant the source's\n%s", k, got[k], w)
 		}
 	}
+	checkHubExpiryPrunes(ctx, t, e, h, "shop")
 	noHelperLeft(ctx, t, e.src)
 	noHelperLeft(ctx, t, e.dst)
+}
+
+// checkHubExpiryPrunes is the hub's lost fix (issue 29): a hub Backup with
+// volume data whose store folder was deleted out of band (by hand, or by
+// another process sharing the location without the password) still has
+// its kopia snapshots pruned when it expires; the migration's backup,
+// still in the location, keeps its own.
+func checkHubExpiryPrunes(ctx context.Context, t *testing.T, e *volumeEnv, h *hubProc, namespace string) {
+	t.Helper()
+	c, _ := h.client(t)
+	const name = "out-of-band"
+	for _, o := range []crclient.Object{
+		&v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("primary"), Spec: v1beta1.BackupStorageLocationSpec{URL: e.location, Default: true}},
+		&v1beta1.Backup{ObjectMeta: hubMeta(name), Spec: v1beta1.BackupSpec{Cluster: "src", IncludedNamespaces: []string{namespace},
+			DefaultVolumesToFsBackup: true, TTL: &metav1.Duration{Duration: time.Hour}}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	b := waitFor(t, c, &v1beta1.Backup{ObjectMeta: hubMeta(name)}, 5*time.Minute, func(b *v1beta1.Backup) bool { return ended(b.Status.Phase) })
+	if b.Status.Phase != v1beta1.RunCompleted || b.Status.PodVolumes == nil || b.Status.PodVolumes.Completed == 0 {
+		t.Fatalf("hub Backup %s: %s %q, pod volumes %+v; want Completed with volume data\nhub log:\n%s", name, b.Status.Phase, b.Status.FailureReason, b.Status.PodVolumes, h.log.String())
+	}
+	creds := map[string]string{}
+	for _, kv := range e.env {
+		k, v, _ := strings.Cut(kv, "=")
+		creds[k] = v
+	}
+	creds[store.EnvAWSRegion] = testenv.S3Region
+	loc, err := store.Open(ctx, e.location, store.WithCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	pw, err := volumes.ReadPassword(e.password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshots := func(backup string) int {
+		t.Helper()
+		repo, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer repo.Close(context.WithoutCancel(ctx))
+		ids, err := repo.ListSnapshots(ctx, backup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ids)
+	}
+	if n := snapshots(name); n == 0 {
+		t.Fatalf("hub Backup %s: no kopia snapshot in the repository", name)
+	}
+	// Out of band: the folder goes, the snapshots stay.
+	if err := loc.DeleteBackup(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	expire := crclient.RawPatch(types.MergePatchType, []byte(`{"status":{"expiration":"2001-01-01T00:00:00Z"}}`))
+	if err := c.Status().Patch(ctx, b, expire); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		err := c.Get(ctx, crclient.ObjectKeyFromObject(b), &v1beta1.Backup{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("expired hub Backup %s still in the hub after a minute: %v", name, err)
+		}
+	}
+	if n := snapshots(name); n != 0 {
+		t.Errorf("expired hub Backup %s, whose folder was deleted out of band: %d kopia snapshots left in the repository, want them pruned", name, n)
+	}
+	if n := snapshots("vols"); n == 0 {
+		t.Errorf("migration vols: its snapshots were pruned with the expired Backup's")
+	}
 }

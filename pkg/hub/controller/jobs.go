@@ -12,8 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/retention"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -96,20 +98,26 @@ func resolveLocation(ctx context.Context, reader client.Reader, namespace, name 
 	return nil, fail("LocationNotFound", "spec.storageLocationName is empty, and namespace %s has %d default BackupStorageLocations (%s, %s): name one", namespace, len(def), def[0].Name, def[1].Name)
 }
 
-// expire deletes an ended Backup whose status.expiration passed: its
-// folder in the location (when it is this Backup's, by UID), the volume
-// snapshots no backup in the location uses any more, and then the hub
-// object. Before then it is looked at again at its expiration.
+// expire deletes an ended Backup whose status.expiration passed, with
+// pkg/retention as server mode and the CLI do: its folder in the location
+// (when it is this Backup's, by UID), the volume snapshots no backup in
+// the location uses any more (also when the folder was deleted out of
+// band), and then the hub object. Before then it is looked at again at
+// its expiration.
 func (r *BackupReconciler) expire(ctx context.Context, b *v1beta1.Backup) (reconcile.Result, error) {
 	exp := b.Status.Expiration
 	if exp == nil {
 		return reconcile.Result{}, nil
 	}
-	if wait := time.Until(exp.Time); wait > 0 {
+	if due, wait := retention.Due(exp.Time, time.Now(), 0); !due {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	if url := b.Status.StorageLocation; url != "" {
-		if err := r.deleteStored(ctx, b, url); err != nil {
+		err := r.deleteStored(ctx, b, url)
+		if errors.Is(err, retention.ErrBeingDeleted) {
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+		if err != nil {
 			return reconcile.Result{}, fmt.Errorf("expired backup %s/%s: %w", b.Namespace, b.Name, err)
 		}
 	}
@@ -118,51 +126,32 @@ func (r *BackupReconciler) expire(ctx context.Context, b *v1beta1.Backup) (recon
 	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, b, client.Preconditions{UID: &uid}))
 }
 
-// deleteStored deletes b's folder in the location url, if it is b's.
+// deleteStored deletes b's folder in the location url, if it is b's, and
+// prunes the volume snapshots.
 func (r *BackupReconciler) deleteStored(ctx context.Context, b *v1beta1.Backup, url string) error {
 	loc, err := store.Open(ctx, url)
 	if err != nil {
 		return err
 	}
 	defer loc.Close()
-	stored, err := loc.GetBackup(ctx, b.Name)
+	res, err := retention.Delete(ctx, loc, retention.Request{Name: b.Name,
+		Owns:          func(stored *v1alpha1.Backup) bool { return stored.UID == "" || stored.UID == b.UID },
+		HadVolumeData: b.Status.PodVolumes != nil && b.Status.PodVolumes.Completed > 0,
+		Repository: func(ctx context.Context) (*volumes.Repository, error) {
+			if r.Volumes.Password == "" {
+				return nil, errNoPassword
+			}
+			return volumes.Open(ctx, loc, r.Volumes.Password, volumes.OpenOptions{Log: r.Log})
+		}})
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil
-	case err != nil && !errors.Is(err, store.ErrIncomplete):
+	case err != nil:
 		return err
-	case stored != nil && stored.UID != "" && stored.UID != b.UID:
-		r.Log.Warn("expired backup: the store folder of that name holds another backup, and is kept", "backup", b.Name, "storeUID", stored.UID)
-		return nil
-	}
-	hasVolumes, err := loc.Exists(ctx, store.BackupVolumesKey(b.Name))
-	if err != nil {
-		return err
-	}
-	if err := loc.DeleteBackup(ctx, b.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	if hasVolumes || b.Status.PodVolumes != nil && b.Status.PodVolumes.Completed > 0 {
-		r.pruneVolumes(ctx, loc, b)
+	case res.Folder == retention.FolderKeptOther:
+		r.Log.Warn("expired backup: the store folder of that name holds another backup, and is kept", "backup", b.Name, "storeUID", res.Stored.UID)
+	case res.VolumeError != nil:
+		r.Log.Warn("expired backup: volume snapshots not deleted", "backup", b.Name, "error", res.VolumeError)
+	case res.Snapshots > 0:
+		r.Log.Info("expired backup: volume snapshots deleted", "backup", b.Name, "snapshots", res.Snapshots)
 	}
 	return nil
-}
-
-// pruneVolumes deletes the kopia snapshots of backups no longer in loc;
-// a failure is logged, and the next delete prunes what this one left.
-func (r *BackupReconciler) pruneVolumes(ctx context.Context, loc *store.Location, b *v1beta1.Backup) {
-	if r.Volumes.Password == "" {
-		r.Log.Warn("expired backup: its pod volume snapshots are kept: the hub has no volume repository password", "backup", b.Name)
-		return
-	}
-	repo, err := volumes.Open(ctx, loc, r.Volumes.Password, volumes.OpenOptions{Log: r.Log})
-	if err == nil {
-		defer repo.Close(context.WithoutCancel(ctx))
-		var n int
-		if n, err = repo.PruneDeletedBackups(ctx, loc); err == nil {
-			r.Log.Info("expired backup: volume snapshots deleted", "backup", b.Name, "snapshots", n)
-			return
-		}
-	}
-	r.Log.Warn("expired backup: volume snapshots not deleted", "backup", b.Name, "error", err)
 }
