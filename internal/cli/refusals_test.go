@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"filippo.io/age"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -503,8 +505,13 @@ func TestValidateIsPure(t *testing.T) {
 	if err := sm.validate(); err == nil || !strings.Contains(err.Error(), "--dry-run is not supported in server mode") {
 		t.Errorf("server mode: %v", err)
 	}
-	sc := &scheduleCreateOptions{globals: g, schedule: "@daily", ttl: -time.Hour}
+	sc := &scheduleCreateOptions{globals: g, cron: "@daily", ttl: -time.Hour}
 	if err := sc.Validate(); err == nil || !strings.Contains(err.Error(), "--ttl -1h0m0s is negative") {
 		t.Errorf("schedule create: %v", err)
+	}
+	// Refused here, not left to the server's FailedValidation.
+	long := &scheduleCreateOptions{globals: g, cron: "@daily", s: &v1alpha1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("n", 50)}}}
+	if err := long.Validate(); err == nil || !strings.Contains(err.Error(), "is too long: its backups' names would have 65 characters, more than 44") {
+		t.Errorf("schedule create with a long name: %v", err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
-	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/schedule"
 )
 
 // Schedules exist only in server mode: these commands always talk to the
@@ -34,7 +34,7 @@ type scheduleCreateOptions struct {
 	namespace           *string
 	selection           backupFlags
 	crypt               cryptFlags
-	schedule, location  string
+	cron, location      string
 	ttl                 time.Duration
 	paused, defaultToFS bool
 
@@ -50,7 +50,7 @@ func newScheduleCreateCmd(g *globals, namespace *string) *cobra.Command {
 		RunE:  runE(o),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.schedule, "schedule", "", "cron expression, UTC (robfig/cron: five fields, or @hourly, @daily, @every 1h) (required)")
+	fl.StringVar(&o.cron, "schedule", "", "cron expression, UTC (robfig/cron: five fields, or @hourly, @daily, @every 1h) (required)")
 	fl.StringVar(&o.location, "storage-location", "", "the BackupStorageLocation (default: the one marked default)")
 	fl.DurationVar(&o.ttl, "ttl", 0, "delete each backup (store and cluster) this long after it starts (default: keep)")
 	fl.BoolVar(&o.defaultToFS, "default-volumes-to-fs-backup", false, "back up the data of every pod volume through the node agents (the same exclusions as for backup create); without it, only the volumes named in a pod's "+v1alpha1.AnnotationBackupVolumes+" annotation")
@@ -63,7 +63,7 @@ func newScheduleCreateCmd(g *globals, namespace *string) *cobra.Command {
 
 func (o *scheduleCreateOptions) Complete(_ *cobra.Command, args []string) error {
 	o.s = &v1alpha1.Schedule{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.APIVersion, Kind: "Schedule"}, ObjectMeta: metav1.ObjectMeta{Name: args[0], Namespace: *o.namespace}}
-	o.s.Spec.Schedule = o.schedule
+	o.s.Spec.Schedule = o.cron
 	o.s.Spec.Template = newBackupSpec(&o.selection, &o.crypt, nil, o.defaultToFS)
 	o.s.Spec.Template.StorageLocationName = o.location
 	o.s.Spec.Paused = o.paused
@@ -74,14 +74,17 @@ func (o *scheduleCreateOptions) Complete(_ *cobra.Command, args []string) error 
 }
 
 func (o *scheduleCreateOptions) Validate() error {
-	if _, err := controller.ParseSchedule(o.schedule); err != nil {
-		return fmt.Errorf("--schedule %q: %v", o.schedule, err)
+	if _, err := schedule.Parse(o.cron); err != nil {
+		return fmt.Errorf("--schedule %q: %v", o.cron, err)
 	}
 	if err := o.crypt.validate(); err != nil {
 		return err
 	}
 	if o.ttl < 0 {
 		return fmt.Errorf("--ttl %s is negative (omit it to keep the backups)", o.ttl)
+	}
+	if err := schedule.ValidateName(o.s.Name); err != nil {
+		return err
 	}
 	// The template's spec as each Backup will have it (the name is the
 	// schedule's, with a timestamp).
@@ -103,7 +106,7 @@ func (o *scheduleCreateOptions) print() error {
 	if o.output != "table" {
 		return printObject(o.stdout, o.output, o.s)
 	}
-	fmt.Fprintf(o.stdout, "Schedule %s created in namespace %s (%s)\n", o.s.Name, o.s.Namespace, o.schedule)
+	fmt.Fprintf(o.stdout, "Schedule %s created in namespace %s (%s)\n", o.s.Name, o.s.Namespace, o.cron)
 	return nil
 }
 

@@ -14,11 +14,13 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // LocationReconciler validates each BackupStorageLocation when it changes
 // and every spec.validationFrequency (default Period): it opens the store
-// with the location's credentials and lists it (pkg/store Open). The
+// with the location's credentials and lists it (storagelocation.Check, as
+// the hub does). The
 // result is status.phase Available or Unavailable, status.message with
 // pkg/store's reason (access denied, bucket not found, unreachable, bad
 // URL, a missing Secret), and the condition "Available". Backups and
@@ -40,10 +42,9 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
 	orig := bsl.DeepCopy()
-	cond := metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Validated", Message: "the store can be listed", ObservedGeneration: bsl.Generation}
-	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
+	err := storagelocation.Check(ctx, 0, func(ctx context.Context) (*store.Location, error) { return storagelocation.Open(ctx, r.APIReader, bsl) })
+	cond := storagelocation.Condition(err, bsl.Generation)
 	if err == nil {
-		loc.Close()
 		bsl.Status.Phase = v1alpha1.LocationAvailable
 		bsl.Status.Message = ""
 		if orig.Status.Phase != v1alpha1.LocationAvailable {
@@ -53,7 +54,6 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	} else {
 		bsl.Status.Phase = v1alpha1.LocationUnavailable
 		bsl.Status.Message = err.Error()
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ValidationFailed", err.Error()
 		locationAvailable.WithLabelValues(bsl.Name).Set(0)
 		if orig.Status.Phase != v1alpha1.LocationUnavailable {
 			r.Log.Warn("backup storage location unavailable", "location", bsl.Name, "reason", err)
@@ -66,9 +66,5 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err := r.Client.Status().Patch(ctx, bsl, ctrl.MergeFrom(orig)); err != nil {
 		return reconcile.Result{}, err
 	}
-	period := r.Period
-	if f := bsl.Spec.ValidationFrequency; f != nil && f.Duration > 0 {
-		period = f.Duration
-	}
-	return reconcile.Result{RequeueAfter: period}, nil
+	return reconcile.Result{RequeueAfter: storagelocation.NextCheck(bsl.Spec.ValidationFrequency, r.Period)}, nil
 }

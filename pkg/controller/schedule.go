@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,16 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/schedule"
 	"github.com/kubeferry/ferry/pkg/transform"
 )
 
-// ScheduleTimeFormat is the timestamp in the names of scheduled Backups:
-// <schedule>-<YYYYMMDDhhmmss>, UTC, the time the run was due.
-const ScheduleTimeFormat = "20060102150405"
-
 // ScheduleReconciler creates a Backup from each Schedule's template when
-// its cron expression (robfig/cron ParseStandard, UTC) comes due. Runs
+// its cron expression comes due (pkg/schedule, as for the hub). Runs
 // missed while the server was down are collapsed into one Backup, for
 // the latest time due. An expression that does not parse, or a schedule
 // name too long for its Backups' names, marks the Schedule
@@ -48,11 +43,9 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, ctrl.IgnoreNotFound(err)
 	}
 	orig := s.DeepCopy()
-	sched, err := ParseSchedule(s.Spec.Schedule)
+	sched, err := schedule.Parse(s.Spec.Schedule)
 	if err == nil {
-		if n := len(s.Name) + 1 + len(ScheduleTimeFormat); n > store.MaxBackupNameLength {
-			err = fmt.Errorf("schedule name %q is too long: its backups' names would have %d characters, more than %d", s.Name, n, store.MaxBackupNameLength)
-		}
+		err = schedule.ValidateName(s.Name)
 	} else {
 		err = field.Invalid(field.NewPath("spec", "schedule"), s.Spec.Schedule, err.Error())
 	}
@@ -79,7 +72,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if s.Status.LastBackup != nil {
 		last = &s.Status.LastBackup.Time
 	}
-	due, next := Due(sched, s.CreationTimestamp.Time, last, orig.Status.Phase == v1alpha1.SchedulePhasePaused, now)
+	due, next := schedule.Due(sched, s.CreationTimestamp.Time, last, orig.Status.Phase == v1alpha1.SchedulePhasePaused, now)
 	if due != nil {
 		if err := r.createBackup(ctx, s, *due); err != nil {
 			return reconcile.Result{}, err
@@ -100,33 +93,10 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	return reconcile.Result{RequeueAfter: wait}, nil
 }
 
-// Due says when a schedule's run is due at now, if one is, and when the
-// next one is due after it: the runs after the last one (or after
-// created) that are due by now collapse into one, the latest. A schedule
-// that was paused makes up no run missed while paused.
-func Due(sched cron.Schedule, created time.Time, last *time.Time, wasPaused bool, now time.Time) (due *time.Time, next time.Time) {
-	from := created
-	if last != nil {
-		from = *last
-	}
-	if wasPaused && from.Before(now) {
-		from = now
-	}
-	next = sched.Next(from.UTC())
-	if next.After(now) {
-		return nil, next
-	}
-	d := next
-	for n := sched.Next(d); !n.After(now); n = sched.Next(n) {
-		d = n
-	}
-	return &d, sched.Next(d)
-}
-
 // createBackup creates <schedule>-<due> from the template; one that
 // exists already (a retry) is fine.
 func (r *ScheduleReconciler) createBackup(ctx context.Context, s *v1alpha1.Schedule, due time.Time) error {
-	b := v1alpha1.NewBackup(s.Name + "-" + due.UTC().Format(ScheduleTimeFormat))
+	b := v1alpha1.NewBackup(schedule.BackupName(s.Name, due))
 	b.Namespace = s.Namespace
 	b.Labels = map[string]string{v1alpha1.LabelSchedule: transform.LabelValue(s.Name)}
 	b.Spec = *s.Spec.Template.DeepCopy()
@@ -153,24 +123,4 @@ func validateTemplate(ttlParent *field.Path, ttl *metav1.Duration, specPath *fie
 		return field.Forbidden(specPath.Child("storageLocation"), fmt.Sprintf("%q: set by ferry (the location's URL): name the BackupStorageLocation in %s", spec.StorageLocation, specPath.Child("storageLocationName")))
 	}
 	return nil
-}
-
-// MinScheduleInterval is the shortest time between two runs of a
-// Schedule: a cron expression's own unit. robfig/cron takes "@every 0s"
-// or "@every 1ms" as every second, which would start a Backup each second.
-const MinScheduleInterval = time.Minute
-
-// ParseSchedule parses a Schedule's expression (robfig/cron ParseStandard:
-// five fields, or @hourly, @every 1h) and refuses one that runs more often
-// than MinScheduleInterval. Errors say what is wanted.
-func ParseSchedule(expr string) (cron.Schedule, error) {
-	sched, err := cron.ParseStandard(expr)
-	if err != nil {
-		return nil, fmt.Errorf("%v (want a five-field cron expression such as \"0 */6 * * *\", or @hourly, @every 1h)", err)
-	}
-	first := sched.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))
-	if gap := sched.Next(first).Sub(first); gap < MinScheduleInterval {
-		return nil, fmt.Errorf("it runs every %s; runs must be at least %s apart", gap, MinScheduleInterval)
-	}
-	return sched, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/schedule"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -530,7 +531,7 @@ func TestServer(t *testing.T) {
 		})
 		next := sc.Status.NextBackup.Time
 		clock.SetTime(next.Add(time.Second))
-		name := "minutely-" + next.UTC().Format(controller.ScheduleTimeFormat)
+		name := schedule.BackupName("minutely", next)
 		b := waitBackup(t, src, name, 60*time.Second, v1alpha1.PhaseCompleted)
 		if b.Labels[v1alpha1.LabelSchedule] != "minutely" || b.Spec.TTL == nil || b.Status.Expiration == nil || !b.Status.Expiration.Time.Equal(next.Add(time.Second+time.Hour).Truncate(time.Second)) {
 			t.Errorf("scheduled backup: labels %v, ttl %v, expiration %v", b.Labels, b.Spec.TTL, b.Status.Expiration)

@@ -1,15 +1,18 @@
-// Package storagelocation owns the BackupStorageLocation as a cluster holds
-// it: finding the object a Backup, Restore or pod volume names (or the
-// default one), and opening its store (pkg/store) with the credentials of
-// its Secret. The server's controllers and the node agents share it.
+// Package storagelocation owns the BackupStorageLocation: finding the
+// object a Backup, Restore or pod volume names in a cluster (or the
+// default one), opening its store (pkg/store) with the credentials of its
+// Secret, and checking that it is available (Check). Server mode's
+// controllers, the node agents and the hub's location controller share it.
 package storagelocation
 
 import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -85,4 +88,46 @@ func Credentials(ctx context.Context, secrets client.Reader, bsl *v1alpha1.Backu
 		env[k] = v
 	}
 	return env, nil
+}
+
+// CheckTimeout bounds one check of a location (Check) by default.
+const CheckTimeout = 30 * time.Second
+
+// Check is the one check of a backup storage location, for server mode's
+// BackupStorageLocations and the hub's alike: open opens its store, and
+// pkg/store lists it (access denied, bucket not found, unreachable, a bad
+// URL, a missing Secret are its reasons), within timeout (CheckTimeout
+// when 0). nil means Available.
+func Check(ctx context.Context, timeout time.Duration, open func(context.Context) (*store.Location, error)) error {
+	if timeout <= 0 {
+		timeout = CheckTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	loc, err := open(cctx)
+	if err != nil {
+		return err
+	}
+	return loc.Close()
+}
+
+// ConditionAvailable is the type of the condition Check's result sets.
+const ConditionAvailable = "Available"
+
+// Condition is the Available condition of a location whose check (at its
+// generation) ended with err.
+func Condition(err error, generation int64) metav1.Condition {
+	if err != nil {
+		return metav1.Condition{Type: ConditionAvailable, Status: metav1.ConditionFalse, Reason: "ValidationFailed", Message: err.Error(), ObservedGeneration: generation}
+	}
+	return metav1.Condition{Type: ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Validated", Message: "the store can be listed", ObservedGeneration: generation}
+}
+
+// NextCheck is how long until a location is checked again: its
+// spec.validationFrequency when set, else def.
+func NextCheck(frequency *metav1.Duration, def time.Duration) time.Duration {
+	if frequency != nil && frequency.Duration > 0 {
+		return frequency.Duration
+	}
+	return def
 }

@@ -10,12 +10,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // LocationReconciler checks each BackupStorageLocation when it changes and
 // every spec.validationFrequency (default ValidationPeriod): the hub opens
-// the store with its own credentials and lists it (pkg/store Open). The
+// the store with its own credentials and lists it (storagelocation.Check,
+// as server mode does). The
 // result is status.phase Available or Unavailable, status.message with
 // pkg/store's reason (access denied, bucket not found, unreachable), and
 // the condition Available.
@@ -35,16 +37,12 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, nil
 	}
 	orig := l.DeepCopy()
-	cond := metav1.Condition{Type: v1beta1.LocationConditionAvailable, Status: metav1.ConditionTrue, Reason: "Validated", Message: "the store can be listed", ObservedGeneration: l.Generation}
-	octx, cancel := context.WithTimeout(ctx, r.ConnectTimeout)
-	loc, err := store.Open(octx, l.Spec.URL)
-	cancel()
+	err := storagelocation.Check(ctx, r.ConnectTimeout, func(ctx context.Context) (*store.Location, error) { return store.Open(ctx, l.Spec.URL) })
+	cond := storagelocation.Condition(err, l.Generation)
 	if err == nil {
-		loc.Close()
 		l.Status.Phase, l.Status.Message = v1beta1.LocationAvailable, ""
 	} else {
 		l.Status.Phase, l.Status.Message = v1beta1.LocationUnavailable, err.Error()
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, "ValidationFailed", err.Error()
 		if orig.Status.Phase != v1beta1.LocationUnavailable {
 			r.Log.Warn("backup storage location unavailable", "location", req.String(), "reason", err)
 		}
@@ -55,11 +53,7 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err := r.Client.Status().Patch(ctx, &l, client.MergeFrom(orig)); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	period := r.ValidationPeriod
-	if f := l.Spec.ValidationFrequency; f != nil && f.Duration > 0 {
-		period = f.Duration
-	}
-	return reconcile.Result{RequeueAfter: period}, nil
+	return reconcile.Result{RequeueAfter: storagelocation.NextCheck(l.Spec.ValidationFrequency, r.ValidationPeriod)}, nil
 }
 
 // defaultValidationPeriod is how often a location is checked by default.

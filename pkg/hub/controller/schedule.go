@@ -10,14 +10,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	servermode "github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/schedule"
 	"github.com/kubeferry/ferry/pkg/transform"
 )
 
 // ScheduleReconciler creates a hub Backup from each Schedule's template
 // when its cron expression comes due, as server mode's Schedules do
-// (pkg/controller.Due): runs missed while the hub was down collapse into
+// (pkg/schedule): runs missed while the hub was down collapse into
 // one, for the latest time due, and runs missed while paused are not made
 // up. The hub's registry refused an expression that does not parse.
 type ScheduleReconciler struct {
@@ -36,7 +36,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if s.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}
-	sched, err := servermode.ParseSchedule(s.Spec.Schedule)
+	sched, err := schedule.Parse(s.Spec.Schedule)
 	if err != nil {
 		return reconcile.Result{}, nil // refused at create; stored by an older hub
 	}
@@ -51,7 +51,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if s.Status.LastBackup != nil {
 		last = &s.Status.LastBackup.Time
 	}
-	due, next := servermode.Due(sched, s.CreationTimestamp.Time, last, orig.Status.Phase == v1beta1.SchedulePaused, now)
+	due, next := schedule.Due(sched, s.CreationTimestamp.Time, last, orig.Status.Phase == v1beta1.SchedulePaused, now)
 	if due != nil {
 		if err := r.createBackup(ctx, &s, *due); err != nil {
 			return reconcile.Result{}, err
@@ -73,7 +73,7 @@ func (r *ScheduleReconciler) createBackup(ctx context.Context, s *v1beta1.Schedu
 	b := &v1beta1.Backup{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: s.Namespace,
-			Name:      s.Name + "-" + due.UTC().Format(servermode.ScheduleTimeFormat),
+			Name:      schedule.BackupName(s.Name, due),
 			Labels:    map[string]string{v1beta1.LabelSchedule: transform.LabelValue(s.Name)},
 		},
 		Spec: *s.Spec.Template.DeepCopy(),

@@ -14,11 +14,10 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 
-	"github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/registry"
 	"github.com/kubeferry/ferry/pkg/hub/registry/backup"
-	"github.com/kubeferry/ferry/pkg/store"
+	timing "github.com/kubeferry/ferry/pkg/schedule"
 )
 
 // NewREST returns the storage of Schedules and of their status
@@ -46,13 +45,13 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, refs 
 // template names exists.
 func Validate(s *ferry.Schedule) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&s.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	if n := len(s.Name) + 1 + len(controller.ScheduleTimeFormat); n > store.MaxBackupNameLength {
-		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), s.Name, store.MaxBackupNameLength-1-len(controller.ScheduleTimeFormat)))
+	if timing.ValidateName(s.Name) != nil {
+		errs = append(errs, field.TooLong(field.NewPath("metadata", "name"), s.Name, timing.MaxNameLength))
 	}
 	p := field.NewPath("spec", "schedule")
 	if s.Spec.Schedule == "" {
 		errs = append(errs, field.Required(p, `a cron expression, such as "0 */6 * * *" or "@every 6h"`))
-	} else if _, err := controller.ParseSchedule(s.Spec.Schedule); err != nil {
+	} else if _, err := timing.Parse(s.Spec.Schedule); err != nil {
 		errs = append(errs, field.Invalid(p, s.Spec.Schedule, err.Error()))
 	}
 	return append(errs, backup.ValidateSpec(&s.Spec.Template, field.NewPath("spec", "template"))...)
