@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -117,7 +119,7 @@ func (o *migrateOptions) Validate() error {
 	if err := o.hub.validate(); err != nil {
 		return err
 	}
-	if err := backup.ValidateName(o.name); err != nil {
+	if err := enginemigration.ValidateName(o.name); err != nil {
 		return err
 	}
 	if err := o.images.checkPlatforms(false); err != nil {
@@ -198,62 +200,38 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer loc.Close()
-	reused, err := enginemigration.Prepare(ctx, loc, o.name, o.bspec)
-	if err != nil {
-		return err
-	}
 	src, dst, err := o.connect(ctx)
 	if err != nil {
 		return err
 	}
-	b := reused
-	if b != nil {
-		fmt.Fprintf(o.stderr, "Resuming migration %s: backup %s (%s, %s) is reused, and the restore finishes what the interrupted run left\n", o.name, b.Name, b.Status.Phase, tsString(b.Status.CompletionTimestamp))
-	} else if b, err = o.backup(ctx, loc, src, iopts); err != nil {
-		return err
-	}
-	if o.volumes.toNodePodsDir != "" {
-		o.volumes.nodePodsDir = o.volumes.toNodePodsDir
-	}
-	rpv, closeDst, err := o.volumes.restoreOptions(ctx, loc, dst, o.log)
-	if err != nil {
-		return fmt.Errorf("target: %w", err)
-	}
-	defer closeDst()
-	ropts := o.restoreOptions(iopts)
-	ropts.PodVolumes = rpv
-	r, rres, err := runRestore(ctx, o.globals, dst, loc, ropts, &o.volumes)
+	mo, closeVolumes, err := o.migrationOptions(ctx, loc, src, dst, iopts)
 	if err != nil {
 		return err
 	}
-	if o.output == "table" {
-		// The restore's summary shows whatever the verification does.
-		vols, volErr := restoreVolumeRecords(ctx, loc, o.name)
-		if err := o.printRestore(src, dst, loc, b, r, rres, vols, volErr); err != nil {
+	defer closeVolumes()
+	p := &migrateProgress{o: o}
+	p.hook(&mo)
+	res, err := enginemigration.Run(ctx, mo)
+	p.stop()
+	if err != nil && !errors.Is(err, enginemigration.ErrVerification) {
+		return err
+	}
+	m := &migration{verifyErr: err}
+	if m.verification = res.Verification; m.verification != nil {
+		if m.paths.JSON, m.paths.HTML, err = m.verification.WriteFiles(o.reportDir); err != nil {
 			return err
 		}
+		jsonKey, htmlKey := enginemigration.ReportKeys(o.name)
+		m.stored = reportPaths{JSON: loc.URL() + " " + jsonKey, HTML: loc.URL() + " " + htmlKey}
 	}
-	// Only a dry run prints the restore's results; otherwise they are in
-	// its results file, and the verification collects its own: not
-	// holding both lists at once keeps a large migrate's peak memory down.
-	var dryRun *report.Results
-	if r.Spec.DryRun {
-		dryRun = rres
-	}
-	rres = nil
-	// The restore is checked against the backup, after its own expected
-	// changes, unless it is a dry run or did not run.
-	var m migration
-	if o.verify && !r.Spec.DryRun && r.Status.Phase != "Failed" {
-		m.verification, m.paths, m.verifyErr = o.verifyRestore(ctx, dst, loc, ropts, b, r)
-	}
-	if err := o.print(b, r, dryRun, &m); err != nil {
+	if err := o.print(res.Backup, res.Restore, res.RestoreResults, m); err != nil {
 		return err
 	}
-	return migrateExit(o.name, b, r, &m)
+	return migrateExit(res, m)
 }
 
-// connect connects to the two clusters, which must differ.
+// connect connects to the two clusters, which must differ
+// (migration.CheckClusters, before anything is written).
 func (o *migrateOptions) connect(ctx context.Context) (src, dst *kube.Cluster, err error) {
 	if src, err = connect(ctx, o.fromKubeconfig, o.fromContext); err != nil {
 		return nil, nil, fmt.Errorf("source: %w", err)
@@ -261,72 +239,82 @@ func (o *migrateOptions) connect(ctx context.Context) (src, dst *kube.Cluster, e
 	if dst, err = connect(ctx, o.toKubeconfig, o.toContext); err != nil {
 		return nil, nil, fmt.Errorf("target: %w", err)
 	}
-	srcID, err1 := src.ID(ctx)
-	dstID, err2 := dst.ID(ctx)
-	if src.Config.Host == dst.Config.Host || (err1 == nil && err2 == nil && srcID == dstID) {
-		return nil, nil, fmt.Errorf("source %s (%s) and target %s (%s) are the same cluster; migrate moves between two clusters", src.Name, src.Config.Host, dst.Name, dst.Config.Host)
-	}
-	return src, dst, nil
+	return src, dst, enginemigration.CheckClusters(ctx, src, dst)
 }
 
-// backup backs up src and prints its summary (table output). A backup
-// that partially failed still goes on to the restore.
-func (o *migrateOptions) backup(ctx context.Context, loc *store.Location, src *kube.Cluster, iopts images.Options) (*v1alpha1.Backup, error) {
-	pv, closeSrc, err := o.volumes.backupOptions(ctx, loc, src, o.log)
+// migrationOptions are the engine's options of this migrate: the specs,
+// the images, and the pod volumes through helper pods in both clusters.
+// The source's helpers are removed once the backup ended; closeVolumes
+// removes whatever is left.
+func (o *migrateOptions) migrationOptions(ctx context.Context, loc *store.Location, src, dst *kube.Cluster, iopts images.Options) (mo enginemigration.Options, closeVolumes func(), err error) {
+	bpv, closeSrc, err := o.volumes.backupOptions(ctx, loc, src, o.log)
 	if err != nil {
-		return nil, fmt.Errorf("source: %w", err)
+		return mo, nil, fmt.Errorf("source: %w", err)
 	}
-	b, res, err := runBackup(ctx, o.globals, src, loc, backup.Options{Name: o.name, Spec: o.bspec, Log: o.log, Images: iopts, PodVolumes: pv}, &o.volumes)
-	closeSrc()
+	var once sync.Once
+	closeB := func() { once.Do(closeSrc) }
+	if o.volumes.toNodePodsDir != "" {
+		o.volumes.nodePodsDir = o.volumes.toNodePodsDir
+	}
+	rpv, closeDst, err := o.volumes.restoreOptions(ctx, loc, dst, o.log)
 	if err != nil {
-		return nil, err
+		closeB()
+		return mo, nil, fmt.Errorf("target: %w", err)
+	}
+	ropts := o.restoreOptions(iopts)
+	ropts.PodVolumes = rpv
+	mo = enginemigration.Options{Name: o.name, Source: src, Target: dst, Location: loc, Verify: o.verify, Resume: true, Log: o.log,
+		Backup:  backup.Options{Spec: o.bspec, Log: o.log, Images: iopts, PodVolumes: bpv},
+		Restore: ropts,
+	}
+	var backedUp *v1alpha1.Backup
+	mo.OnBackup = func(b *v1alpha1.Backup, res *report.Results, reused bool) {
+		backedUp = b
+		closeB()
+		o.printBackupStep(b, res, reused)
+	}
+	mo.OnRestore = func(r *v1alpha1.Restore, res *report.Results) {
+		o.printRestoreStep(ctx, src, dst, loc, backedUp, r, res)
+	}
+	return mo, func() { closeB(); closeDst() }, nil
+}
+
+// printBackupStep prints the backup's summary (table output), or that a
+// resumed migration reuses it.
+func (o *migrateOptions) printBackupStep(b *v1alpha1.Backup, res *report.Results, reused bool) {
+	if reused {
+		fmt.Fprintf(o.stderr, "Resuming migration %s: backup %s (%s, %s) is reused, and the restore finishes what the interrupted run left\n", o.name, b.Name, b.Status.Phase, tsString(b.Status.CompletionTimestamp))
+		return
 	}
 	if o.output == "table" {
 		if err := printBackup(o.globals, b, res); err != nil {
-			return nil, err
+			fmt.Fprintf(o.stderr, "printing backup %s: %v\n", b.Name, err)
 		}
 	}
-	if err := phaseExit(b.Status.Phase, "backup "+o.name); err != nil && b.Status.Phase != v1alpha1.PhasePartiallyFailed {
-		return nil, err
-	}
-	return b, nil
-}
-
-// verifyRestore compares the target with the backup, after the restore's
-// expected changes, with the backup's and the restore's timings.
-func (o *migrateOptions) verifyRestore(ctx context.Context, dst *kube.Cluster, loc *store.Location, ropts restore.Options, b *v1alpha1.Backup, r *v1alpha1.Restore) (*report.Verification, reportPaths, error) {
-	var timings []report.Timing
-	if s, e := b.Status.StartTimestamp, b.Status.CompletionTimestamp; s != nil && e != nil {
-		timings = append(timings, report.NewTiming("backup", s.Time, e.Time))
-	}
-	if s, e := r.Status.StartTimestamp, r.Status.CompletionTimestamp; s != nil && e != nil {
-		timings = append(timings, report.NewTiming("restore", s.Time, e.Time))
-	}
-	ropts.OnProgress = nil
-	v, paths, err := runVerify(ctx, o.globals, dst, loc, ropts, o.reportDir, timings...)
-	if err != nil {
-		err = fmt.Errorf("verification after the restore: %w", err)
-	}
-	return v, paths, err
 }
 
 // migration is what the verification after a migrate's restore found.
 type migration struct {
 	verification *report.Verification // nil when it did not run
 	paths        reportPaths
-	verifyErr    error
+	// stored is where the location keeps the report, as the hub's
+	// Migrations have it (migration.ReportKeys).
+	stored    reportPaths
+	verifyErr error
 }
 
-// printRestore prints the restore's summary and the migrate's (table
+// printRestoreStep prints the restore's summary and the migrate's (table
 // output), before the verification runs.
-func (o *migrateOptions) printRestore(src, dst *kube.Cluster, loc *store.Location, b *v1alpha1.Backup, r *v1alpha1.Restore, res *report.Results, vols []volumes.PodVolumeRestore, volErr error) error {
-	if err := printRestore(o.globals, r, res); err != nil {
-		return err
+func (o *migrateOptions) printRestoreStep(ctx context.Context, src, dst *kube.Cluster, loc *store.Location, b *v1alpha1.Backup, r *v1alpha1.Restore, res *report.Results) {
+	if o.output != "table" {
+		return
 	}
+	// The restore's phase is the migrate's exit code's business.
+	_ = printRestore(o.globals, r, res)
 	fmt.Fprintf(o.stdout, "Migrated %s -> %s through %s: %d items backed up; %d created, %d unchanged, %d skipped, %d failed\n",
 		src.Name, dst.Name, loc.URL(), b.Status.Progress.ItemsBackedUp, r.Status.Counts.Created, r.Status.Counts.Unchanged, r.Status.Counts.Skipped, r.Status.Counts.Failed)
+	vols, volErr := restoreVolumeRecords(ctx, loc, o.name)
 	printMigratedVolumes(o.stdout, o.name, vols, volErr)
-	return nil
 }
 
 // print prints the whole migrate for -o json|yaml, or the verification's
@@ -335,15 +323,19 @@ func (o *migrateOptions) print(b *v1alpha1.Backup, r *v1alpha1.Restore, rres *re
 	if o.output == "table" {
 		if m.verification != nil {
 			printVerification(o.globals, m.verification, m.paths)
+			fmt.Fprintf(o.stdout, "Report kept in the location: %s, %s\n", m.stored.HTML, m.stored.JSON)
 		}
 		return nil
 	}
-	out := map[string]any{"backup": b, "restore": r}
-	if r.Spec.DryRun {
-		out["results"] = rres
+	out := map[string]any{"backup": b}
+	if r != nil {
+		out["restore"] = r
+		if r.Spec.DryRun {
+			out["results"] = rres
+		}
 	}
 	if v := m.verification; v != nil {
-		out["verification"] = map[string]any{"summary": v.Summary, "differences": v.Differences, "timings": v.Timings, "report": m.paths}
+		out["verification"] = map[string]any{"summary": v.Summary, "differences": v.Differences, "timings": v.Timings, "report": m.paths, "storedReport": m.stored}
 	}
 	if m.verifyErr != nil {
 		out["verificationError"] = m.verifyErr.Error()
@@ -351,22 +343,93 @@ func (o *migrateOptions) print(b *v1alpha1.Backup, r *v1alpha1.Restore, rres *re
 	return printObject(o.stdout, o.output, out)
 }
 
-// migrateExit is the exit code error of a migrate: a verification that
-// could not run; else the worse of the two phases; then the
-// verification's differences.
-func migrateExit(name string, b *v1alpha1.Backup, r *v1alpha1.Restore, m *migration) error {
+// migrateExit is the exit code of a migrate: a verification that could
+// not run is an error; otherwise the migration's outcome
+// (migration.Result.Outcome, the hub's too): 0 Completed, 2
+// PartiallyFailed, 1 Failed.
+func migrateExit(res *enginemigration.Result, m *migration) error {
 	if m.verifyErr != nil {
 		return m.verifyErr
 	}
-	if r.Status.Phase == v1alpha1.PhaseFailed || b.Status.Phase == v1alpha1.PhaseCompleted {
-		if err := phaseExit(r.Status.Phase, "restore "+name); err != nil {
-			return err
-		}
-	} else {
-		return phaseExit(b.Status.Phase, "backup "+name)
+	switch phase, _, msg := res.Outcome(); phase {
+	case v1alpha1.PhaseCompleted:
+		return nil
+	case v1alpha1.PhasePartiallyFailed:
+		return &exitError{code: ExitPartiallyFailed, msg: msg}
+	default:
+		return &exitError{code: ExitFailed, msg: msg}
 	}
-	if m.verification != nil {
-		return verifyExit(m.verification)
+}
+
+// migrateProgress shows a migrate's progress bars on stderr (when it is a
+// terminal), a step at a time: the backup's items and volume data, then
+// the restore's, then the verification's.
+type migrateProgress struct {
+	o    *migrateOptions
+	mu   sync.Mutex
+	bar  *progress
+	data *dataProgress
+}
+
+// hook makes the steps and the progress of mo's run drive the bars, which
+// end before mo's OnBackup and OnRestore print.
+func (p *migrateProgress) hook(mo *enginemigration.Options) {
+	p.bar, p.data = &progress{}, &dataProgress{}
+	mo.OnStep = p.step
+	if onBackup := mo.OnBackup; onBackup != nil {
+		mo.OnBackup = func(b *v1alpha1.Backup, res *report.Results, reused bool) { p.stop(); onBackup(b, res, reused) }
 	}
-	return nil
+	if onRestore := mo.OnRestore; onRestore != nil {
+		mo.OnRestore = func(r *v1alpha1.Restore, res *report.Results) { p.stop(); onRestore(r, res) }
+	}
+	update := func(done, total int) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.bar.update(done, total)
+	}
+	mo.Backup.OnProgress, mo.Restore.OnProgress, mo.OnVerifyProgress = update, update, update
+	data := func(t volumes.Totals) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.data.update(t)
+	}
+	if pv := mo.Backup.PodVolumes; pv != nil && pv.Repository != nil {
+		pv.OnProgress = data
+	}
+	if pv := mo.Restore.PodVolumes; pv != nil && !pv.ByNodeAgent {
+		pv.OnProgress = data
+	}
+}
+
+// step ends the bars of the step before, and starts those of s (Images
+// and Volumes are stages of the backup, on its bars).
+func (p *migrateProgress) step(s enginemigration.Step) {
+	var name string
+	switch s {
+	case enginemigration.StepBackup:
+		name = "backup "
+	case enginemigration.StepRestore:
+		name = "restore "
+	case enginemigration.StepVerify:
+		name = "verify "
+	default:
+		return
+	}
+	p.stop()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.bar = newProgress(p.o.stderr, name+p.o.name)
+	if s != enginemigration.StepVerify {
+		p.data = p.bar.dataBar("volume data")
+		p.o.volumes.showVolumes(p.data)
+	}
+}
+
+// stop ends the bars shown.
+func (p *migrateProgress) stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.data.stop()
+	p.bar.stop()
+	p.bar, p.data = &progress{}, &dataProgress{}
 }

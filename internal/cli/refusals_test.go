@@ -510,8 +510,8 @@ func TestValidateIsPure(t *testing.T) {
 		t.Errorf("schedule create: %v", err)
 	}
 	// Refused here, not left to the server's FailedValidation.
-	long := &scheduleCreateOptions{globals: g, cron: "@daily", s: &v1alpha1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("n", 50)}}}
-	if err := long.Validate(); err == nil || !strings.Contains(err.Error(), "is too long: its backups' names would have 65 characters, more than 44") {
+	long := &scheduleCreateOptions{globals: g, cron: "@daily", s: &v1alpha1.Schedule{ObjectMeta: metav1.ObjectMeta{Name: strings.Repeat("n", 170)}}}
+	if err := long.Validate(); err == nil || !strings.Contains(err.Error(), "is too long: its backups' names would have 185 characters, more than 181") {
 		t.Errorf("schedule create with a long name: %v", err)
 	}
 }

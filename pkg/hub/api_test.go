@@ -249,6 +249,9 @@ func testInvalid(t *testing.T, c dynamic.Interface) {
 		{"storage-credentials", obj("ferry.dev/v1beta1", "Migration", "creds", map[string]any{"spec": map[string]any{
 			"source": map[string]any{"cluster": "old"}, "target": map[string]any{"cluster": "new"},
 			"storage": map[string]any{"location": "file:///x", "credentialRef": map[string]any{"name": "c"}}}}), "spec.storage.credentialRef"},
+		// A DNS subdomain, but too long for the backup's name in the
+		// location (pkg/migration.ValidateName, as ferry migrate --name).
+		{"name-too-long", migrationV1beta1(strings.Repeat("n", 190), nil), "metadata.name"},
 	}
 	for _, tc := range cases {
 		_, err := c.Resource(migrationsV1beta1).Namespace(ns).Create(context.Background(), tc.m, metav1.CreateOptions{})

@@ -1,7 +1,9 @@
 // Package migration is a migration: one backup of a source cluster,
 // restored into a target cluster through a backup storage location, then
 // verified against the backup, with the verification report kept in the
-// location beside the restore. The hub's Migration controller runs it.
+// location beside the restore. It is the one migration sequence: `ferry
+// migrate` and the hub's Migration controller both run it
+// (docs/design.md#one-engine-three-front-ends).
 package migration
 
 import (
@@ -50,7 +52,20 @@ type Options struct {
 	Resume bool
 	// OnStep, if set, is called as each step starts.
 	OnStep func(Step)
-	Log    *slog.Logger
+	// OnBackup, if set, is called once the backup ended, with its
+	// per-item results, before the restore starts; or, for a resumed
+	// migration, with the reused backup (reused true, res nil).
+	OnBackup func(b *v1alpha1.Backup, res *report.Results, reused bool)
+	// OnRestore, if set, is called once the restore ended, with its
+	// per-item results, before the verification starts. Result keeps
+	// them only for a dry run: a large migration's peak memory is lower
+	// when the verification, which collects its own, does not run beside
+	// them.
+	OnRestore func(r *v1alpha1.Restore, res *report.Results)
+	// OnVerifyProgress, if set, is called as the verification compares
+	// objects.
+	OnVerifyProgress func(done, total int)
+	Log              *slog.Logger
 }
 
 // Result is what a migration did. Backup is nil when the backup did not
@@ -60,8 +75,11 @@ type Result struct {
 	Backup       *v1alpha1.Backup
 	Restore      *v1alpha1.Restore
 	Verification *report.Verification
-	// BackupResults and RestoreResults are the per-item results.
-	BackupResults, RestoreResults *report.Results
+	// Resumed says the backup is an earlier run's, reused (Prepare).
+	Resumed bool
+	// RestoreResults are a dry run's per-item results (see
+	// Options.OnRestore for the others').
+	RestoreResults *report.Results
 }
 
 // Outcome is how a migration ended: Completed when the backup and the
@@ -105,11 +123,48 @@ func ReportKeys(name string) (jsonKey, htmlKey string) {
 	return store.RestoreDir(name) + "report.json", store.RestoreDir(name) + "report.html"
 }
 
+// ValidateName refuses a name that cannot be a migration's: its backup's
+// and its restore's.
+func ValidateName(name string) error {
+	if err := backup.ValidateName(name); err != nil {
+		return err
+	}
+	return store.ValidateRestoreName(name)
+}
+
+// ErrVerification is returned (wrapped) by Run when the verification
+// could not run (or its report could not be kept); the Result holds the
+// backup and the restore, which ran.
+var ErrVerification = errors.New("verification")
+
+// ErrSameCluster is returned (wrapped) by Run when the source and the
+// target are one cluster.
+var ErrSameCluster = errors.New("the source and the target are the same cluster; a migration moves between two clusters")
+
+// CheckClusters refuses a source and a target that are one cluster: the
+// same API server, or (two addresses of one cluster) the same kube-system
+// namespace UID.
+func CheckClusters(ctx context.Context, src, dst *kube.Cluster) error {
+	same := src.Config.Host == dst.Config.Host
+	if !same {
+		srcID, err1 := src.ID(ctx)
+		dstID, err2 := dst.ID(ctx)
+		same = err1 == nil && err2 == nil && srcID == dstID
+	}
+	if same {
+		return fmt.Errorf("source %s (%s) and target %s (%s): %w", src.Name, src.Config.Host, dst.Name, dst.Config.Host, ErrSameCluster)
+	}
+	return nil
+}
+
 // Validate checks the options before anything is read or written.
 func (o *Options) Validate() error {
 	o.complete()
 	if o.Source == nil || o.Target == nil || o.Location == nil {
 		return errors.New("migration: the source, the target and the location are required")
+	}
+	if err := ValidateName(o.Name); err != nil {
+		return err
 	}
 	if err := o.Backup.Validate(); err != nil {
 		return err
@@ -149,6 +204,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{}
+	if err := CheckClusters(ctx, o.Source, o.Target); err != nil {
+		return res, err
+	}
 	var reused *v1alpha1.Backup
 	var err error
 	if o.Resume {
@@ -160,7 +218,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		// A migration run again after an interruption: its backup is
 		// committed, and the restore finishes what the first run left.
 		o.Log.Info("resuming migration: its committed backup is reused", "migration", o.Name, "backup", reused.Name, "phase", reused.Status.Phase)
-		res.Backup = reused
+		res.Backup, res.Resumed = reused, true
+		if o.OnBackup != nil {
+			o.OnBackup(reused, nil, true)
+		}
 		return res, restoreAndVerify(ctx, &o, res)
 	}
 	o.step(StepBackup)
@@ -172,8 +233,12 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			next(s)
 		}
 	}
-	if res.Backup, res.BackupResults, err = backup.Run(ctx, o.Source, o.Location, bopts); err != nil {
+	var bres *report.Results
+	if res.Backup, bres, err = backup.Run(ctx, o.Source, o.Location, bopts); err != nil {
 		return res, fmt.Errorf("backup %s: %w", o.Name, err)
+	}
+	if o.OnBackup != nil {
+		o.OnBackup(res.Backup, bres, false)
 	}
 	if res.Backup.Status.Phase == v1alpha1.PhaseFailed {
 		return res, nil
@@ -186,15 +251,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 func restoreAndVerify(ctx context.Context, o *Options, res *Result) error {
 	var err error
 	o.step(StepRestore)
-	if res.Restore, res.RestoreResults, err = restore.Run(ctx, o.Target, o.Location, o.Restore); err != nil {
+	var rres *report.Results
+	if res.Restore, rres, err = restore.Run(ctx, o.Target, o.Location, o.Restore); err != nil {
 		return fmt.Errorf("restore %s: %w", o.Name, err)
+	}
+	if o.OnRestore != nil {
+		o.OnRestore(res.Restore, rres)
+	}
+	if o.Restore.Spec.DryRun {
+		res.RestoreResults = rres
 	}
 	if !o.Verify || o.Restore.Spec.DryRun || res.Restore.Status.Phase == v1alpha1.PhaseFailed {
 		return nil
 	}
 	o.step(StepVerify)
 	if res.Verification, err = verify(ctx, o, res); err != nil {
-		return fmt.Errorf("verification of migration %s: %w", o.Name, err)
+		return fmt.Errorf("%w of migration %s: %w", ErrVerification, o.Name, err)
 	}
 	return nil
 }
@@ -203,7 +275,7 @@ func restoreAndVerify(ctx context.Context, o *Options, res *Result) error {
 // restore's timings, and keeps the report in the location.
 func verify(ctx context.Context, o *Options, res *Result) (*report.Verification, error) {
 	vopts := o.Restore
-	vopts.OnProgress = nil
+	vopts.OnProgress = o.OnVerifyProgress
 	v, err := restore.Verify(ctx, o.Target, o.Location, vopts)
 	if err != nil {
 		return nil, err

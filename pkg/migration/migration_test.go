@@ -1,11 +1,18 @@
 package migration_test
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // TestOutcome: a migration is Completed only when both steps completed and
@@ -42,5 +49,36 @@ func TestOutcome(t *testing.T) {
 		if phase != c.phase || reason != c.reason || msg == "" {
 			t.Errorf("%s: %s %s %q, want %s %s", c.name, phase, reason, msg, c.phase, c.reason)
 		}
+	}
+}
+
+// TestValidateName: a migration's name must be its backup's and its
+// restore's, for `ferry migrate --name` and a hub Migration alike.
+func TestValidateName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"shop-move", true},
+		{strings.Repeat("a", store.MaxBackupNameLength), true},
+		{strings.Repeat("a", store.MaxBackupNameLength+1), false},
+		{"Shop", false},
+		{"", false},
+		{"..", false},
+	} {
+		if err := migration.ValidateName(tc.name); (err == nil) != tc.ok {
+			t.Errorf("%q: %v, want ok %v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+// TestCheckClustersSameHost: one API server is one cluster, without asking
+// it (the kube-system UID case needs a real one: test/e2e
+// checkSameCluster).
+func TestCheckClustersSameHost(t *testing.T) {
+	a := &kube.Cluster{Name: "a", Config: &rest.Config{Host: "https://127.0.0.1:6443"}}
+	b := &kube.Cluster{Name: "b", Config: &rest.Config{Host: "https://127.0.0.1:6443"}}
+	if err := migration.CheckClusters(context.Background(), a, b); !errors.Is(err, migration.ErrSameCluster) || !strings.Contains(err.Error(), "source a (https://127.0.0.1:6443)") {
+		t.Errorf("same host: %v", err)
 	}
 }

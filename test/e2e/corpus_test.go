@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/migration"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // corpusSet is one folder of the test corpus (corpusDir; CONTRIBUTING.md,
@@ -236,6 +241,7 @@ func TestCorpusMigration(t *testing.T) {
 		t.Errorf("timings %+v, want backup, restore, verify", v.Timings)
 	}
 	checkReportPage(t, reportDir)
+	checkStoredReport(t, e.storage, "corpus", v.Summary)
 	first := out.Restore.Status.Counts
 	t.Logf("first restore: %v", first)
 	if first["failed"] != 0 || first["created"] < len(objs) {
@@ -472,4 +478,33 @@ func waitBound(t *testing.T, e *env, ns, name string) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Errorf("claim %s/%s in the target is %q, want Bound", ns, name, phase)
+}
+
+// checkStoredReport: the location keeps migration name's report beside its
+// restore (pkg/migration.ReportKeys), as the hub's Migrations do, with the
+// same summary as the local copy.
+func checkStoredReport(t *testing.T, storage, name string, want map[string]int) {
+	t.Helper()
+	ctx := context.Background()
+	loc, err := store.Open(ctx, storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	raw, err := migration.OpenReport(ctx, loc, name, false)
+	if err != nil {
+		t.Fatalf("the report of migration %s in the location: %v", name, err)
+	}
+	var got struct {
+		Summary map[string]int `json:"summary"`
+	}
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got.Summary, want) {
+		t.Errorf("the report in the location says %v, the local copy %v", got.Summary, want)
+	}
+	if page, err := migration.OpenReport(ctx, loc, name, true); err != nil || !bytes.Contains(page, []byte("<html")) {
+		t.Errorf("the HTML report of migration %s in the location: %v", name, err)
+	}
 }

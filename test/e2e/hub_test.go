@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -239,6 +240,41 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 	}
 	if kinds != nil {
 		t.Run("backup kinds", kinds.check)
+		t.Run("same cluster under two addresses", func(t *testing.T) { checkSameCluster(t, c, e) })
+	}
+}
+
+// checkSameCluster: a Migration whose target is its source under another
+// address (localhost for 127.0.0.1) is refused by its kube-system UID,
+// as `ferry migrate` refuses it (pkg/migration.CheckClusters), before
+// anything is written.
+func checkSameCluster(t *testing.T, c crclient.WithWatch, e *env) {
+	alias := &testenv.Cluster{Name: "src-alias", Config: rest.CopyConfig(e.src.Config)}
+	alias.Config.Host = strings.Replace(alias.Config.Host, "127.0.0.1", "localhost", 1)
+	if alias.Config.Host == e.src.Config.Host {
+		t.Fatalf("source %s: no 127.0.0.1 to write as localhost", e.src.Config.Host)
+	}
+	addCluster(t, c, "src-alias", writeContextKubeconfig(t, alias))
+	m := newMigration("same", e.storage, "default")
+	m.Spec.Target.Cluster = "src-alias"
+	_, got := watchPhases(t, c, m, time.Minute, nil)
+	if got.Status.Phase != v1beta1.PhaseFailed || got.Status.Reason != "SameCluster" || !strings.Contains(got.Status.Message, "same cluster") {
+		t.Fatalf("Migration to the source under another address: %+v; want Failed, SameCluster", got.Status)
+	}
+	r := ferry(t, nil, "migrate", "--from-kubeconfig", writeContextKubeconfig(t, e.src), "--to-kubeconfig", writeContextKubeconfig(t, alias),
+		"--storage", e.storage, "--name", "same-cli", "--include-namespaces", "default")
+	if r.code != 1 || !strings.Contains(r.stderr, "same cluster") {
+		t.Errorf("migrate to the source under another address: exit %d, want 1 naming the same cluster\n%s", r.code, r.stderr)
+	}
+	loc, err := store.Open(context.Background(), e.storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	for _, name := range []string{"same", "same-cli"} {
+		if _, err := loc.GetBackup(context.Background(), name); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("refused migration %s: its backup %v, want none written", name, err)
+		}
 	}
 }
 

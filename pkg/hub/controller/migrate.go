@@ -32,8 +32,8 @@ func (r *MigrationReconciler) migrate(ctx context.Context, m *v1beta1.Migration,
 	if err != nil {
 		return nil, err
 	}
-	if src.Config.Host == dst.Config.Host {
-		return nil, fail("SameCluster", "spec.source.cluster %q and spec.target.cluster %q are the same cluster (%s)", m.Spec.Source.Cluster, m.Spec.Target.Cluster, src.Config.Host)
+	if err := migration.CheckClusters(ctx, src, dst); err != nil {
+		return nil, fail("SameCluster", "spec.source.cluster %q and spec.target.cluster %q: %w", m.Spec.Source.Cluster, m.Spec.Target.Cluster, err)
 	}
 	loc, err := store.Open(ctx, m.Spec.Storage.Location)
 	if err != nil {

@@ -9,12 +9,19 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/registry"
+	engine "github.com/kubeferry/ferry/pkg/migration"
 )
 
 // ValidateMigration checks a Migration's metadata and spec, but for whether
 // its Clusters exist (the strategy looks them up).
 func ValidateMigration(m *ferry.Migration) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&m.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	if m.Name != "" && len(errs) == 0 {
+		// The name is the backup's and the restore's in the location.
+		if err := engine.ValidateName(m.Name); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), m.Name, err.Error()))
+		}
+	}
 	return append(errs, ValidateMigrationSpec(&m.Spec, field.NewPath("spec"))...)
 }
 
