@@ -8,7 +8,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +17,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/retention"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/storesync"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -107,12 +107,7 @@ func (r *GCReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 // owns reports whether stored (the store's record of the backup named as
 // b) is b's own: see GCReconciler.
 func owns(b, stored *v1alpha1.Backup) bool {
-	if stored.UID == "" {
-		// Written before backups carried a UID: only a Backup that store
-		// sync made from this very record stands for it.
-		return b.Labels[labelFromStore] != ""
-	}
-	return stored.UID == b.UID || types.UID(b.Annotations[AnnotationStoreUID]) == stored.UID
+	return storesync.Owns(b.UID, b.Labels, b.Annotations, stored)
 }
 
 // repository opens loc's volume repository with the server's password.

@@ -10,10 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/install"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
+	"github.com/kubeferry/ferry/pkg/volumehelpers"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -32,11 +32,10 @@ func helpers(ctx context.Context, secrets client.Reader, cluster *kube.Cluster, 
 	if err != nil {
 		return nil, err
 	}
-	env, err := volumes.HelperEnv(bsl.Spec.URL, password, creds)
-	if err != nil {
-		return nil, err
+	if creds == nil {
+		creds = map[string]string{} // the server's workload identity, not its environment's keys
 	}
-	return &volumes.Helpers{Client: cluster.Typed, Run: helperpod.NewRun(cluster.Typed, log), Image: image, Env: env, StartTimeout: timeout}, nil
+	return volumehelpers.New(ctx, bsl.Spec.URL, cluster, volumehelpers.Settings{Image: image, Password: password, StartTimeout: timeout, Credentials: creds, Log: log})
 }
 
 // locationOf is the name of the location a Backup belongs to: its label

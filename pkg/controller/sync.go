@@ -13,29 +13,21 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
+	"github.com/kubeferry/ferry/pkg/storesync"
 )
 
-// AnnotationStoreUID on a Backup that store sync created is the UID the
-// stored backup was written with: GC deletes the store folder only when
-// it still holds that backup.
-const AnnotationStoreUID = "ferry.dev/store-uid"
-
-// labelFromStore marks a Backup that store sync created; the Backup
-// reconciler never runs one (its status comes from the store).
-const labelFromStore = "ferry.dev/synced-from"
+// AnnotationStoreUID and labelFromStore are store sync's marks
+// (pkg/storesync).
+const (
+	AnnotationStoreUID = storesync.AnnotationStoreUID
+	labelFromStore     = storesync.LabelSyncedFrom
+)
 
 // SyncReconciler keeps the cluster's Backups in step with each Available
-// BackupStorageLocation, every Period: the store is the source of truth.
-//
-//   - A committed, restorable backup (Completed or PartiallyFailed) in the
-//     store with no Backup of that name in the cluster is created in the
-//     cluster with the store's spec and status (labelled with the
-//     location), so a fresh target cluster sees the source's backups.
-//   - A Completed or PartiallyFailed Backup of this location whose folder
-//     is gone from the store is deleted from the cluster, unless it has
-//     expired: the GC deletes that one, after pruning its volume snapshots.
-//
-// Backups that are Failed, InProgress or Incomplete are left alone both ways.
+// BackupStorageLocation, every Period: the store is the source of truth,
+// and storesync.PlanSync (the hub's too) says what to add and remove. A
+// Backup it adds has the store's spec and status, labelled with the
+// location.
 type SyncReconciler struct {
 	Client    ctrl.Client
 	APIReader ctrl.Reader
@@ -64,47 +56,26 @@ func (r *SyncReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		r.Log.Warn("store sync: listing backups", "location", bsl.Name, "err", err)
 		return again, nil
 	}
-	inStore := map[string]*v1alpha1.Backup{}
-	for _, e := range entries {
-		inStore[e.Name] = e.Backup
-	}
 	list := &v1alpha1.BackupList{}
 	if err := r.APIReader.List(ctx, list, ctrl.InNamespace(bsl.Namespace)); err != nil {
 		return reconcile.Result{}, err
 	}
 	inCluster := map[string]*v1alpha1.Backup{}
+	known := map[string]storesync.Known{}
 	for i := range list.Items {
-		inCluster[list.Items[i].Name] = &list.Items[i]
+		cb := &list.Items[i]
+		inCluster[cb.Name] = cb
+		known[cb.Name] = storesync.Known{Phase: cb.Status.Phase, Synced: cb.Labels[labelFromStore] != "", InLocation: locationOf(cb) == bsl.Name, Expiration: Expiration(cb)}
 	}
-	for _, e := range entries {
-		sb := e.Backup
-		if sb.Status.Phase != v1alpha1.PhaseCompleted && sb.Status.Phase != v1alpha1.PhasePartiallyFailed {
-			continue
-		}
-		cb := inCluster[e.Name]
-		if cb != nil && !(cb.Labels[labelFromStore] != "" && cb.Status.Phase == "") {
-			continue
-		}
-		if err := r.create(ctx, bsl, cb, sb); err != nil {
+	plan := storesync.PlanSync(entries, known, r.Clock.Now())
+	for _, sb := range plan.Add {
+		if err := r.create(ctx, bsl, inCluster[sb.Name], sb); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
-	for _, cb := range inCluster {
-		if locationOf(cb) != bsl.Name || inStore[cb.Name] != nil {
-			continue
-		}
-		if cb.Status.Phase != v1alpha1.PhaseCompleted && cb.Status.Phase != v1alpha1.PhasePartiallyFailed {
-			continue
-		}
-		if exp := Expiration(cb); exp != nil && !r.Clock.Now().Before(exp.Time) {
-			// Expired: another cluster's GC, sharing the location, deleted
-			// the folder, perhaps without the repository password. This
-			// cluster's GC deletes the Backup after pruning its volume
-			// snapshots; deleting it here would leave them behind.
-			continue
-		}
-		r.Log.Info("store sync: backup gone from the store, deleting it from the cluster", "backup", cb.Name, "location", bsl.Name)
-		if err := r.Client.Delete(ctx, cb); ctrl.IgnoreNotFound(err) != nil {
+	for _, name := range plan.Remove {
+		r.Log.Info("store sync: backup gone from the store, deleting it from the cluster", "backup", name, "location", bsl.Name)
+		if err := r.Client.Delete(ctx, inCluster[name]); ctrl.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -121,9 +92,7 @@ func (r *SyncReconciler) create(ctx context.Context, bsl *v1alpha1.BackupStorage
 		cb = v1alpha1.NewBackup(sb.Name)
 		cb.Namespace = bsl.Namespace
 		cb.Labels = map[string]string{v1alpha1.LabelStorageLocation: bsl.Name, labelFromStore: bsl.Name}
-		if sb.UID != "" {
-			cb.Annotations = map[string]string{AnnotationStoreUID: string(sb.UID)}
-		}
+		cb.Annotations = storesync.Annotations(sb)
 		cb.Spec = sb.Spec
 		cb.Spec.StorageLocationName = bsl.Name
 		if err := r.Client.Create(ctx, cb); err != nil {

@@ -1,8 +1,8 @@
 // Package volumehelpers is the pod volume options of a backup or a restore
 // whose volume data moves through helper pods (pkg/volumes.Helpers) in the
-// cluster, with nothing of ferry installed there: `ferry backup create`,
-// `ferry restore create` and `ferry migrate` without a node agent, and the
-// hub's Migrations.
+// cluster: `ferry backup create`, `ferry restore create` and `ferry
+// migrate` without a node agent, the hub's Migrations, Backups and
+// Restores, and server mode's claims (New).
 package volumehelpers
 
 import (
@@ -34,20 +34,29 @@ type Settings struct {
 	StartTimeout, Unschedulable time.Duration
 	// Sparse restores files sparsely.
 	Sparse bool
-	Log    *slog.Logger
+	// Credentials are the location's, given to the helpers (server mode:
+	// its BackupStorageLocation's Secret); nil: this process's
+	// environment's (store.EnvCredentials), as the CLI and the hub have
+	// them.
+	Credentials map[string]string
+	Log         *slog.Logger
 }
 
-// New returns the helper pods of cluster for location loc, with the
-// location's URL, the credentials of this process's environment
-// (store.EnvCredentials) and the password in their Secret.
-func New(ctx context.Context, loc *store.Location, cluster *kube.Cluster, s Settings) (*volumes.Helpers, error) {
-	creds, err := store.EnvCredentials(ctx, loc.SecretURL())
-	if err != nil && s.Log != nil {
-		// The helpers may still have an identity of their own in the
-		// cluster (a workload identity); if not, each says so.
-		s.Log.Warn("no credentials to give the helper pods", "error", err)
+// New returns the helper pods of cluster for the location at url (with its
+// credentials, if any), with the location's URL, its credentials and the
+// password in their Secret: the one factory of helper pods, for the CLI,
+// server mode and the hub.
+func New(ctx context.Context, url string, cluster *kube.Cluster, s Settings) (*volumes.Helpers, error) {
+	creds := s.Credentials
+	if creds == nil {
+		var err error
+		if creds, err = store.EnvCredentials(ctx, url); err != nil && s.Log != nil {
+			// The helpers may still have an identity of their own in the
+			// cluster (a workload identity); if not, each says so.
+			s.Log.Warn("no credentials to give the helper pods", "error", err)
+		}
 	}
-	env, err := volumes.HelperEnv(loc.SecretURL(), s.Password, creds)
+	env, err := volumes.HelperEnv(url, s.Password, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +74,7 @@ func Backup(ctx context.Context, loc *store.Location, cluster *kube.Cluster, s S
 		return nil, nil, nil, err
 	}
 	closeRepo := func() { repo.Close(context.WithoutCancel(ctx)) }
-	h, err := New(ctx, loc, cluster, s)
+	h, err := New(ctx, loc.SecretURL(), cluster, s)
 	if err != nil {
 		closeRepo()
 		return &backup.PodVolumeOptions{Backup: Fail(err)}, nil, func() {}, nil
@@ -79,7 +88,7 @@ func Backup(ctx context.Context, loc *store.Location, cluster *kube.Cluster, s S
 // the helpers (nil when they could not be made: then a restore of volume
 // data fails with the reason, in Check). closeAll removes the helpers.
 func Restore(ctx context.Context, loc *store.Location, cluster *kube.Cluster, s Settings) (*restore.PodVolumeOptions, *volumes.Helpers, func(), error) {
-	h, err := New(ctx, loc, cluster, s)
+	h, err := New(ctx, loc.SecretURL(), cluster, s)
 	if err != nil {
 		// Only a backup with volume data needs the helpers.
 		return &restore.PodVolumeOptions{HelperImage: s.Image, Check: func(context.Context) error { return err }}, nil, func() {}, nil

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,9 @@ func startHubBackupKinds(t *testing.T, c crclient.WithWatch, e *env, namespace s
 	t.Helper()
 	ctx := context.Background()
 	for _, o := range []crclient.Object{
-		&v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("primary"), Spec: v1beta1.BackupStorageLocationSpec{URL: e.storage, Default: true}},
+		// Checked, and synced, every 2s.
+		&v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("primary"), Spec: v1beta1.BackupStorageLocationSpec{URL: e.storage, Default: true,
+			ValidationFrequency: &metav1.Duration{Duration: 2 * time.Second}}},
 		// A store that refuses connections: Unavailable, and Backups to it fail.
 		&v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("broken"), Spec: v1beta1.BackupStorageLocationSpec{URL: "s3://no-bucket?endpoint=http://127.0.0.1:1&region=us-east-1&use_path_style=true"}},
 		&v1beta1.Schedule{ObjectMeta: hubMeta("minutely"), Spec: v1beta1.ScheduleSpec{Schedule: "* * * * *",
@@ -107,7 +110,32 @@ func (k *hubBackupKinds) check(t *testing.T) {
 	checkTarget(t, k.e, "guestbook", k.objs, map[string]string{k.namespace: k.namespace + "-hub"})
 
 	k.checkExpired(t, short)
+	k.checkSynced(t)
 	k.checkScheduled(t)
+}
+
+// checkSynced is store sync into the hub: a backup the CLI took into the
+// hub's location appears as a hub Backup of it (never run), and a hub
+// Restore of it into dst, under another namespace, gives the source's
+// objects, checked object by object.
+func (k *hubBackupKinds) checkSynced(t *testing.T) {
+	ctx := context.Background()
+	k.e.backup(t, "cli-taken", "--include-namespaces", k.namespace)
+	b := waitFor(t, k.c, &v1beta1.Backup{ObjectMeta: hubMeta("cli-taken")}, time.Minute, func(b *v1beta1.Backup) bool { return b.Status.Phase != "" && b.Status.Phase != v1beta1.RunNew })
+	if b.Status.Phase != v1beta1.RunCompleted || b.Labels["ferry.dev/synced-from"] != "primary" || b.Spec.Cluster != "" ||
+		b.Status.StorageLocation != k.e.storage || b.Status.Progress.ItemsBackedUp == 0 || !slices.Equal(b.Spec.IncludedNamespaces, []string{k.namespace}) {
+		t.Fatalf("synced Backup cli-taken: labels %v, spec %+v, status %+v", b.Labels, b.Spec, b.Status)
+	}
+	mapping := map[string]string{k.namespace: k.namespace + "-synced"}
+	r := &v1beta1.Restore{ObjectMeta: hubMeta("cli-taken"), Spec: v1beta1.RestoreSpec{Cluster: "dst", BackupName: "cli-taken", NamespaceMapping: mapping}}
+	if err := k.c.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	r = waitFor(t, k.c, r, 2*time.Minute, func(r *v1beta1.Restore) bool { return ended(r.Status.Phase) })
+	if r.Status.Phase != v1beta1.RunCompleted || r.Status.Counts.Created == 0 || r.Status.Counts.Failed != 0 {
+		t.Fatalf("hub Restore of the synced backup: %+v", r.Status)
+	}
+	checkTarget(t, k.e, "cli-taken", k.objs, mapping)
 }
 
 // checkExpired: a Backup past its TTL leaves the location and the hub.

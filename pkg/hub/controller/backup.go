@@ -17,6 +17,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/storesync"
 	"github.com/kubeferry/ferry/pkg/volumehelpers"
 )
 
@@ -55,6 +56,9 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 	}
 	if runEnded(b.Status.Phase) {
 		return r.expire(ctx, &b)
+	}
+	if b.Labels[storesync.LabelSyncedFrom] != "" {
+		return reconcile.Result{}, nil // store sync writes its status; it never runs
 	}
 	k := r.leased()
 	if wait, held := k.heldElsewhere(&b); held {

@@ -17,6 +17,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/retention"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/storesync"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -135,7 +136,7 @@ func (r *BackupReconciler) deleteStored(ctx context.Context, b *v1beta1.Backup, 
 	}
 	defer loc.Close()
 	res, err := retention.Delete(ctx, loc, retention.Request{Name: b.Name,
-		Owns:          func(stored *v1alpha1.Backup) bool { return stored.UID == "" || stored.UID == b.UID },
+		Owns:          func(stored *v1alpha1.Backup) bool { return storesync.Owns(b.UID, b.Labels, b.Annotations, stored) },
 		HadVolumeData: b.Status.PodVolumes != nil && b.Status.PodVolumes.Completed > 0,
 		Repository: func(ctx context.Context) (*volumes.Repository, error) {
 			if r.Volumes.Password == "" {

@@ -4,14 +4,18 @@ import (
 	"context"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/retention"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/storesync"
 )
 
 // LocationReconciler checks each BackupStorageLocation when it changes and
@@ -20,7 +24,9 @@ import (
 // as server mode does). The
 // result is status.phase Available or Unavailable, status.message with
 // pkg/store's reason (access denied, bucket not found, unreachable), and
-// the condition Available.
+// the condition Available. An Available location is then synced into the
+// hub (sync): the backups any front end took into it appear as hub
+// Backups, which hub Restores restore.
 type LocationReconciler struct {
 	Client client.Client
 	Reader client.Reader
@@ -53,8 +59,106 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err := r.Client.Status().Patch(ctx, &l, client.MergeFrom(orig)); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	if err == nil && l.Status.Phase == v1beta1.LocationAvailable {
+		if err := r.sync(ctx, &l); err != nil {
+			r.Log.Warn("store sync", "location", req.String(), "error", err)
+		}
+	}
 	return reconcile.Result{RequeueAfter: storagelocation.NextCheck(l.Spec.ValidationFrequency, r.ValidationPeriod)}, nil
 }
 
 // defaultValidationPeriod is how often a location is checked by default.
 const defaultValidationPeriod = time.Minute
+
+// sync makes the hub's Backups of l's namespace follow the backups l's
+// store holds (storesync.PlanSync, as server mode's store sync): one a
+// front end took there (ferry migrate, ferry backup create, a server)
+// becomes a hub Backup of l, never run, with the store's status; a synced
+// one whose folder is gone is deleted.
+func (r *LocationReconciler) sync(ctx context.Context, l *v1beta1.BackupStorageLocation) error {
+	sctx, cancel := context.WithTimeout(ctx, r.ConnectTimeout)
+	defer cancel()
+	loc, err := store.Open(sctx, l.Spec.URL)
+	if err != nil {
+		return err
+	}
+	defer loc.Close()
+	entries, err := loc.ListBackups(sctx)
+	if err != nil {
+		return err
+	}
+	var list v1beta1.BackupList
+	if err := r.Reader.List(ctx, &list, client.InNamespace(l.Namespace)); err != nil {
+		return err
+	}
+	known, byName := map[string]storesync.Known{}, map[string]*v1beta1.Backup{}
+	for i := range list.Items {
+		b := &list.Items[i]
+		byName[b.Name] = b
+		phase := v1alpha1.Phase(b.Status.Phase)
+		if b.Status.Phase == v1beta1.RunNew {
+			phase = ""
+		}
+		known[b.Name] = storesync.Known{Phase: phase, Synced: b.Labels[storesync.LabelSyncedFrom] != "",
+			InLocation: b.Status.StorageLocation == l.Spec.URL, Expiration: b.Status.Expiration}
+	}
+	plan := storesync.PlanSync(entries, known, time.Now())
+	for _, sb := range plan.Add {
+		if err := r.addSynced(ctx, l, byName[sb.Name], sb); err != nil {
+			return err
+		}
+	}
+	for _, name := range plan.Remove {
+		if byName[name].Labels[storesync.LabelSyncedFrom] == "" {
+			continue // the hub's own: its folder is gone, its record stays
+		}
+		r.Log.Info("store sync: backup gone from the store, deleting it from the hub", "backup", l.Namespace+"/"+name, "location", l.Name)
+		if err := r.Client.Delete(ctx, byName[name]); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addSynced makes the hub's Backup of stored backup sb in l (or finishes
+// b, one made before whose status was not written).
+func (r *LocationReconciler) addSynced(ctx context.Context, l *v1beta1.BackupStorageLocation, b *v1beta1.Backup, sb *v1alpha1.Backup) error {
+	if b == nil {
+		b = &v1beta1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: l.Namespace, Name: sb.Name,
+			Labels: map[string]string{storesync.LabelSyncedFrom: l.Name}, Annotations: storesync.Annotations(sb)},
+			Spec: hubBackupSpec(sb.Spec, l.Name)}
+		if err := r.Client.Create(ctx, b); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		}
+	}
+	orig := b.DeepCopy()
+	st := sb.Status
+	b.Status = v1beta1.BackupStatus{Phase: v1beta1.RunPhase(st.Phase), StartTimestamp: st.StartTimestamp, CompletionTimestamp: st.CompletionTimestamp,
+		Expiration: retention.Expiration(st.Expiration, st.StartTimestamp, sb.Spec.TTL), StorageLocation: l.Spec.URL, FailureReason: st.FailureReason}
+	backupStatus(&b.Status, sb)
+	meta.SetStatusCondition(&b.Status.Conditions, succeeded(b.Status.Phase, string(b.Status.Phase), "synced from the location "+l.Name))
+	r.Log.Info("store sync: backup added to the hub", "backup", l.Namespace+"/"+b.Name, "location", l.Name, "phase", b.Status.Phase)
+	return r.Client.Status().Patch(ctx, b, client.MergeFrom(orig))
+}
+
+// hubBackupSpec is the hub's spec of an engine backup spec s, in location.
+func hubBackupSpec(s v1alpha1.BackupSpec, location string) v1beta1.BackupSpec {
+	return v1beta1.BackupSpec{
+		StorageLocationName:      location,
+		IncludedNamespaces:       s.IncludedNamespaces,
+		ExcludedNamespaces:       s.ExcludedNamespaces,
+		IncludedResources:        s.IncludedResources,
+		ExcludedResources:        s.ExcludedResources,
+		LabelSelector:            s.LabelSelector,
+		IncludeClusterResources:  s.IncludeClusterResources,
+		PreferredVersionOnly:     s.PreferredVersionOnly,
+		Images:                   s.Images,
+		ImageRegistryMappings:    s.ImageRegistryMappings,
+		ImagesRequired:           s.ImagesRequired,
+		DefaultVolumesToFsBackup: s.DefaultVolumesToFsBackup,
+		TTL:                      s.TTL,
+	}
+}

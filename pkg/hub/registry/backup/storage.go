@@ -19,6 +19,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/registry"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/storesync"
 )
 
 // NewREST returns the storage of Backups and of their status subresource;
@@ -54,12 +55,23 @@ func Validate(b *ferry.Backup) field.ErrorList {
 	if err := store.ValidateBackupName(b.Name); err != nil && b.Name != "" {
 		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), b.Name, err.Error()))
 	}
-	return append(errs, ValidateSpec(&b.Spec, field.NewPath("spec"))...)
+	p := field.NewPath("spec")
+	if b.Labels[storesync.LabelSyncedFrom] == "" || b.Spec.Cluster != "" {
+		// One store sync made from a backup in its location, which any
+		// front end may have taken, names no Cluster: it is never run.
+		errs = append(errs, registry.ValidateReference(b.Spec.Cluster, "Cluster", p.Child("cluster"))...)
+	}
+	return append(errs, validateSpec(&b.Spec, p)...)
 }
 
 // ValidateSpec checks a Backup's spec (or a Schedule's template, at p).
 func ValidateSpec(s *ferry.BackupSpec, p *field.Path) field.ErrorList {
-	errs := registry.ValidateReference(s.Cluster, "Cluster", p.Child("cluster"))
+	return append(registry.ValidateReference(s.Cluster, "Cluster", p.Child("cluster")), validateSpec(s, p)...)
+}
+
+// validateSpec checks a Backup's spec but for its Cluster.
+func validateSpec(s *ferry.BackupSpec, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	if s.StorageLocationName != "" {
 		errs = append(errs, registry.ValidateReference(s.StorageLocationName, "BackupStorageLocation", p.Child("storageLocationName"))...)
 	}
