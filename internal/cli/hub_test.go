@@ -195,11 +195,37 @@ func TestHubClusterAddAndMigrate(t *testing.T) {
 	})
 	checkField(t, "spec.restore", m.Spec.Restore, hubv1beta1.MigrationRestore{
 		NamespaceMapping: map[string]string{"a": "a2"}, StorageClassMapping: map[string]string{"std": "fast"}, ExistingResourcePolicy: "update",
+		ExistingVolumeDataPolicy: "write",
 	})
 	checkField(t, "spec.images", m.Spec.Images, hubv1beta1.MigrationImages{Mode: "copy", RegistryMappings: []string{"old.io=new.io"}})
 	checkField(t, "spec.volumes", m.Spec.Volumes, true)
 	checkField(t, "spec.verify", m.Spec.Verify, &no)
 	checkField(t, "status.phase", m.Status.Phase, hubv1beta1.PhasePending)
+
+	// The flags a Migration gained in issue 29 reach its spec, through the
+	// hub's API and storage.
+	mods := filepath.Join(t.TempDir(), "mods.yaml")
+	modRules := "version: v1\nresourceModifierRules:\n- conditions: {groupResource: configmaps}\n  patches:\n  - {operation: replace, path: /data/x, value: y}\n"
+	if err := os.WriteFile(mods, []byte(modRules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr = ferry("migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", "src", "--to-cluster", "dst",
+		"--storage", storage, "--name", "m2", "--resource-modifiers", mods, "--from-cloud", "aws", "--to-cloud", "gcp", "--dry-run",
+		"--preserve-nodeports", "--restore-status", "deployments", "--existing-volume-data-policy", "keep", "--crd-timeout", "2m",
+		"--preferred-version-only", "--images-required")
+	if code != 0 {
+		t.Fatalf("migrate --hub with the restore flags: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if err := h.client.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m2"}, m); err != nil {
+		t.Fatal(err)
+	}
+	checkField(t, "m2 spec.restore", m.Spec.Restore, hubv1beta1.MigrationRestore{
+		NamespaceMapping: m.Spec.Restore.NamespaceMapping, StorageClassMapping: m.Spec.Restore.StorageClassMapping, // none given
+		ExistingResourcePolicy: "none", ExistingVolumeDataPolicy: "keep", PreserveNodePorts: true, RestoreStatus: []string{"deployments"}, ResourceModifiers: modRules,
+		FromCloud: "aws", ToCloud: "gcp", DryRun: true, CRDTimeout: &metav1.Duration{Duration: 2 * time.Minute},
+	})
+	checkField(t, "m2 spec.backup.preferredVersionOnly", m.Spec.Backup.PreferredVersionOnly, true)
+	checkField(t, "m2 spec.images.required", m.Spec.Images.Required, true)
 
 	// The defaults: the hub's.
 	code, stdout, stderr = ferry("migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", "src", "--to-cluster", "dst", "--storage", storage, "-o", "json")

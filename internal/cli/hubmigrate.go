@@ -59,29 +59,19 @@ var localOnly = []struct{ flag, why string }{
 	{"encryption-recipient", "a Migration carries no encryption keys"},
 	{"encryption-identity", "a Migration carries no encryption keys, and the hub cannot read a local key file"},
 	{"repository-password-file", "a Migration carries no repository password, and the hub cannot read a local file"},
-	{"dry-run", "run the dry run without --hub"},
-	{"crd-timeout", "the hub's setting applies"},
-	{"preserve-nodeports", "a Migration's spec.restore does not carry it"},
-	{"existing-volume-data-policy", "a Migration's spec.restore does not carry it (the hub writes the backup's data into claims that lack it)"},
-	{"restore-status", "a Migration's spec.restore does not carry it"},
-	{"resource-modifiers", "a Migration's spec.restore does not carry it, and the hub cannot read a local file"},
-	{"from-cloud", "a Migration's spec.restore does not carry it"},
-	{"to-cloud", "a Migration's spec.restore does not carry it"},
-	{"preferred-version-only", "a Migration's spec.backup does not carry it"},
-	{"images-required", "a Migration's spec.images does not carry it"},
 	{"push-images", "with --images=bundle the hub pushes the images to --image-registry-mappings itself"},
 	{"platform", "a Migration's spec.images does not carry a platform filter"},
-	{"image-concurrency", "the hub's image settings apply"},
-	{"image-jobs", "the hub's image settings apply"},
-	{"image-retries", "the hub's image settings apply"},
-	{"insecure", "the hub's image settings apply"},
+	{"image-concurrency", "the hub copies images with ferry's defaults (the flags' defaults here): no hub setting changes them yet"},
+	{"image-jobs", "the hub copies images with ferry's defaults (the flags' defaults here): no hub setting changes them yet"},
+	{"image-retries", "the hub copies images with ferry's defaults (the flags' defaults here): no hub setting changes them yet"},
+	{"insecure", "the hub reaches registries over HTTPS (plain HTTP only on localhost, go-containerregistry's default): no hub setting allows plain HTTP elsewhere yet"},
 	{"helper-image", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
 	{"restore-helper-image", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
 	{"node-pods-dir", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
 	{"to-node-pods-dir", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
 	{"volume-timeout", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
 	{"helper-unschedulable-timeout", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
-	{"write-sparse-files", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
+	{"write-sparse-files", "the hub writes restored files whole: no hub setting writes them sparsely yet"},
 }
 
 // complete turns hub mode on with --hub or $FERRY_HUB_KUBECONFIG, and
@@ -144,7 +134,7 @@ func (h *hubMigrate) validate() error {
 
 // migrationSpec is the Migration a migrate's backup and restore specs
 // make, through storage, with or without verification.
-func (h *hubMigrate) migrationSpec(b v1alpha1.BackupSpec, r v1alpha1.RestoreSpec, storage string, verify bool) hubv1beta1.MigrationSpec {
+func (h *hubMigrate) migrationSpec(b v1alpha1.BackupSpec, r v1alpha1.RestoreSpec, storage string, verify bool, crdTimeout time.Duration) hubv1beta1.MigrationSpec {
 	s := hubv1beta1.MigrationSpec{
 		Source:  hubv1beta1.ClusterReference{Cluster: h.from},
 		Target:  hubv1beta1.ClusterReference{Cluster: h.to},
@@ -153,17 +143,24 @@ func (h *hubMigrate) migrationSpec(b v1alpha1.BackupSpec, r v1alpha1.RestoreSpec
 			IncludedNamespaces: b.IncludedNamespaces, ExcludedNamespaces: b.ExcludedNamespaces,
 			IncludedResources: b.IncludedResources, ExcludedResources: b.ExcludedResources,
 			LabelSelector: b.LabelSelector, IncludeClusterResources: b.IncludeClusterResources,
+			PreferredVersionOnly: b.PreferredVersionOnly,
 		},
 		Restore: hubv1beta1.MigrationRestore{
 			NamespaceMapping: r.NamespaceMapping, StorageClassMapping: r.StorageClassMapping,
-			ExistingResourcePolicy: string(r.ExistingResourcePolicy),
+			ExistingResourcePolicy:   string(r.ExistingResourcePolicy),
+			ExistingVolumeDataPolicy: string(r.ExistingVolumeDataPolicy),
+			PreserveNodePorts:        r.PreserveNodePorts, RestoreStatus: r.RestoreStatus,
+			ResourceModifiers: r.ResourceModifiers, FromCloud: r.FromCloud, ToCloud: r.ToCloud, DryRun: r.DryRun,
 		},
-		Images:  hubv1beta1.MigrationImages{Mode: b.Images, RegistryMappings: b.ImageRegistryMappings},
+		Images:  hubv1beta1.MigrationImages{Mode: b.Images, RegistryMappings: b.ImageRegistryMappings, Required: b.ImagesRequired || r.ImagesRequired},
 		Verify:  &verify,
 		Volumes: b.DefaultVolumesToFsBackup,
 	}
 	if h.ttl > 0 {
 		s.Backup.TTL = &metav1.Duration{Duration: h.ttl}
+	}
+	if crdTimeout > 0 {
+		s.Restore.CRDTimeout = &metav1.Duration{Duration: crdTimeout}
 	}
 	return s
 }

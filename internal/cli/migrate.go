@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -93,7 +94,7 @@ func (o *migrateOptions) Complete(cmd *cobra.Command, _ []string) error {
 		o.name = defaultName("migrate")
 	}
 	if o.hub.complete(cmd, o.storage); o.hub.on() {
-		return o.completeHub()
+		return o.completeHub(cmd)
 	}
 	if o.fromKubeconfig == "" {
 		o.fromKubeconfig = o.kubeconfig
@@ -156,7 +157,7 @@ func (o *migrateOptions) Validate() error {
 // completeHub builds the specs of migrate --hub and the Migration's from
 // them, unless a flag it refuses was set (then Validate says so, and no
 // file such a flag names is read).
-func (o *migrateOptions) completeHub() error {
+func (o *migrateOptions) completeHub(cmd *cobra.Command) error {
 	if len(o.hub.changed) > 0 {
 		return nil
 	}
@@ -165,7 +166,11 @@ func (o *migrateOptions) completeHub() error {
 		return err
 	}
 	o.bspec = newBackupSpec(&o.selection, &o.crypt, &o.images, o.volumes.defaultToFS)
-	o.hub.spec = o.hub.migrationSpec(o.bspec, o.rspec, o.storage, o.verify)
+	var crdTimeout time.Duration
+	if cmd.Flags().Changed("crd-timeout") {
+		crdTimeout = o.restore.crdTimeout
+	}
+	o.hub.spec = o.hub.migrationSpec(o.bspec, o.rspec, o.storage, o.verify, crdTimeout)
 	return nil
 }
 

@@ -321,12 +321,14 @@ func TestValidateMigrateHub(t *testing.T) {
 		{hub("--encryption-recipient", f.recipient), []string{"--encryption-recipient is not supported with --hub"}},
 		{hub("--encryption-identity", f.identity), []string{"--encryption-identity is not supported with --hub"}},
 		{hub("--repository-password-file", f.password), []string{"--repository-password-file is not supported with --hub"}},
-		// The refusal comes before the file is read.
-		{hub("--resource-modifiers", filepath.Join(f.dir, "none")), []string{"--resource-modifiers is not supported with --hub"}},
-		{hub("--dry-run"), []string{"--dry-run is not supported with --hub: run the dry run without --hub"}},
-		{hub("--from-cloud", "aws"), []string{"--from-cloud is not supported with --hub"}},
-		{hub("--preserve-nodeports"), []string{"--preserve-nodeports is not supported with --hub"}},
-		{hub("--preferred-version-only"), []string{"--preferred-version-only is not supported with --hub"}},
+		// A Migration carries these (issue 29), checked as a local migrate
+		// checks them.
+		{hub("--resource-modifiers", f.mods, "--dry-run", "--from-cloud", "aws", "--to-cloud", "gcp", "--preserve-nodeports", "--preferred-version-only",
+			"--restore-status", "deployments", "--existing-volume-data-policy", "keep", "--crd-timeout", "2m", "--images-required"), nil},
+		{hub("--resource-modifiers", filepath.Join(f.dir, "none")), []string{"--resource-modifiers", "no such file"}},
+		{hub("--resource-modifiers", f.badMods), []string{"--resource-modifiers"}},
+		{hub("--from-cloud", "mars"), []string{"--from-cloud", "mars"}},
+		{hub("--existing-volume-data-policy", "merge"), []string{"--existing-volume-data-policy", `"merge"`}},
 		{hub("--images", "bundle", "--image-registry-mappings", "a.io=b.io", "--push-images"), []string{"--push-images is not supported with --hub: with --images=bundle the hub pushes"}},
 		{hub("--images", "copy", "--image-registry-mappings", "a.io=b.io", "--platform", "linux/amd64"), []string{"--platform is not supported with --hub"}},
 		{hub("--image-jobs", "2"), []string{"--image-jobs is not supported with --hub"}},

@@ -40,6 +40,13 @@ func clusterObj(name string) *unstructured.Unstructured {
 
 // migrationV1beta1 is a valid Migration from old to new at v1beta1, with
 // backup options changed by backup.
+// migrationRestore is a valid Migration with restore as its spec.restore.
+func migrationRestore(name string, restore map[string]any) *unstructured.Unstructured {
+	m := migrationV1beta1(name, nil)
+	_ = unstructured.SetNestedMap(m.Object, restore, "spec", "restore")
+	return m
+}
+
 func migrationV1beta1(name string, backup map[string]any) *unstructured.Unstructured {
 	return obj("ferry.dev/v1beta1", "Migration", name, map[string]any{"spec": map[string]any{
 		"source":  map[string]any{"cluster": "old"},
@@ -252,6 +259,10 @@ func testInvalid(t *testing.T, c dynamic.Interface) {
 		// A DNS subdomain, but too long for the backup's name in the
 		// location (pkg/migration.ValidateName, as ferry migrate --name).
 		{"name-too-long", migrationV1beta1(strings.Repeat("n", 190), nil), "metadata.name"},
+		{"bad-modifiers", migrationRestore("mods", map[string]any{"resourceModifiers": "rules: [\n"}), "spec.restore.resourceModifiers"},
+		{"unknown-cloud", migrationRestore("cloud", map[string]any{"toCloud": "mars"}), "spec.restore.toCloud"},
+		{"volume-data-policy", migrationRestore("vdp", map[string]any{"existingVolumeDataPolicy": "merge"}), "spec.restore.existingVolumeDataPolicy"},
+		{"negative-crd-timeout", migrationRestore("crd", map[string]any{"crdTimeout": "-1m"}), "spec.restore.crdTimeout"},
 	}
 	for _, tc := range cases {
 		_, err := c.Resource(migrationsV1beta1).Namespace(ns).Create(context.Background(), tc.m, metav1.CreateOptions{})

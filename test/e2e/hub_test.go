@@ -241,6 +241,41 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 	if kinds != nil {
 		t.Run("backup kinds", kinds.check)
 		t.Run("same cluster under two addresses", func(t *testing.T) { checkSameCluster(t, c, e) })
+		t.Run("restore flags", func(t *testing.T) {
+			checkHubRestoreFlags(t, c, cfg, e, sets[1].namespace, len(objsIn(objs, sets[1].namespace)))
+		})
+	}
+}
+
+// checkHubRestoreFlags: a Migration with resource modifiers, cloud
+// profiles and the other restore fields ferry migrate has (issue 29)
+// completes, and its verification, which applies the same modifiers and
+// profiles, finds the target matching object by object; the modifier's
+// change is in the target.
+func checkHubRestoreFlags(t *testing.T, c crclient.WithWatch, cfg *rest.Config, e *env, namespace string, n int) {
+	ctx := context.Background()
+	m := newMigration("shaped", e.storage, namespace)
+	m.Spec.Restore = v1beta1.MigrationRestore{
+		NamespaceMapping: map[string]string{namespace: namespace + "-shaped"},
+		ResourceModifiers: "version: v1\nresourceModifierRules:\n- conditions: {groupResource: deployments.apps}\n" +
+			"  patches:\n  - {operation: add, path: /metadata/labels/moved-by, value: hub}\n",
+		FromCloud: "aws", ToCloud: "gcp", PreserveNodePorts: true, ExistingVolumeDataPolicy: "keep",
+		CRDTimeout: &metav1.Duration{Duration: 30 * time.Second},
+	}
+	m.Spec.Backup.PreferredVersionOnly = true
+	_, got := watchPhases(t, c, m, 3*time.Minute, nil)
+	if got.Status.Phase != v1beta1.PhaseCompleted {
+		t.Fatalf("Migration with modifiers and cloud profiles: %+v", got.Status)
+	}
+	checkHubReport(t, cfg, "shaped", n)
+	deps, err := kubernetes.NewForConfigOrDie(e.dst.Config).AppsV1().Deployments(namespace+"-shaped").List(ctx, metav1.ListOptions{})
+	if err != nil || len(deps.Items) == 0 {
+		t.Fatalf("restored Deployments in %s-shaped: %v, %d", namespace, err, len(deps.Items))
+	}
+	for _, d := range deps.Items {
+		if d.Labels["moved-by"] != "hub" {
+			t.Errorf("Deployment %s: labels %v, want the modifier's moved-by: hub", d.Name, d.Labels)
+		}
 	}
 }
 

@@ -147,22 +147,37 @@ func options(m *v1beta1.Migration, src, dst *kube.Cluster, loc *store.Location) 
 		LabelSelector:            s.Backup.LabelSelector,
 		IncludeClusterResources:  s.Backup.IncludeClusterResources,
 		TTL:                      s.Backup.TTL,
+		PreferredVersionOnly:     s.Backup.PreferredVersionOnly,
 		Images:                   mode,
 		ImageRegistryMappings:    s.Images.RegistryMappings,
+		ImagesRequired:           s.Images.Required,
 		DefaultVolumesToFsBackup: s.Volumes,
 	}
+	rs := s.Restore
 	rspec := v1alpha1.RestoreSpec{
-		NamespaceMapping:       s.Restore.NamespaceMapping,
-		StorageClassMapping:    s.Restore.StorageClassMapping,
-		ExistingResourcePolicy: v1alpha1.ExistingResourcePolicy(s.Restore.ExistingResourcePolicy),
-		ImageRegistryMappings:  s.Images.RegistryMappings,
-		PushImages:             mode == images.ModeBundle,
+		NamespaceMapping:         rs.NamespaceMapping,
+		StorageClassMapping:      rs.StorageClassMapping,
+		ExistingResourcePolicy:   v1alpha1.ExistingResourcePolicy(rs.ExistingResourcePolicy),
+		ExistingVolumeDataPolicy: v1alpha1.ExistingVolumeDataPolicy(rs.ExistingVolumeDataPolicy),
+		PreserveNodePorts:        rs.PreserveNodePorts,
+		RestoreStatus:            rs.RestoreStatus,
+		ResourceModifiers:        rs.ResourceModifiers,
+		FromCloud:                rs.FromCloud,
+		ToCloud:                  rs.ToCloud,
+		DryRun:                   rs.DryRun,
+		ImageRegistryMappings:    s.Images.RegistryMappings,
+		PushImages:               mode == images.ModeBundle,
+		ImagesRequired:           s.Images.Required,
+	}
+	ropts := restore.Options{Spec: rspec}
+	if rs.CRDTimeout != nil {
+		ropts.CRDTimeout = rs.CRDTimeout.Duration
 	}
 	verify := s.Verify == nil || *s.Verify
 	return migration.Options{
 		Name: m.Name, Source: src, Target: dst, Location: loc, Verify: verify,
 		Backup:  backup.Options{Spec: bspec, UID: m.UID},
-		Restore: restore.Options{Spec: rspec},
+		Restore: ropts,
 	}
 }
 

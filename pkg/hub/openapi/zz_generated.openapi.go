@@ -1173,6 +1173,13 @@ func schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref common.ReferenceCallback
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
 						},
 					},
+					"preferredVersionOnly": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PreferredVersionOnly backs up each resource at its preferred version only, not at every version the source serves.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},
@@ -1243,6 +1250,13 @@ func schema_hub_apis_ferry_v1alpha1_MigrationImages(ref common.ReferenceCallback
 									},
 								},
 							},
+						},
+					},
+					"required": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Required makes a failed image fail the backup, and a failed image push or reference rewrite fail the restore.",
+							Type:        []string{"boolean"},
+							Format:      "",
 						},
 					},
 				},
@@ -1343,9 +1357,72 @@ func schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref common.ReferenceCallbac
 							Format:      "",
 						},
 					},
+					"existingVolumeDataPolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ExistingVolumeDataPolicy is write (default: a claim that lacks the backup's data gets it) or keep (a claim the restore did not create keeps its data, and its workloads are held back).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"preserveNodePorts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PreserveNodePorts keeps every node port of restored Services, also those the source's API server allocated; without it, only those a client set are kept.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"restoreStatus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestoreStatus lists resources whose .status is restored too.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"resourceModifiers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ResourceModifiers is a resource-modifier rule file (YAML, Velero's format) applied to the restored objects.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"fromCloud": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FromCloud and ToCloud name the cloud profiles (alibaba, tencent, aws, gcp, azure, generic) to translate cloud-specific fields between.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"toCloud": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"dryRun": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DryRun plans the restore and checks every object with server-side dry-run requests; nothing is written to the target, and there is no verification.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"crdTimeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CRDTimeout bounds the wait for each restored CRD to be Established (default 60s).",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -3227,6 +3304,13 @@ func schema_hub_apis_ferry_v1beta1_MigrationBackup(ref common.ReferenceCallback)
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
 						},
 					},
+					"preferredVersionOnly": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PreferredVersionOnly backs up each resource at its preferred version only, not at every version the source serves.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 			},
 		},
@@ -3297,6 +3381,13 @@ func schema_hub_apis_ferry_v1beta1_MigrationImages(ref common.ReferenceCallback)
 									},
 								},
 							},
+						},
+					},
+					"required": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Required makes a failed image fail the backup, and a failed image push or reference rewrite fail the restore.",
+							Type:        []string{"boolean"},
+							Format:      "",
 						},
 					},
 				},
@@ -3397,9 +3488,72 @@ func schema_hub_apis_ferry_v1beta1_MigrationRestore(ref common.ReferenceCallback
 							Format:      "",
 						},
 					},
+					"existingVolumeDataPolicy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ExistingVolumeDataPolicy is write (default: a claim that lacks the backup's data gets it) or keep (a claim the restore did not create keeps its data, and its workloads are held back).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"preserveNodePorts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PreserveNodePorts keeps every node port of restored Services, also those the source's API server allocated; without it, only those a client set are kept.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"restoreStatus": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RestoreStatus lists resources whose .status is restored too.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"resourceModifiers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ResourceModifiers is a resource-modifier rule file (YAML, Velero's format) applied to the restored objects.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"fromCloud": {
+						SchemaProps: spec.SchemaProps{
+							Description: "FromCloud and ToCloud name the cloud profiles (alibaba, tencent, aws, gcp, azure, generic) to translate cloud-specific fields between.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"toCloud": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+					"dryRun": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DryRun plans the restore and checks every object with server-side dry-run requests; nothing is written to the target, and there is no verification.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"crdTimeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CRDTimeout bounds the wait for each restored CRD to be Established (default 60s).",
+							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
+		Dependencies: []string{
+			v1.Duration{}.OpenAPIModelName()},
 	}
 }
 

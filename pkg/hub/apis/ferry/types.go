@@ -145,6 +145,9 @@ type MigrationBackup struct {
 	IncludeClusterResources string `json:"includeClusterResources,omitempty"`
 	// TTL is how long the backup is kept; empty or zero: until deleted.
 	TTL *metav1.Duration `json:"ttl,omitempty"`
+	// PreferredVersionOnly backs up each resource at its preferred version
+	// only, not at every version the source serves.
+	PreferredVersionOnly bool `json:"preferredVersionOnly,omitempty"`
 }
 
 // MigrationRestore says how a Migration restores, as ferry.dev/v1alpha1
@@ -156,6 +159,30 @@ type MigrationRestore struct {
 	StorageClassMapping map[string]string `json:"storageClassMapping,omitempty"`
 	// ExistingResourcePolicy is none (default: compare and report) or update.
 	ExistingResourcePolicy string `json:"existingResourcePolicy,omitempty"`
+	// ExistingVolumeDataPolicy is write (default: a claim that lacks the
+	// backup's data gets it) or keep (a claim the restore did not create
+	// keeps its data, and its workloads are held back).
+	ExistingVolumeDataPolicy string `json:"existingVolumeDataPolicy,omitempty"`
+	// PreserveNodePorts keeps every node port of restored Services, also
+	// those the source's API server allocated; without it, only those a
+	// client set are kept.
+	PreserveNodePorts bool `json:"preserveNodePorts,omitempty"`
+	// RestoreStatus lists resources whose .status is restored too.
+	RestoreStatus []string `json:"restoreStatus,omitempty"`
+	// ResourceModifiers is a resource-modifier rule file (YAML, Velero's
+	// format) applied to the restored objects.
+	ResourceModifiers string `json:"resourceModifiers,omitempty"`
+	// FromCloud and ToCloud name the cloud profiles (alibaba, tencent, aws,
+	// gcp, azure, generic) to translate cloud-specific fields between.
+	FromCloud string `json:"fromCloud,omitempty"`
+	ToCloud   string `json:"toCloud,omitempty"`
+	// DryRun plans the restore and checks every object with server-side
+	// dry-run requests; nothing is written to the target, and there is no
+	// verification.
+	DryRun bool `json:"dryRun,omitempty"`
+	// CRDTimeout bounds the wait for each restored CRD to be Established
+	// (default 60s).
+	CRDTimeout *metav1.Duration `json:"crdTimeout,omitempty"`
 }
 
 // MigrationImages is what a Migration does with images: mode none, record
@@ -165,6 +192,9 @@ type MigrationImages struct {
 	Mode string `json:"mode,omitempty"`
 	// RegistryMappings are "old-host/ns=new-host/ns" entries.
 	RegistryMappings []string `json:"registryMappings,omitempty"`
+	// Required makes a failed image fail the backup, and a failed image
+	// push or reference rewrite fail the restore.
+	Required bool `json:"required,omitempty"`
 }
 
 // MigrationPhase is where a Migration is: Pending, then the steps Backup,

@@ -7,9 +7,12 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/registry"
 	engine "github.com/kubeferry/ferry/pkg/migration"
+	"github.com/kubeferry/ferry/pkg/modifiers"
+	"github.com/kubeferry/ferry/pkg/transform"
 )
 
 // ValidateMigration checks a Migration's metadata and spec, but for whether
@@ -56,7 +59,27 @@ func validateBackup(b *ferry.MigrationBackup, p *field.Path) field.ErrorList {
 }
 
 func validateRestore(r *ferry.MigrationRestore, p *field.Path) field.ErrorList {
-	return registry.ValidateMappings(r.NamespaceMapping, r.StorageClassMapping, r.ExistingResourcePolicy, p)
+	errs := registry.ValidateMappings(r.NamespaceMapping, r.StorageClassMapping, r.ExistingResourcePolicy, p)
+	if pol := v1alpha1.ExistingVolumeDataPolicy(r.ExistingVolumeDataPolicy); pol != "" && pol != v1alpha1.VolumeDataWrite && pol != v1alpha1.VolumeDataKeep {
+		errs = append(errs, field.NotSupported(p.Child("existingVolumeDataPolicy"), pol, []v1alpha1.ExistingVolumeDataPolicy{v1alpha1.VolumeDataWrite, v1alpha1.VolumeDataKeep}))
+	}
+	for _, c := range []struct{ field, name string }{{"fromCloud", r.FromCloud}, {"toCloud", r.ToCloud}} {
+		if c.name == "" {
+			continue
+		}
+		if _, err := transform.LoadCloudProfile(c.name); err != nil {
+			errs = append(errs, field.Invalid(p.Child(c.field), c.name, err.Error()))
+		}
+	}
+	if r.ResourceModifiers != "" {
+		if _, err := modifiers.Parse([]byte(r.ResourceModifiers)); err != nil {
+			errs = append(errs, field.Invalid(p.Child("resourceModifiers"), field.OmitValueType{}, err.Error()))
+		}
+	}
+	if r.CRDTimeout != nil && r.CRDTimeout.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("crdTimeout"), r.CRDTimeout.Duration.String(), "must not be negative"))
+	}
+	return errs
 }
 
 func validateImages(im *ferry.MigrationImages, p *field.Path) field.ErrorList {

@@ -169,6 +169,10 @@ type MigrationBackup struct {
 	// TTL is how long the backup is kept; empty or zero: until deleted.
 	// +optional
 	TTL *metav1.Duration `json:"ttl,omitempty"`
+	// PreferredVersionOnly backs up each resource at its preferred version
+	// only, not at every version the source serves.
+	// +optional
+	PreferredVersionOnly bool `json:"preferredVersionOnly,omitempty"`
 }
 
 // MigrationRestore says how a Migration restores, as ferry.dev/v1alpha1
@@ -183,6 +187,38 @@ type MigrationRestore struct {
 	// ExistingResourcePolicy is none (default: compare and report) or update.
 	// +optional
 	ExistingResourcePolicy string `json:"existingResourcePolicy,omitempty"`
+	// ExistingVolumeDataPolicy is write (default: a claim that lacks the
+	// backup's data gets it) or keep (a claim the restore did not create
+	// keeps its data, and its workloads are held back).
+	// +optional
+	ExistingVolumeDataPolicy string `json:"existingVolumeDataPolicy,omitempty"`
+	// PreserveNodePorts keeps every node port of restored Services, also
+	// those the source's API server allocated; without it, only those a
+	// client set are kept.
+	// +optional
+	PreserveNodePorts bool `json:"preserveNodePorts,omitempty"`
+	// RestoreStatus lists resources whose .status is restored too.
+	// +optional
+	RestoreStatus []string `json:"restoreStatus,omitempty"`
+	// ResourceModifiers is a resource-modifier rule file (YAML, Velero's
+	// format) applied to the restored objects.
+	// +optional
+	ResourceModifiers string `json:"resourceModifiers,omitempty"`
+	// FromCloud and ToCloud name the cloud profiles (alibaba, tencent, aws,
+	// gcp, azure, generic) to translate cloud-specific fields between.
+	// +optional
+	FromCloud string `json:"fromCloud,omitempty"`
+	// +optional
+	ToCloud string `json:"toCloud,omitempty"`
+	// DryRun plans the restore and checks every object with server-side
+	// dry-run requests; nothing is written to the target, and there is no
+	// verification.
+	// +optional
+	DryRun bool `json:"dryRun,omitempty"`
+	// CRDTimeout bounds the wait for each restored CRD to be Established
+	// (default 60s).
+	// +optional
+	CRDTimeout *metav1.Duration `json:"crdTimeout,omitempty"`
 }
 
 // MigrationImages is what a Migration does with images: mode none, record
@@ -194,6 +230,10 @@ type MigrationImages struct {
 	// RegistryMappings are "old-host/ns=new-host/ns" entries.
 	// +optional
 	RegistryMappings []string `json:"registryMappings,omitempty"`
+	// Required makes a failed image fail the backup, and a failed image
+	// push or reference rewrite fail the restore.
+	// +optional
+	Required bool `json:"required,omitempty"`
 }
 
 // MigrationPhase is where a Migration is: Pending, then the steps Backup,

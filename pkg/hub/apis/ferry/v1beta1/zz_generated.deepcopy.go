@@ -662,6 +662,16 @@ func (in *MigrationRestore) DeepCopyInto(out *MigrationRestore) {
 			(*out)[key] = val
 		}
 	}
+	if in.RestoreStatus != nil {
+		in, out := &in.RestoreStatus, &out.RestoreStatus
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.CRDTimeout != nil {
+		in, out := &in.CRDTimeout, &out.CRDTimeout
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	return
 }
 
