@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,6 +30,7 @@ import (
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/hub/controller"
+	"github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -241,9 +243,52 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 	if kinds != nil {
 		t.Run("backup kinds", kinds.check)
 		t.Run("same cluster under two addresses", func(t *testing.T) { checkSameCluster(t, c, e) })
+		t.Run("same results as ferry migrate", func(t *testing.T) { checkSameResults(t, c, e, sets[1].namespace, objsIn(objs, sets[1].namespace)) })
 		t.Run("restore flags", func(t *testing.T) {
 			checkHubRestoreFlags(t, c, cfg, e, sets[1].namespace, len(objsIn(objs, sets[1].namespace)))
 		})
+	}
+}
+
+// checkSameResults: one namespace migrated by ferry migrate and by a hub
+// Migration (each into a namespace of its own in dst) gives the same
+// objects in the target, checked object by object, and the same report
+// counts, each report kept in the location (pkg/migration, one sequence).
+func checkSameResults(t *testing.T, c crclient.WithWatch, e *env, namespace string, objs []applied) {
+	ctx := context.Background()
+	r := e.run(t, "migrate", "--from-context", "src", "--to-context", "dst", "--name", "same-cli", "--include-namespaces", namespace,
+		"--namespace-mappings", namespace+":"+namespace+"-cli", "--report-dir", t.TempDir())
+	if r.code != 0 {
+		t.Fatalf("migrate: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	m := newMigration("same-hub", e.storage, namespace)
+	m.Spec.Restore.NamespaceMapping = map[string]string{namespace: namespace + "-hub-same"}
+	if _, got := watchPhases(t, c, m, 3*time.Minute, nil); got.Status.Phase != v1beta1.PhaseCompleted {
+		t.Fatalf("Migration same-hub: %+v", got.Status)
+	}
+	checkTarget(t, e, "same-cli", objs, map[string]string{namespace: namespace + "-cli"})
+	checkTarget(t, e, "same-hub", objs, map[string]string{namespace: namespace + "-hub-same"})
+	loc, err := store.Open(ctx, e.storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	summary := func(name string) map[string]int {
+		t.Helper()
+		raw, err := migration.OpenReport(ctx, loc, name, false)
+		if err != nil {
+			t.Fatalf("the report of %s in the location: %v", name, err)
+		}
+		var v struct {
+			Summary map[string]int `json:"summary"`
+		}
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v.Summary
+	}
+	if cli, hub := summary("same-cli"), summary("same-hub"); !maps.Equal(cli, hub) || cli["objects"] < len(objs) {
+		t.Errorf("report counts: ferry migrate %v, the hub %v; want the same, with at least %d objects", cli, hub, len(objs))
 	}
 }
 
