@@ -9,8 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/servermode"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -33,7 +33,7 @@ func serverNamespace() string {
 // Complete, a pure Validate, then Run.
 type serverOptions struct {
 	g            *globals
-	opts         controller.Options
+	opts         servermode.Options
 	passwordFile string
 }
 
@@ -61,7 +61,7 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 	fl.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a stopped leader's Lease blocks the next one (renewal deadline 2/3 of it)")
 	fl.DurationVar(&opts.SyncPeriod, "sync-period", time.Minute, "how often each location's backups are synced into the cluster")
 	fl.StringVar(&o.passwordFile, "repository-password-file", "", "file holding the password of the locations' volume repositories (kopia; default $"+volumes.EnvPassword+"), for pod volume backups")
-	fl.DurationVar(&opts.PodVolumeTimeout, "pod-volume-timeout", controller.DefaultPodVolumeTimeout, "how long a backup or restore waits for the node agents to finish its pod volumes, and a restore for a restored pod to be scheduled")
+	fl.DurationVar(&opts.PodVolumeTimeout, "pod-volume-timeout", servermode.DefaultPodVolumeTimeout, "how long a backup or restore waits for the node agents to finish its pod volumes, and a restore for a restored pod to be scheduled")
 	fl.StringVar(&opts.RestoreHelperImage, "restore-helper-image", defaultImage(), "ferry's image: runs the ferry-restore-wait init container of restored pods and the helper pods that move claims' data")
 	fl.DurationVar(&opts.ValidationPeriod, "location-validation-period", time.Minute, "how often a BackupStorageLocation is validated when its spec.validationFrequency is not set")
 	return cmd
@@ -88,7 +88,7 @@ func (o *serverOptions) Complete(_ *cobra.Command, _ []string) error {
 }
 
 // Validate refuses an empty helper image; the manager checks the rest of
-// its options (controller.NewManager).
+// its options (servermode.NewManager).
 func (o *serverOptions) Validate() error {
 	if o.opts.RestoreHelperImage == "" {
 		return errors.New("--restore-helper-image is empty: give ferry's image (it runs the restored pods' ferry-restore-wait init containers and the helper pods)")
@@ -98,7 +98,7 @@ func (o *serverOptions) Validate() error {
 
 // Run runs the server's controllers until ctx ends.
 func (o *serverOptions) Run(ctx context.Context) error {
-	mgr, err := controller.NewManager(ctx, o.opts)
+	mgr, err := servermode.NewManager(ctx, o.opts)
 	if err != nil {
 		return err
 	}

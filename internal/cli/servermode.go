@@ -13,8 +13,8 @@ import (
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/servermode"
 )
 
 // EnvMode selects server mode for backup create and restore create when
@@ -126,7 +126,7 @@ func serverClient(g *globals) (crclient.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return crclient.New(cfg, crclient.Options{Scheme: controller.Scheme()})
+	return crclient.New(cfg, crclient.Options{Scheme: servermode.Scheme()})
 }
 
 func terminal(p v1alpha1.Phase) bool {

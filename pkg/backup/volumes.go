@@ -29,7 +29,7 @@ type PodVolumeOptions struct {
 	// Backup, if set, moves the data instead of
 	// Repository.BackupPodVolumes from HostPodsDir: server mode hands each
 	// volume to the node agent of its pod's node as a PodVolumeBackup
-	// (pkg/controller). It returns one record per volume, in order.
+	// (pkg/servermode). It returns one record per volume, in order.
 	// Repository, if also set, gets kopia's maintenance afterwards.
 	Backup func(ctx context.Context, backup string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup
 	// UnmountedClaims also backs up the claims of pods that have finished

@@ -73,7 +73,7 @@ type Options struct {
 	// agent's Pod the owner of its heartbeat Lease, so that the Lease goes
 	// with the Pod.
 	PodName, PodUID string
-	// MetricsAddr and ProbeAddr as in the server's controller.Options ("0" disables; defaults
+	// MetricsAddr and ProbeAddr as in the server's servermode.Options ("0" disables; defaults
 	// ":8085" and ":8086").
 	MetricsAddr, ProbeAddr string
 	Clock                  clock.PassiveClock

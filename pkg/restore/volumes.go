@@ -39,7 +39,7 @@ type PodVolumeOptions struct {
 	// Restore, if set, moves the data instead of
 	// Repository.RestorePodVolumes into HostPodsDir: server mode hands each
 	// target to the node agent of its pod's node as a PodVolumeRestore
-	// (pkg/controller). It gets the targets, resolved in the target
+	// (pkg/servermode). It gets the targets, resolved in the target
 	// cluster (pod UIDs, bound volumes), and returns one outcome per target.
 	Restore func(ctx context.Context, restoreUID string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore
 	// Claims, if set, writes the data of claims before any workload that

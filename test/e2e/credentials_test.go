@@ -26,7 +26,7 @@ import (
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/servermode"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -109,7 +109,7 @@ func TestServerCredentials(t *testing.T) {
 	gsWrong := file("sa-wrong.json", tokens.serviceAccount(t, otherKey))
 
 	k := kubernetes.NewForConfigOrDie(c.Config)
-	cl, err := crclient.New(c.Config, crclient.Options{Scheme: controller.Scheme()})
+	cl, err := crclient.New(c.Config, crclient.Options{Scheme: servermode.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,8 @@ import (
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/nodeagent"
+	"github.com/kubeferry/ferry/pkg/servermode"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -72,7 +72,7 @@ func TestInstall(t *testing.T) {
 	}
 	checkRBAC(t, r.stdout)
 
-	cl, err := crclient.New(c.Config, crclient.Options{Scheme: controller.Scheme()})
+	cl, err := crclient.New(c.Config, crclient.Options{Scheme: servermode.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestInstall(t *testing.T) {
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mgr, err := controller.NewManager(mctx, controller.Options{Namespace: "ferry", Config: as("ferry-server"), MetricsAddr: "0", ProbeAddr: "0", LeaderElect: true,
+	mgr, err := servermode.NewManager(mctx, servermode.Options{Namespace: "ferry", Config: as("ferry-server"), MetricsAddr: "0", ProbeAddr: "0", LeaderElect: true,
 		SyncPeriod: time.Second, ValidationPeriod: time.Second, Log: quiet, RepositoryPassword: password, PodVolumeTimeout: time.Minute, SeveralPerProcess: true})
 	if err != nil {
 		cancel()

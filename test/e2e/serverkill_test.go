@@ -14,7 +14,7 @@ import (
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/servermode"
 )
 
 // startServer runs the ferry server binary against kubeconfig; stop
@@ -68,7 +68,7 @@ func TestServerKilled(t *testing.T) {
 	if r := ferry(t, nil, "install", "--apply", "--no-node-agent", "--location-url", url, "--credentials-file", creds, "--kubeconfig", c.KubeconfigPath); r.code != 0 {
 		t.Fatalf("install: %s", r.stderr)
 	}
-	cl, err := crclient.New(c.Config, crclient.Options{Scheme: controller.Scheme()})
+	cl, err := crclient.New(c.Config, crclient.Options{Scheme: servermode.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

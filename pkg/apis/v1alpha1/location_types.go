@@ -48,7 +48,7 @@ type BackupStorageLocationSpec struct {
 	// +optional
 	Default bool `json:"default,omitempty"`
 	// ValidationFrequency is how often the server checks the location
-	// (default: the server's controller.Options.ValidationPeriod, 1m).
+	// (default: the server's servermode.Options.ValidationPeriod, 1m).
 	// +optional
 	ValidationFrequency *metav1.Duration `json:"validationFrequency,omitempty"`
 }

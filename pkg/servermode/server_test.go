@@ -1,4 +1,4 @@
-package controller_test
+package servermode_test
 
 import (
 	"context"
@@ -25,8 +25,8 @@ import (
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/schedule"
+	"github.com/kubeferry/ferry/pkg/servermode"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -51,7 +51,7 @@ func setupSite(t *testing.T, c *testenv.Cluster, s3 *testenv.S3, bucketURL strin
 	if _, err := testenv.Apply(ctx, c.Config, "", crds...); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := client.New(c.Config, client.Options{Scheme: controller.Scheme()})
+	cl, err := client.New(c.Config, client.Options{Scheme: servermode.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func setupSite(t *testing.T, c *testenv.Cluster, s3 *testenv.S3, bucketURL strin
 }
 
 // start runs the server in-process against the site until stop.
-func (s *site) start(t *testing.T, opts controller.Options) {
+func (s *site) start(t *testing.T, opts servermode.Options) {
 	t.Helper()
 	opts.Namespace, opts.Config, opts.SeveralPerProcess = ns, s.c.Config, true
 	if opts.MetricsAddr == "" {
@@ -76,7 +76,7 @@ func (s *site) start(t *testing.T, opts controller.Options) {
 	opts.SyncPeriod, opts.ValidationPeriod, opts.MaxWait = time.Second, time.Second, 200*time.Millisecond
 	opts.Log = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
-	mgr, err := controller.NewManager(ctx, opts)
+	mgr, err := servermode.NewManager(ctx, opts)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -293,8 +293,8 @@ func TestServer(t *testing.T) {
 	dst := setupSite(t, cs[1], s3, s3.URL("ferry"))
 	clock := clocktesting.NewFakeClock(time.Now())
 	metrics, probes := freeAddr(t), freeAddr(t)
-	src.start(t, controller.Options{Clock: clock, LeaderElect: true, MetricsAddr: metrics, ProbeAddr: probes})
-	dst.start(t, controller.Options{})
+	src.start(t, servermode.Options{Clock: clock, LeaderElect: true, MetricsAddr: metrics, ProbeAddr: probes})
+	dst.start(t, servermode.Options{})
 
 	// The application: a namespace of ConfigMaps in the source.
 	must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}))
@@ -628,7 +628,7 @@ func TestRestartMidBackup(t *testing.T) {
 	must(t, err)
 	bucketURL := strings.Replace(s3.URL("ferry"), s3.Endpoint, proxy.Endpoint, 1)
 	s := setupSite(t, c, s3, bucketURL)
-	s.start(t, controller.Options{LeaderElect: true, LeaseDuration: 3 * time.Second})
+	s.start(t, servermode.Options{LeaderElect: true, LeaseDuration: 3 * time.Second})
 
 	proxy.Hold(".tar.gz")
 	b := v1alpha1.NewBackup("killed")
@@ -646,7 +646,7 @@ func TestRestartMidBackup(t *testing.T) {
 		t.Fatalf("stopped server finished the backup: %+v", got.Status)
 	}
 
-	s.start(t, controller.Options{LeaderElect: true, LeaseDuration: 3 * time.Second})
+	s.start(t, servermode.Options{LeaderElect: true, LeaseDuration: 3 * time.Second})
 	got := waitBackup(t, s, "killed", 30*time.Second, v1alpha1.PhaseFailed)
 	if !strings.Contains(got.Status.FailureReason, "stopped before it finished") {
 		t.Errorf("reason %q", got.Status.FailureReason)

@@ -1,4 +1,4 @@
-package controller_test
+package servermode_test
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/controller"
 	"github.com/kubeferry/ferry/pkg/nodeagent"
+	"github.com/kubeferry/ferry/pkg/servermode"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -143,8 +143,8 @@ func TestServerPodVolumes(t *testing.T) {
 	must(t, s3.CreateBucket(ctx, "ferry"))
 	src := setupSite(t, cs[0], s3, s3.URL("ferry"))
 	dst := setupSite(t, cs[1], s3, s3.URL("ferry"))
-	src.start(t, controller.Options{RepositoryPassword: repoPassword, PodVolumeTimeout: 20 * time.Second, AgentGrace: 3 * time.Second})
-	dst.start(t, controller.Options{PodVolumeTimeout: 60 * time.Second})
+	src.start(t, servermode.Options{RepositoryPassword: repoPassword, PodVolumeTimeout: 20 * time.Second, AgentGrace: 3 * time.Second})
+	dst.start(t, servermode.Options{PodVolumeTimeout: 60 * time.Second})
 	hostSrc, hostDst := t.TempDir(), t.TempDir()
 	startAgent(t, src, "node-a", hostSrc, repoPassword)
 	startAgent(t, dst, "node-b", hostDst, repoPassword)
@@ -454,7 +454,7 @@ func TestServerPodVolumesNoPassword(t *testing.T) {
 	must(t, err)
 	must(t, s3.CreateBucket(ctx, "ferry"))
 	src := setupSite(t, cs[0], s3, s3.URL("ferry"))
-	src.start(t, controller.Options{})
+	src.start(t, servermode.Options{})
 	must(t, src.cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app"}}))
 	volumePod(t, kubernetes.NewForConfigOrDie(cs[0].Config), "app", "db", "node-a")
 	b := v1alpha1.NewBackup("nopw")

@@ -1,4 +1,4 @@
-package controller
+package servermode
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func helpers(ctx context.Context, secrets client.Reader, cluster *kube.Cluster, 
 		return nil, fmt.Errorf("the ferry server has no volume repository password ($%s, from key %q of Secret %s, which the Helm-less install creates)", volumes.EnvPassword, install.RepositorySecretKey, install.RepositorySecretName)
 	}
 	if image == "" {
-		return nil, errors.New("the ferry server has no helper image (controller.Options.RestoreHelperImage)")
+		return nil, errors.New("the ferry server has no helper image (servermode.Options.RestoreHelperImage)")
 	}
 	creds, err := storagelocation.Credentials(ctx, secrets, bsl)
 	if err != nil {

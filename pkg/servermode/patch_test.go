@@ -1,4 +1,4 @@
-package controller_test
+package servermode_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/controller"
+	"github.com/kubeferry/ferry/pkg/servermode"
 )
 
 // A run's status patch never lands on a Backup deleted and created again
@@ -29,7 +29,7 @@ func TestStatusPatchOnRecreatedObject(t *testing.T) {
 	crds, _ := filepath.Glob(filepath.Join(root, "config", "crd", "*.yaml"))
 	_, err = testenv.Apply(ctx, cs[0].Config, "", crds...)
 	must(t, err)
-	cl, err := client.New(cs[0].Config, client.Options{Scheme: controller.Scheme()})
+	cl, err := client.New(cs[0].Config, client.Options{Scheme: servermode.Scheme()})
 	must(t, err)
 	must(t, cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	b := v1alpha1.NewBackup("x")
@@ -38,7 +38,7 @@ func TestStatusPatchOnRecreatedObject(t *testing.T) {
 	// The same object: the patch applies.
 	cur := b.DeepCopy()
 	cur.Status.Progress = v1alpha1.BackupProgress{ItemsBackedUp: 3, TotalItems: 5}
-	must(t, controller.PatchStatusForTest(ctx, cl, cur, b))
+	must(t, servermode.PatchStatusForTest(ctx, cl, cur, b))
 	// Deleted and created again: a Conflict, and the new object untouched.
 	must(t, cl.Delete(ctx, b.DeepCopy()))
 	nb := v1alpha1.NewBackup("x")
@@ -46,8 +46,8 @@ func TestStatusPatchOnRecreatedObject(t *testing.T) {
 	must(t, cl.Create(ctx, nb))
 	cur = b.DeepCopy()
 	cur.Status.Phase = v1alpha1.PhaseCompleted
-	err = controller.PatchStatusForTest(ctx, cl, cur, b)
-	if !controller.IsGoneForTest(err) {
+	err = servermode.PatchStatusForTest(ctx, cl, cur, b)
+	if !servermode.IsGoneForTest(err) {
 		t.Fatalf("patch onto the re-created Backup: %v, want it refused as gone", err)
 	}
 	got := &v1alpha1.Backup{}
@@ -57,7 +57,7 @@ func TestStatusPatchOnRecreatedObject(t *testing.T) {
 	}
 	// And a deleted one.
 	must(t, cl.Delete(ctx, got))
-	if err := controller.PatchStatusForTest(ctx, cl, cur, b); !controller.IsGoneForTest(err) {
+	if err := servermode.PatchStatusForTest(ctx, cl, cur, b); !servermode.IsGoneForTest(err) {
 		t.Fatalf("patch of a deleted Backup: %v", err)
 	}
 }

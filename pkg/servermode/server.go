@@ -1,4 +1,4 @@
-// Package controller is ferry's server mode: controller-runtime
+// Package servermode is ferry's server mode: controller-runtime
 // reconcilers for Backups, Restores, Schedules, expired backups (GC),
 // BackupStorageLocations (validation) and store sync. Each reconciler
 // calls the same engine as the CLI (pkg/backup, pkg/restore, pkg/store);
@@ -6,7 +6,7 @@
 // The pod volume data of a Backup or Restore is handed to the node agents
 // as PodVolumeBackups and PodVolumeRestores (podVolumes); the node agent
 // that carries them out is pkg/nodeagent.
-package controller
+package servermode
 
 import (
 	"context"
