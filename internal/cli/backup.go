@@ -18,6 +18,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/retention"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -525,18 +526,22 @@ func (o *backupDeleteOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer loc.Close()
-	n, err := o.volumes.deleteBackup(ctx, loc, o.name)
+	res, err := o.volumes.deleteBackup(ctx, loc, o.name)
 	if err != nil {
 		return err
 	}
-	o.print(loc.URL(), n)
+	o.print(loc.URL(), res)
 	return nil
 }
 
-func (o *backupDeleteOptions) print(url string, snapshots int) {
+func (o *backupDeleteOptions) print(url string, res *retention.Result) {
+	if res.Folder == retention.FolderGone {
+		fmt.Fprintf(o.stdout, "Backup %s was not in %s (deleted by hand?): the %d volume snapshots left of it deleted\n", o.name, url, res.Snapshots)
+		return
+	}
 	fmt.Fprintf(o.stdout, "Backup %s deleted from %s\n", o.name, url)
-	if snapshots > 0 {
-		fmt.Fprintf(o.stdout, "  with %d volume snapshots\n", snapshots)
+	if res.Snapshots > 0 {
+		fmt.Fprintf(o.stdout, "  with %d volume snapshots\n", res.Snapshots)
 	}
 }
 

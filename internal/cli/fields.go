@@ -20,6 +20,7 @@ import (
 var fieldFlags = map[string]string{
 	// RestoreSpec
 	"spec.existingResourcePolicy":   "--existing-resource-policy",
+	"spec.crdTimeout":               "--crd-timeout",
 	"spec.existingVolumeDataPolicy": "--existing-volume-data-policy",
 	"spec.fromCloud":                "--from-cloud",
 	"spec.toCloud":                  "--to-cloud",

@@ -64,7 +64,7 @@ var localOnly = []struct{ flag, why string }{
 	{"image-concurrency", "the hub copies images with ferry's defaults (the flags' defaults here): no hub setting changes them yet"},
 	{"image-jobs", "the hub copies images with ferry's defaults (the flags' defaults here): no hub setting changes them yet"},
 	{"image-retries", "the hub copies images with ferry's defaults (the flags' defaults here): no hub setting changes them yet"},
-	{"insecure", "the hub reaches registries over HTTPS (plain HTTP only on localhost, go-containerregistry's default): no hub setting allows plain HTTP elsewhere yet"},
+	{"insecure", "the hub reaches registries as go-containerregistry does by default (plain HTTP only for loopback and private-network addresses): no hub setting changes that yet"},
 	{"helper-image", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
 	{"restore-helper-image", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},
 	{"node-pods-dir", "the hub's volume settings apply (ferry hub --helper-image, --volume-timeout, ...; a Cluster's spec.nodePodsDir)"},

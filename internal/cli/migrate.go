@@ -374,6 +374,9 @@ type migrateProgress struct {
 	mu   sync.Mutex
 	bar  *progress
 	data *dataProgress
+	// dataIn are the steps that move volume data here, which get a bar of
+	// it.
+	dataIn map[enginemigration.Step]bool
 }
 
 // hook makes the steps and the progress of mo's run drive the bars, which
@@ -398,11 +401,14 @@ func (p *migrateProgress) hook(mo *enginemigration.Options) {
 		defer p.mu.Unlock()
 		p.data.update(t)
 	}
+	p.dataIn = map[enginemigration.Step]bool{}
 	if pv := mo.Backup.PodVolumes; pv != nil && pv.Repository != nil {
 		pv.OnProgress = data
+		p.dataIn[enginemigration.StepBackup] = true
 	}
 	if pv := mo.Restore.PodVolumes; pv != nil && !pv.ByNodeAgent {
 		pv.OnProgress = data
+		p.dataIn[enginemigration.StepRestore] = true
 	}
 }
 
@@ -424,7 +430,7 @@ func (p *migrateProgress) step(s enginemigration.Step) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.bar = newProgress(p.o.stderr, name+p.o.name)
-	if s != enginemigration.StepVerify {
+	if p.dataIn[s] {
 		p.data = p.bar.dataBar("volume data")
 		p.o.volumes.showVolumes(p.data)
 	}

@@ -329,6 +329,7 @@ func TestValidateMigrateHub(t *testing.T) {
 		{hub("--resource-modifiers", f.badMods), []string{"--resource-modifiers"}},
 		{hub("--from-cloud", "mars"), []string{"--from-cloud", "mars"}},
 		{hub("--existing-volume-data-policy", "merge"), []string{"--existing-volume-data-policy", `"merge"`}},
+		{hub("--crd-timeout", "-1m"), []string{"--crd-timeout", "must not be negative"}},
 		{hub("--images", "bundle", "--image-registry-mappings", "a.io=b.io", "--push-images"), []string{"--push-images is not supported with --hub: with --images=bundle the hub pushes"}},
 		{hub("--images", "copy", "--image-registry-mappings", "a.io=b.io", "--platform", "linux/amd64"), []string{"--platform is not supported with --hub"}},
 		{hub("--image-jobs", "2"), []string{"--image-jobs is not supported with --hub"}},

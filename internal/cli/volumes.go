@@ -206,19 +206,16 @@ func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, c
 // delete left), and runs the repository's maintenance, which removes the
 // data no remaining snapshot uses (pkg/retention). A backup with volume
 // data needs the repository password; without it nothing is deleted.
-func (f *volumeFlags) deleteBackup(ctx context.Context, loc *store.Location, name string) (int, error) {
+func (f *volumeFlags) deleteBackup(ctx context.Context, loc *store.Location, name string) (*retention.Result, error) {
 	res, err := retention.Delete(ctx, loc, retention.Request{Name: name, Strict: true,
 		Repository: func(ctx context.Context) (*volumes.Repository, error) { return f.openRepository(ctx, loc, false) }})
 	if err != nil {
-		if res != nil {
-			return res.Snapshots, err
-		}
-		return 0, err
+		return nil, err
 	}
-	if res.Folder == retention.FolderGone {
-		return 0, fmt.Errorf("backup %q in %s: %w", name, loc.URL(), store.ErrNotFound)
+	if res.Folder == retention.FolderGone && res.Snapshots == 0 {
+		return nil, fmt.Errorf("backup %q in %s: %w", name, loc.URL(), store.ErrNotFound)
 	}
-	return res.Snapshots, nil
+	return res, nil
 }
 
 // volumeVerify is the verification of one pod volume's snapshot.

@@ -110,6 +110,12 @@ func (r *Result) Outcome() (phase v1alpha1.Phase, reason, message string) {
 		return v1alpha1.PhasePartiallyFailed, "VerificationErrors", fmt.Sprintf("the verification had %d error(s): %s", len(r.Verification.Errors), r.Verification.Errors[0])
 	}
 	msg := "the target matches the backup"
+	switch {
+	case r.Restore.Spec.DryRun:
+		msg = "the dry run found nothing that fails; nothing was written to the target"
+	case r.Verification == nil:
+		msg = "the restore completed; the target was not verified"
+	}
 	if im := r.Backup.Status.Images; im != nil && im.Failed > 0 {
 		msg += fmt.Sprintf("; %d of %d image(s) could not be resolved in mode %s, and their references were left as they were (see the report's images)", im.Failed, im.Images, im.Mode)
 	}
@@ -292,12 +298,14 @@ func verify(ctx context.Context, o *Options, res *Result) (*report.Verification,
 		t = append(t, v.Timings[len(v.Timings)-1])
 	}
 	v.Timings = t
+	// A report the location could not keep is still the verification's:
+	// it is returned with the error (the CLI keeps its local copy).
 	jsonKey, htmlKey := ReportKeys(o.Name)
 	if err := put(ctx, o.Location, jsonKey, v.WriteJSON); err != nil {
-		return nil, err
+		return v, fmt.Errorf("keeping the report in the location: %w", err)
 	}
 	if err := put(ctx, o.Location, htmlKey, v.WriteHTML); err != nil {
-		return nil, err
+		return v, fmt.Errorf("keeping the report in the location: %w", err)
 	}
 	return v, nil
 }

@@ -50,6 +50,23 @@ func TestOutcome(t *testing.T) {
 			t.Errorf("%s: %s %s %q, want %s %s", c.name, phase, reason, msg, c.phase, c.reason)
 		}
 	}
+	// Completed says what was, and was not, shown (a new user's finding:
+	// a dry run and an unverified migration said "the target matches").
+	dry := r(v1alpha1.PhaseCompleted)
+	dry.Spec.DryRun = true
+	for _, c := range []struct {
+		name string
+		res  migration.Result
+		want string
+	}{
+		{"verified", migration.Result{Backup: b(v1alpha1.PhaseCompleted), Restore: r(v1alpha1.PhaseCompleted), Verification: &report.Verification{}}, "the target matches the backup"},
+		{"not verified", migration.Result{Backup: b(v1alpha1.PhaseCompleted), Restore: r(v1alpha1.PhaseCompleted)}, "the target was not verified"},
+		{"dry run", migration.Result{Backup: b(v1alpha1.PhaseCompleted), Restore: dry}, "nothing was written to the target"},
+	} {
+		if _, _, msg := c.res.Outcome(); !strings.Contains(msg, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, msg, c.want)
+		}
+	}
 }
 
 // TestValidateName: a migration's name must be its backup's and its

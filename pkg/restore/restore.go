@@ -80,6 +80,9 @@ func (o *Options) Validate() error {
 	if o.Spec.BackupName == "" {
 		return fmt.Errorf("restore %s: %w", o.Name, field.Required(spec.Child("backupName"), "the backup to restore"))
 	}
+	if o.CRDTimeout < 0 {
+		return field.Invalid(spec.Child("crdTimeout"), o.CRDTimeout.String(), "must not be negative")
+	}
 	switch o.Spec.ExistingResourcePolicy {
 	case "", v1alpha1.PolicyNone, v1alpha1.PolicyUpdate:
 	default:

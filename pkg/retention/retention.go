@@ -100,11 +100,6 @@ type Result struct {
 	VolumeError error
 }
 
-// ErrBeingDeleted is returned (wrapped) when another process is deleting
-// the backup's folder: its markers are gone, some files are not. Delete
-// again shortly: once the folder is gone, the snapshots are pruned.
-var ErrBeingDeleted = errors.New("another process is deleting the backup's folder")
-
 // Delete deletes backup req.Name from loc: its folder, when it is the
 // requester's (Request.Owns), and then the kopia snapshots of every backup
 // no longer in loc, followed by kopia's maintenance. Snapshots are pruned
@@ -116,21 +111,24 @@ func Delete(ctx context.Context, loc *store.Location, req Request) (*Result, err
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		res.Folder = FolderGone
-		if !req.HadVolumeData {
-			return res, nil
+		if req.HadVolumeData {
+			return res, prune(ctx, loc, req, nil, res)
 		}
-		return res, prune(ctx, loc, req, nil, res)
+		if req.Strict {
+			return res, pruneLeftovers(ctx, loc, req, res)
+		}
+		return res, nil
 	case err != nil && !errors.Is(err, store.ErrIncomplete):
 		return nil, err
 	}
 	res.Stored = stored
-	if err != nil && stored.UID == "" && req.HadVolumeData && req.Owns != nil {
-		// Neither marker left, some files: another process is deleting
-		// the folder (markers first). Deleting the caller's record now
-		// would leave the snapshots behind.
-		return res, fmt.Errorf("backup %s in %s: %w", req.Name, loc.URL(), ErrBeingDeleted)
-	}
-	if req.Owns != nil && !req.Owns(stored) {
+	// Neither marker left, some files: the remains of a delete (the store
+	// deletes the started marker, which holds the UID, last), finished by
+	// another process or stopped half way. Never restorable, they are
+	// deleted, and the snapshots of the caller's backup, which had volume
+	// data, pruned; waiting for another process could wait for ever.
+	remains := err != nil && stored.UID == "" && req.HadVolumeData
+	if !remains && req.Owns != nil && !req.Owns(stored) {
 		res.Folder = FolderKeptOther
 		return res, nil
 	}
@@ -171,10 +169,27 @@ func prune(ctx context.Context, loc *store.Location, req Request, repo *volumes.
 	n, err := repo.PruneDeletedBackups(ctx, loc)
 	res.Snapshots = n
 	if err != nil {
-		res.VolumeError = fmt.Errorf("backup %s deleted, but its volume data was not all cleaned up (the next backup delete in the location retries): %w", req.Name, err)
+		res.VolumeError = fmt.Errorf("backup %s deleted, but its volume data was not all cleaned up (the next delete of a backup with volume data in the location, or `ferry backup delete %s` with the password, retries): %w", req.Name, req.Name, err)
 		return strict(req, res.VolumeError)
 	}
 	return nil
+}
+
+// pruneLeftovers prunes, for a person deleting backup req.Name whose
+// folder is gone (deleted by hand, say), the snapshots the repository
+// still holds of it; a repository that does not open (no password) leaves
+// nothing known to prune.
+func pruneLeftovers(ctx context.Context, loc *store.Location, req Request, res *Result) error {
+	repo, err := req.Repository(ctx)
+	if err != nil {
+		return nil
+	}
+	defer repo.Close(context.WithoutCancel(ctx))
+	ids, err := repo.ListSnapshots(ctx, req.Name)
+	if err != nil || len(ids) == 0 {
+		return err
+	}
+	return prune(ctx, loc, req, repo, res)
 }
 
 func strict(req Request, err error) error {

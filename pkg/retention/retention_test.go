@@ -81,6 +81,14 @@ func TestDelete(t *testing.T) {
 			before:     deleteFolder,
 			req:        Request{Owns: uidIs("uid-old")},
 			wantFolder: FolderGone, wantSnapsLeft: true},
+		{name: "folder deleted by hand, then ferry backup delete: its leftover snapshots are pruned",
+			before:     deleteFolder,
+			req:        Request{Strict: true},
+			wantFolder: FolderGone, wantPruned: 1},
+		{name: "folder deleted by hand, ferry backup delete without the password: nothing known",
+			before:     deleteFolder,
+			req:        Request{Strict: true, Repository: noPassword},
+			wantFolder: FolderGone, wantSnapsLeft: true},
 		{name: "folder holds another backup of the name",
 			req:        Request{Owns: uidIs("uid-new"), HadVolumeData: true},
 			wantFolder: FolderKeptOther, wantFolderLeft: true, wantSnapsLeft: true},
@@ -96,14 +104,22 @@ func TestDelete(t *testing.T) {
 				return nil, errors.New("the repository was opened")
 			}},
 			noSnapshot: true, wantFolder: FolderDeleted},
-		{name: "markers gone, files left: another process is deleting it",
+		{name: "markers gone, files left: the remains of a delete are deleted and the snapshots pruned",
 			before: func(t *testing.T, loc *store.Location) {
 				if err := loc.Bucket().Delete(context.Background(), store.BackupDir("old")+store.BackupMarker); err != nil {
 					t.Fatal(err)
 				}
 			},
-			req:     Request{Owns: uidIs("uid-old"), HadVolumeData: true},
-			wantErr: ErrBeingDeleted, wantFolder: "", wantFolderLeft: true, wantSnapsLeft: true},
+			req:        Request{Owns: uidIs("uid-old"), HadVolumeData: true},
+			wantFolder: FolderDeleted, wantPruned: 1},
+		{name: "markers gone, files left, nothing says it had volume data: kept, as not the caller's",
+			before: func(t *testing.T, loc *store.Location) {
+				if err := loc.Bucket().Delete(context.Background(), store.BackupDir("old")+store.BackupMarker); err != nil {
+					t.Fatal(err)
+				}
+			},
+			req:        Request{Owns: uidIs("uid-old")},
+			wantFolder: FolderKeptOther, wantFolderLeft: true, wantSnapsLeft: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

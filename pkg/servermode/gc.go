@@ -87,8 +87,6 @@ func (r *GCReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 		HadVolumeData: b.Status.PodVolumes != nil && b.Status.PodVolumes.Completed > 0,
 		Repository:    r.repository(loc)})
 	switch {
-	case errors.Is(err, retention.ErrBeingDeleted):
-		return reconcile.Result{RequeueAfter: time.Second}, nil
 	case err != nil:
 		return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
 	case res.Folder == retention.FolderKeptOther:

@@ -19,13 +19,14 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
-// TestGCWaitsForAFolderBeingDeleted: an expired Backup with volume data
-// whose store folder has lost both markers but not yet its files (another
-// cluster's GC is deleting it) is kept and looked at again, not deleted
-// as if the folder held another backup: once the folder is gone, the GC
-// prunes the volume snapshots and then deletes it (TestServerPodVolumes
-// "TTL deletes the volume snapshots too" lost its snapshots that way).
-func TestGCWaitsForAFolderBeingDeleted(t *testing.T) {
+// TestGCFinishesAFolderBeingDeleted: an expired Backup with volume data
+// whose store folder has lost both markers but not yet its files (the
+// remains of a delete, by another cluster's GC or an interrupted `ferry
+// backup delete`) has those remains deleted, not kept as if the folder
+// held another backup (TestServerPodVolumes "TTL deletes the volume
+// snapshots too" lost its snapshots that way), and not waited for (issue
+// 29: nobody may ever finish them), and then the Backup is deleted.
+func TestGCFinishesAFolderBeingDeleted(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	dir := t.TempDir()
@@ -49,20 +50,13 @@ func TestGCWaitsForAFolderBeingDeleted(t *testing.T) {
 	cl := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(bsl, b).WithStatusSubresource(bsl, b).Build()
 	r := &GCReconciler{Client: cl, APIReader: cl, Clock: clocktesting.NewFakePassiveClock(now), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	req := reconcile.Request{NamespacedName: ctrl.ObjectKeyFromObject(b)}
-	res, err := r.Reconcile(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Get(ctx, req.NamespacedName, &v1alpha1.Backup{}); err != nil || res.RequeueAfter <= 0 {
-		t.Fatalf("while the folder is being deleted: Backup %v, requeue after %s (want it kept and looked at again)", err, res.RequeueAfter)
-	}
-	if err := os.RemoveAll(filepath.Join(dir, "backups", "vb")); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := r.Reconcile(ctx, req); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := os.Stat(filepath.Join(dir, "backups", "vb", "vb.tar.gz")); !os.IsNotExist(err) {
+		t.Errorf("the remains of the folder: %v (want them deleted)", err)
+	}
 	if err := cl.Get(ctx, req.NamespacedName, &v1alpha1.Backup{}); !apierrors.IsNotFound(err) {
-		t.Errorf("once the folder is gone: Backup %v (want it deleted)", err)
+		t.Errorf("after its remains were deleted: Backup %v (want it deleted)", err)
 	}
 }

@@ -196,12 +196,15 @@ func (l *Location) GetBackup(ctx context.Context, name string) (*v1alpha1.Backup
 
 // DeleteBackup removes every object under backups/<name>/, the commit
 // marker first so that a delete interrupted half way leaves an Incomplete
-// backup, never a Completed one with missing parts.
+// backup, never a Completed one with missing parts, and the started marker
+// (which holds the backup's UID) last, so that what such a delete leaves
+// still says whose it is.
 func (l *Location) DeleteBackup(ctx context.Context, name string) error {
 	if err := ValidateBackupName(name); err != nil {
 		return err
 	}
-	return l.deletePrefix(ctx, BackupDir(name), BackupDir(name)+BackupMarker)
+	dir := BackupDir(name)
+	return l.deletePrefix(ctx, dir, dir+BackupMarker, dir+BackupStartedMarker)
 }
 
 // DeleteRestore removes the records of restore name (restores/<name>/),
@@ -211,7 +214,7 @@ func (l *Location) DeleteRestore(ctx context.Context, name string) error {
 	if err := ValidateRestoreName(name); err != nil {
 		return err
 	}
-	return l.deletePrefix(ctx, RestoreDir(name), RestoreDir(name)+RestoreMarker)
+	return l.deletePrefix(ctx, RestoreDir(name), RestoreDir(name)+RestoreMarker, "")
 }
 
 // GetRestore reads restore name's ferry-restore.json.
@@ -283,7 +286,7 @@ func (l *Location) hasPrefix(ctx context.Context, prefix string) (bool, error) {
 	return true, nil
 }
 
-func (l *Location) deletePrefix(ctx context.Context, prefix, first string) error {
+func (l *Location) deletePrefix(ctx context.Context, prefix, first, last string) error {
 	found, err := l.hasPrefix(ctx, prefix)
 	if err != nil {
 		return err
@@ -292,24 +295,37 @@ func (l *Location) deletePrefix(ctx context.Context, prefix, first string) error
 		kind, name, _ := strings.Cut(strings.TrimSuffix(prefix, "/"), "/")
 		return fmt.Errorf("%s %q in %s: %w", strings.TrimSuffix(kind, "s"), name, l.URL(), ErrNotFound)
 	}
+	del := func(key string) error {
+		if err := l.bucket.Delete(ctx, key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return l.describe("deleting "+key, err)
+		}
+		return nil
+	}
 	if first != "" {
-		if err := l.bucket.Delete(ctx, first); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			return l.describe("deleting "+first, err)
+		if err := del(first); err != nil {
+			return err
 		}
 	}
 	it := l.bucket.List(&blob.ListOptions{Prefix: prefix})
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
-			return nil
+			break
 		}
 		if err != nil {
 			return l.describe("listing "+prefix, err)
 		}
-		if err := l.bucket.Delete(ctx, obj.Key); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
-			return l.describe("deleting "+obj.Key, err)
+		if obj.Key == last {
+			continue
+		}
+		if err := del(obj.Key); err != nil {
+			return err
 		}
 	}
+	if last != "" {
+		return del(last)
+	}
+	return nil
 }
 
 // PutSealedBytes writes data at key, age-encrypted when the location has

@@ -55,7 +55,8 @@ type Plan struct {
 //     backups;
 //   - a Completed or PartiallyFailed Backup of this location whose folder
 //     is gone is removed, unless it has expired: its expiry deletes it,
-//     after pruning its volume snapshots (pkg/retention).
+//     after pruning its volume snapshots (pkg/retention); so is one store
+//     sync made without writing its status, once its folder is gone.
 //
 // Backups that are Failed, InProgress or Incomplete are left alone both
 // ways.
@@ -73,6 +74,12 @@ func PlanSync(stored []store.BackupEntry, known map[string]Known, now time.Time)
 		p.Add = append(p.Add, e.Backup)
 	}
 	for name, k := range known {
+		if k.Synced && k.Phase == "" && !inStore[name] {
+			// Made by an earlier sync that could not write its status,
+			// and gone from the store since: it would stay New for ever.
+			p.Remove = append(p.Remove, name)
+			continue
+		}
 		if !k.InLocation || inStore[name] || !restorable(k.Phase) {
 			continue
 		}

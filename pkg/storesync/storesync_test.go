@@ -40,6 +40,7 @@ func TestPlanSync(t *testing.T) {
 		"failed-gone":   {Phase: v1alpha1.PhaseFailed, InLocation: true},                                         // never restorable: left alone
 		"running-local": {Phase: v1alpha1.PhaseInProgress, InLocation: true},                                     // not written yet
 		"synced-gone":   {Phase: v1alpha1.PhasePartiallyFailed, Synced: true, InLocation: true, Expiration: nil}, // synced, then deleted
+		"stuck-new":     {Synced: true},                                                                          // status never written, folder gone
 	}
 	p := PlanSync(stored, known, now)
 	var add []string
@@ -51,7 +52,7 @@ func TestPlanSync(t *testing.T) {
 	if want := []string{"cli-taken", "half-synced", "partial"}; !slices.Equal(add, want) {
 		t.Errorf("add %v, want %v", add, want)
 	}
-	if want := []string{"folder-gone", "synced-gone"}; !slices.Equal(p.Remove, want) {
+	if want := []string{"folder-gone", "stuck-new", "synced-gone"}; !slices.Equal(p.Remove, want) {
 		t.Errorf("remove %v, want %v", p.Remove, want)
 	}
 }

@@ -114,11 +114,7 @@ func (r *BackupReconciler) expire(ctx context.Context, b *v1beta1.Backup) (recon
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	if url := b.Status.StorageLocation; url != "" {
-		err := r.deleteStored(ctx, b, url)
-		if errors.Is(err, retention.ErrBeingDeleted) {
-			return reconcile.Result{RequeueAfter: time.Second}, nil
-		}
-		if err != nil {
+		if err := r.deleteStored(ctx, b, url); err != nil {
 			return reconcile.Result{}, fmt.Errorf("expired backup %s/%s: %w", b.Namespace, b.Name, err)
 		}
 	}

@@ -76,13 +76,17 @@ const defaultValidationPeriod = time.Minute
 // becomes a hub Backup of l, never run, with the store's status; a synced
 // one whose folder is gone is deleted.
 func (r *LocationReconciler) sync(ctx context.Context, l *v1beta1.BackupStorageLocation) error {
-	sctx, cancel := context.WithTimeout(ctx, r.ConnectTimeout)
-	defer cancel()
-	loc, err := store.Open(sctx, l.Spec.URL)
+	octx, cancel := context.WithTimeout(ctx, r.ConnectTimeout)
+	loc, err := store.Open(octx, l.Spec.URL)
+	cancel()
 	if err != nil {
 		return err
 	}
 	defer loc.Close()
+	// Listing reads each backup's marker: a large location takes longer
+	// than a connection.
+	sctx, cancel := context.WithTimeout(ctx, syncTimeout)
+	defer cancel()
 	entries, err := loc.ListBackups(sctx)
 	if err != nil {
 		return err
@@ -143,6 +147,9 @@ func (r *LocationReconciler) addSynced(ctx context.Context, l *v1beta1.BackupSto
 	r.Log.Info("store sync: backup added to the hub", "backup", l.Namespace+"/"+b.Name, "location", l.Name, "phase", b.Status.Phase)
 	return r.Client.Status().Patch(ctx, b, client.MergeFrom(orig))
 }
+
+// syncTimeout bounds one sync of a location.
+const syncTimeout = 5 * time.Minute
 
 // hubBackupSpec is the hub's spec of an engine backup spec s, in location.
 func hubBackupSpec(s v1alpha1.BackupSpec, location string) v1beta1.BackupSpec {
