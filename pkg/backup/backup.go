@@ -231,6 +231,13 @@ func (r *run) commit(loc *store.Location, b *v1alpha1.Backup, err error) (*v1alp
 		// Interrupted: leave it Incomplete (no commit), as a crash would.
 		return b, results, fmt.Errorf("backup %s interrupted (%w): it is Incomplete; remove it with `ferry backup delete %s`", opts.Name, ctx.Err(), opts.Name)
 	}
+	if err := stillStarted(ctx, loc, b); err != nil {
+		// Its folder was deleted (ferry backup delete of what looked like
+		// an interrupted backup) or taken over: committing now would make
+		// a backup with missing parts look complete.
+		b.Status.Phase, b.Status.FailureReason = v1alpha1.PhaseFailed, err.Error()
+		return b, results, err
+	}
 	if err := loc.PutSealedJSON(ctx, store.BackupResultsKey(opts.Name), results); err != nil {
 		return b, results, err
 	}
@@ -242,6 +249,29 @@ func (r *run) commit(loc *store.Location, b *v1alpha1.Backup, err error) (*v1alp
 	}
 	opts.Log.Info("backup committed", "backup", opts.Name, "phase", b.Status.Phase, "items", b.Status.Progress.ItemsBackedUp, "took", end.Sub(b.Status.StartTimestamp.Time).Round(time.Millisecond))
 	return b, results, nil
+}
+
+// stillStarted checks, just before the commit, that b's started marker is
+// still in loc and is b's: a backup whose folder was deleted while it ran
+// is not committed.
+func stillStarted(ctx context.Context, loc *store.Location, b *v1alpha1.Backup) error {
+	started := &v1alpha1.Backup{}
+	err := loc.GetJSON(ctx, store.BackupDir(b.Name)+store.BackupStartedMarker, started)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("backup %s: its folder in %s was deleted while it ran (ferry backup delete?); it is not committed, and what it wrote since is no restorable backup: remove it with `ferry backup delete %s`", b.Name, loc.URL(), b.Name)
+	case err != nil:
+		return err
+	case started.UID != b.UID || !sameSecond(started.Status.StartTimestamp, b.Status.StartTimestamp):
+		return fmt.Errorf("backup %s: another backup of that name started in %s while it ran; it is not committed", b.Name, loc.URL())
+	}
+	return nil
+}
+
+// sameSecond reports whether two start times are one, at the second the
+// started marker's JSON keeps.
+func sameSecond(a, b *metav1.Time) bool {
+	return a != nil && b != nil && a.Unix() == b.Unix()
 }
 
 // run holds the state of one backup while it lists and writes.

@@ -95,6 +95,25 @@ func TestBackupSmallFaults(t *testing.T) {
 		}
 	})
 
+	// A backup whose folder is deleted while it runs (ferry backup delete
+	// of what looked like an interrupted backup) is not committed: it
+	// would look complete with parts missing (a new user's finding).
+	t.Run("folder deleted while it ran", func(t *testing.T) {
+		opts := Options{Name: "deleted", Spec: v1alpha1.BackupSpec{IncludedNamespaces: []string{"a"}},
+			OnStage: func(string) {
+				if err := loc.DeleteBackup(ctx, "deleted"); err != nil {
+					t.Errorf("deleting the folder: %v", err)
+				}
+			}}
+		b, _, err := Run(ctx, cluster, loc, opts)
+		if err == nil || !strings.Contains(err.Error(), "was deleted while it ran") || b.Status.Phase != v1alpha1.PhaseFailed {
+			t.Fatalf("Run: %v, phase %s; want it refused, Failed", err, b.Status.Phase)
+		}
+		if got, err := loc.GetBackup(ctx, "deleted"); err == nil {
+			t.Errorf("the location holds a committed backup %s (%s) whose folder was deleted while it ran", got.Name, got.Status.Phase)
+		}
+	})
+
 	// events and events.events.k8s.io are one resource served by two
 	// groups: it is backed up once, under events.k8s.io.
 	t.Run("events once", func(t *testing.T) {
