@@ -227,7 +227,7 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 			return err
 		}
 		jsonKey, htmlKey := enginemigration.ReportKeys(o.name)
-		m.stored = reportPaths{JSON: loc.URL() + " " + jsonKey, HTML: loc.URL() + " " + htmlKey}
+		m.stored = storedReport{Location: loc.URL(), JSON: jsonKey, HTML: htmlKey}
 	}
 	if err := o.print(res.Backup, res.Restore, res.RestoreResults, m); err != nil {
 		return err
@@ -304,8 +304,16 @@ type migration struct {
 	paths        reportPaths
 	// stored is where the location keeps the report, as the hub's
 	// Migrations have it (migration.ReportKeys).
-	stored    reportPaths
+	stored    storedReport
 	verifyErr error
+}
+
+// storedReport is where a location keeps a migration's report: its keys
+// in the location.
+type storedReport struct {
+	Location string `json:"location"`
+	JSON     string `json:"json"`
+	HTML     string `json:"html"`
 }
 
 // printRestoreStep prints the restore's summary and the migrate's (table
@@ -328,7 +336,7 @@ func (o *migrateOptions) print(b *v1alpha1.Backup, r *v1alpha1.Restore, rres *re
 	if o.output == "table" {
 		if m.verification != nil {
 			printVerification(o.globals, m.verification, m.paths)
-			fmt.Fprintf(o.stdout, "Report kept in the location: %s, %s\n", m.stored.HTML, m.stored.JSON)
+			fmt.Fprintf(o.stdout, "Report kept in the location %s: %s, %s\n", m.stored.Location, m.stored.HTML, m.stored.JSON)
 		}
 		return nil
 	}
