@@ -112,7 +112,7 @@ func (c *Copier) pushOne(ctx context.Context, ir *ImageRecord, bundle *Bundle, r
 		if it.digest != h {
 			return fmt.Errorf("image %s: stored manifest is %s, the backup recorded %s", ir.Reference, it.digest, h)
 		}
-		return c.put(ctx, Task{Source: ir.Reference, Target: target}, dst, it, c.remoteOptions(ctx, &retries, &sent), &res)
+		return c.put(Task{Source: ir.Reference, Target: target}, dst, it, c.remoteOptions(ctx, &retries, &sent), &sent, &res)
 	})
 	res.Retries, res.BlobBytes, res.Seconds = retries.Load(), sent.Load(), time.Since(start).Seconds()
 	if err != nil {

@@ -300,7 +300,7 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 	if err != nil {
 		return explain(t.Source, "source", err)
 	}
-	return c.put(ctx, t, dst, it, opts, res)
+	return c.put(t, dst, it, opts, sent, res)
 }
 
 // CopyAll copies tasks with c's concurrency. Results come back in the

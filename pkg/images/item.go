@@ -1,9 +1,10 @@
 package images
 
 import (
-	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -84,7 +85,7 @@ func imageItem(img v1.Image) (*item, error) {
 }
 
 // put writes it to dst unless dst already has it by digest.
-func (c *Copier) put(ctx context.Context, t Task, dst name.Reference, it *item, opts []remote.Option, res *Result) error {
+func (c *Copier) put(t Task, dst name.Reference, it *item, opts []remote.Option, sent *atomic.Int64, res *Result) error {
 	res.Digest, res.MediaType, res.Platforms = it.digest.String(), it.mediaType, it.platforms
 	if d, ok := dst.(name.Digest); ok && d.DigestStr() != it.digest.String() {
 		if len(c.opts.Platforms) == 0 {
@@ -102,13 +103,7 @@ func (c *Copier) put(ctx context.Context, t Task, dst name.Reference, it *item, 
 		return nil
 	}
 	if c.opts.OnProgress != nil {
-		ch := make(chan v1.Update, 16)
-		go func() {
-			for u := range ch {
-				c.opts.OnProgress(t, u.Complete, u.Total)
-			}
-		}()
-		opts = append(opts, remote.WithProgress(ch))
+		defer c.watchProgress(t, it, sent)()
 	}
 	var err error
 	repo := dst.Context()
@@ -297,4 +292,85 @@ func indexPlatforms(idx v1.ImageIndex) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// progressEvery is how often watchProgress reports an upload.
+const progressEvery = 200 * time.Millisecond
+
+// watchProgress calls Options.OnProgress with the blob bytes of it sent
+// so far (counted on the wire by countingTransport) until the returned
+// stop is called. go-containerregistry's WithProgress is not used: it
+// closes its channel when Write returns while the HTTP transport may
+// still be reading a request body, and the next read panics with a send
+// on a closed channel (seen under a flaky registry).
+func (c *Copier) watchProgress(t Task, it *item, sent *atomic.Int64) (stop func()) {
+	total, base := uploadSize(it), sent.Load()
+	report := func() {
+		n := sent.Load() - base
+		if n > total {
+			n = total // a retried upload counts its bytes again
+		}
+		c.opts.OnProgress(t, n, total)
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(progressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				report()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		report()
+	}
+}
+
+// uploadSize is the size of the blobs it references (layers and configs,
+// through nested indexes); a part that cannot be read counts as nothing.
+func uploadSize(it *item) int64 {
+	if it.img != nil {
+		return imageBlobSize(it.img)
+	}
+	return indexBlobSize(it.idx)
+}
+
+func imageBlobSize(img v1.Image) int64 {
+	m, err := img.Manifest()
+	if err != nil {
+		return 0
+	}
+	n := m.Config.Size
+	for _, l := range m.Layers {
+		n += l.Size
+	}
+	return n
+}
+
+func indexBlobSize(idx v1.ImageIndex) int64 {
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, d := range im.Manifests {
+		switch {
+		case d.MediaType.IsIndex():
+			if child, err := idx.ImageIndex(d.Digest); err == nil {
+				n += indexBlobSize(child)
+			}
+		case d.MediaType.IsImage():
+			if img, err := idx.Image(d.Digest); err == nil {
+				n += imageBlobSize(img)
+			}
+		}
+	}
+	return n
 }
