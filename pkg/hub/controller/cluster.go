@@ -3,7 +3,9 @@ package controller
 import (
 	"context"
 	"errors"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -11,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/kube"
 )
 
 // ClusterReconciler checks that each member cluster answers, through its
@@ -65,4 +68,26 @@ func (r *ClusterReconciler) clustersOf(ctx context.Context, o client.Object) []r
 		}
 	}
 	return out
+}
+
+// connectRef reaches the Cluster name of namespace through its
+// ClusterCredential's kubeconfig, within timeout. Errors name the field
+// (path), and an unreachable cluster has reason unreachable.
+func connectRef(ctx context.Context, reader client.Reader, timeout time.Duration, namespace, name, path, unreachable string) (*kube.Cluster, *v1beta1.Cluster, error) {
+	var c v1beta1.Cluster
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &c); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, fail("ClusterNotFound", "%s: Cluster %q not found in namespace %s", path, name, namespace)
+		}
+		return nil, nil, err
+	}
+	cl, err := connectCluster(ctx, reader, &c, timeout)
+	var f *failure
+	switch {
+	case errors.As(err, &f) && f.reason == reasonUnreachable:
+		return nil, nil, fail(unreachable, "%s: %w", path, f.err)
+	case errors.As(err, &f):
+		return nil, nil, fail(f.reason, "%s: %w", path, f.err)
+	}
+	return cl, &c, err
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -140,4 +141,28 @@ func stoppedBy(l *v1beta1.Lease) (who, when string) {
 		return "a hub process", ""
 	}
 	return "hub process " + l.HolderIdentity, " (its lease expired at " + leaseExpiry(l).UTC().Format(time.RFC3339) + ")"
+}
+
+func isConflict(err error) bool { return apierrors.IsConflict(err) }
+
+// runLeased runs work under key's lease, renewing it (with apply, the
+// progress so far) every third of its duration; when the lease is lost,
+// work's context is cancelled and the error is errLeaseLost.
+func runLeased[T client.Object, R any](ctx context.Context, k leased[T], key types.NamespacedName, apply func(T), work func(context.Context) (R, error)) (R, error) {
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		k.renew(runCtx, key, apply, func() { cancel(errLeaseLost) })
+	}()
+	res, err := work(runCtx)
+	lost := errors.Is(context.Cause(runCtx), errLeaseLost)
+	cancel(nil)
+	wg.Wait()
+	if lost {
+		return res, errLeaseLost
+	}
+	return res, err
 }

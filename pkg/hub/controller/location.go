@@ -7,6 +7,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -168,4 +169,36 @@ func hubBackupSpec(s v1alpha1.BackupSpec, location string) v1beta1.BackupSpec {
 		DefaultVolumesToFsBackup: s.DefaultVolumesToFsBackup,
 		TTL:                      s.TTL,
 	}
+}
+
+// resolveLocation is the BackupStorageLocation name of namespace, or the
+// namespace's default when name is empty.
+func resolveLocation(ctx context.Context, reader client.Reader, namespace, name string) (*v1beta1.BackupStorageLocation, error) {
+	if name != "" {
+		var l v1beta1.BackupStorageLocation
+		if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &l); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, fail("LocationNotFound", "spec.storageLocationName: BackupStorageLocation %q not found in namespace %s", name, namespace)
+			}
+			return nil, err
+		}
+		return &l, nil
+	}
+	var list v1beta1.BackupStorageLocationList
+	if err := reader.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	var def []*v1beta1.BackupStorageLocation
+	for i := range list.Items {
+		if list.Items[i].Spec.Default {
+			def = append(def, &list.Items[i])
+		}
+	}
+	switch len(def) {
+	case 0:
+		return nil, fail("LocationNotFound", "spec.storageLocationName is empty, and namespace %s has no default BackupStorageLocation (spec.default: true)", namespace)
+	case 1:
+		return def[0], nil
+	}
+	return nil, fail("LocationNotFound", "spec.storageLocationName is empty, and namespace %s has %d default BackupStorageLocations (%s, %s): name one", namespace, len(def), def[0].Name, def[1].Name)
 }
