@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+
+	"filippo.io/age"
 
 	"github.com/spf13/cobra"
 
@@ -28,21 +31,33 @@ func (c *cryptFlags) registerIdentity(cmd *cobra.Command) {
 // apply configures loc. A restore's own results are encrypted for the
 // identity's public keys, so they are as private as the backup.
 func (c *cryptFlags) apply(loc *store.Location) error {
-	enc := &store.Encryption{}
-	var err error
-	if enc.Recipients, err = store.ParseRecipients(c.recipients); err != nil {
-		return fmt.Errorf("--encryption-recipient: %w", err)
+	enc, err := c.encryption()
+	if err != nil {
+		return err
 	}
-	if c.identity != "" {
-		if enc.Identities, err = store.LoadIdentities(c.identity); err != nil {
-			return fmt.Errorf("--encryption-identity: %w", err)
-		}
-		if len(enc.Recipients) == 0 {
-			enc.Recipients = store.RecipientsOf(enc.Identities)
-		}
+	if enc != nil {
+		loc.SetEncryption(enc)
 	}
-	loc.SetEncryption(enc)
 	return nil
+}
+
+// encryption is store.NewEncryption of the flags, errors naming them.
+func (c *cryptFlags) encryption() (*store.Encryption, error) {
+	var ids []age.Identity
+	if c.identity != "" {
+		var err error
+		if ids, err = store.LoadIdentities(c.identity); err != nil {
+			return nil, fmt.Errorf("--encryption-identity: %w", err)
+		}
+	}
+	enc, err := store.NewEncryption(c.recipients, ids)
+	if errors.Is(err, store.ErrNoMatchingIdentity) {
+		return nil, fmt.Errorf("--encryption-identity %s: %w (--encryption-recipient)", c.identity, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--encryption-recipient: %w", err)
+	}
+	return enc, nil
 }
 
 // complete checks that the identity file loads (the store loads it again
@@ -56,10 +71,9 @@ func (c *cryptFlags) complete() error {
 	return nil
 }
 
-// validate parses the recipients before anything is written.
+// validate parses the recipients, and checks that an identity given with
+// them matches one, before anything is written.
 func (c *cryptFlags) validate() error {
-	if _, err := store.ParseRecipients(c.recipients); err != nil {
-		return fmt.Errorf("--encryption-recipient: %w", err)
-	}
-	return nil
+	_, err := c.encryption()
+	return err
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -227,6 +229,8 @@ func TestHubClusterAddAndMigrate(t *testing.T) {
 	checkField(t, "m2 spec.backup.preferredVersionOnly", m.Spec.Backup.PreferredVersionOnly, true)
 	checkField(t, "m2 spec.images.required", m.Spec.Images.Required, true)
 
+	checkHubEncryption(t, h, storage)
+
 	// The defaults: the hub's.
 	code, stdout, stderr = ferry("migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", "src", "--to-cluster", "dst", "--storage", storage, "-o", "json")
 	if code != 0 || !strings.Contains(stdout, `"kind": "Migration"`) || !strings.Contains(stdout, `"name": "migrate-`) {
@@ -236,6 +240,53 @@ func TestHubClusterAddAndMigrate(t *testing.T) {
 	code, _, stderr = ferry("migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", "nosuch", "--to-cluster", "dst", "--storage", storage)
 	if want := `spec.source.cluster: Not found: "nosuch"`; code != 1 || !strings.Contains(stderr, want) {
 		t.Errorf("migrate --hub from an unknown Cluster: exit %d, stderr %q; want %q", code, stderr, want)
+	}
+}
+
+// checkHubEncryption: migrate --hub with an identity stores it as a
+// Credential (never overwriting one), points spec.encryption at it, and
+// deletes it again when the hub refuses the Migration.
+func checkHubEncryption(t *testing.T, h *testHub, storage string) {
+	ctx := context.Background()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	idFile := filepath.Join(t.TempDir(), "age.key")
+	if err := os.WriteFile(idFile, []byte(id.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := func(name, from string) []string {
+		return []string{"migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", from, "--to-cluster", "dst", "--storage", storage, "--name", name,
+			"--encryption-recipient", id.Recipient().String(), "--encryption-identity", idFile, "--storage-credential", "s3-creds"}
+	}
+	code, stdout, stderr := ferry(args("m3", "src")...)
+	if code != 0 || !strings.Contains(stderr, "Credential team/m3-encryption-identity") {
+		t.Fatalf("migrate --hub with encryption: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	m := &hubv1beta1.Migration{}
+	if err := h.client.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m3"}, m); err != nil {
+		t.Fatal(err)
+	}
+	checkField(t, "m3 spec.encryption", m.Spec.Encryption, hubv1beta1.MigrationEncryption{
+		Recipients: []string{id.Recipient().String()}, IdentityRef: &hubv1beta1.CredentialKeyReference{Name: "m3-encryption-identity", Key: "identity"}})
+	checkField(t, "m3 spec.storage.credentialRef", m.Spec.Storage.CredentialRef, &hubv1beta1.LocalObjectReference{Name: "s3-creds"})
+	cred := &hubv1beta1.Credential{}
+	if err := h.client.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m3-encryption-identity"}, cred); err != nil {
+		t.Fatal(err)
+	}
+	checkField(t, "Credential m3-encryption-identity data", string(cred.Data["identity"]), id.String()+"\n")
+	// The same name again: the Credential is another Migration's now.
+	if code, _, stderr = ferry(args("m3", "src")...); code != 1 || !strings.Contains(stderr, "the hub already has Credential team/m3-encryption-identity") {
+		t.Errorf("migrate --hub over an existing identity Credential: exit %d, stderr %q", code, stderr)
+	}
+	// A Migration the hub refuses leaves no Credential behind.
+	if code, _, stderr = ferry(args("m4", "nosuch")...); code != 1 || !strings.Contains(stderr, "spec.source.cluster") {
+		t.Errorf("migrate --hub from an unknown Cluster with encryption: exit %d, stderr %q", code, stderr)
+	}
+	err = h.client.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m4-encryption-identity"}, &hubv1beta1.Credential{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the refused Migration's identity Credential: %v, want deleted", err)
 	}
 }
 

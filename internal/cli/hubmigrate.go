@@ -28,6 +28,11 @@ type hubMigrate struct {
 	changed      []string // by complete: the flags of the other mode that were set
 	spec         hubv1beta1.MigrationSpec
 	storageGiven bool
+	// storageCredential names the hub Credential of the location.
+	storageCredential string
+	// identity is the --encryption-identity file's content, which
+	// runHub stores in the hub as the Credential identityCredential names.
+	identity []byte
 	// waitTimeoutSet: --wait-timeout was given (it needs --wait).
 	waitTimeoutSet bool
 }
@@ -41,10 +46,18 @@ func (h *hubMigrate) register(cmd *cobra.Command) {
 	fl.BoolVar(&h.wait, "wait", false, "with --hub: follow the Migration, printing each phase, until it ends; exit as a local migrate would")
 	fl.DurationVar(&h.waitTimeout, "wait-timeout", time.Hour, "with --wait: how long to follow it (it goes on in the hub after that)")
 	fl.DurationVar(&h.ttl, "ttl", 0, "with --hub: how long the migration's backup is kept (default: until deleted)")
+	fl.StringVar(&h.storageCredential, "storage-credential", "", "with --hub: the hub Credential holding the location's credentials (default: the hub's own)")
 }
 
+// identityCredential is the hub Credential migrate --hub stores the
+// --encryption-identity in, for the Migration name.
+func identityCredential(name string) string { return name + "-encryption-identity" }
+
+// identityKey is its data key.
+const identityKey = "identity"
+
 // hubOnly are the flags only migrate --hub uses.
-var hubOnly = []string{"from-cluster", "to-cluster", "namespace", "wait", "wait-timeout", "ttl"}
+var hubOnly = []string{"from-cluster", "to-cluster", "namespace", "wait", "wait-timeout", "ttl", "storage-credential"}
 
 // localOnly are the migrate flags a Migration's spec cannot carry, and why;
 // with --hub they are refused rather than silently ignored.
@@ -56,8 +69,6 @@ var localOnly = []struct{ flag, why string }{
 	{"to-kubeconfig", "name the hub's Cluster with --to-cluster"},
 	{"to-context", "name the hub's Cluster with --to-cluster"},
 	{"report-dir", "the hub writes the verification report into the storage location (status.reportLocation)"},
-	{"encryption-recipient", "a Migration carries no encryption keys"},
-	{"encryption-identity", "a Migration carries no encryption keys, and the hub cannot read a local key file"},
 	{"repository-password-file", "a Migration carries no repository password, and the hub cannot read a local file"},
 	{"push-images", "with --images=bundle the hub pushes the images to --image-registry-mappings itself"},
 	{"platform", "a Migration's spec.images does not carry a platform filter"},
@@ -129,7 +140,23 @@ func (h *hubMigrate) validate() error {
 	if msgs := validation.IsDNS1123Label(h.namespace); len(msgs) > 0 {
 		return fmt.Errorf("--namespace %q: %s", h.namespace, strings.Join(msgs, "; "))
 	}
+	if msgs := validation.IsDNS1123Subdomain(h.storageCredential); h.storageCredential != "" && len(msgs) > 0 {
+		return fmt.Errorf("--storage-credential %q: %s", h.storageCredential, strings.Join(msgs, "; "))
+	}
 	return nil
+}
+
+// encrypt sets spec.encryption from the encryption flags: the recipients,
+// and the identity (read by completeHub) as a Credential of the
+// Migration name.
+func (h *hubMigrate) encrypt(name string, c *cryptFlags) {
+	h.spec.Encryption.Recipients = c.recipients
+	if c.identity != "" {
+		h.spec.Encryption.IdentityRef = &hubv1beta1.CredentialKeyReference{Name: identityCredential(name), Key: identityKey}
+	}
+	if h.storageCredential != "" {
+		h.spec.Storage.CredentialRef = &hubv1beta1.LocalObjectReference{Name: h.storageCredential}
+	}
 }
 
 // migrationSpec is the Migration a migrate's backup and restore specs

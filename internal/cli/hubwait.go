@@ -30,7 +30,12 @@ func (o *migrateOptions) runHub(ctx context.Context) error {
 		return err
 	}
 	m := &hubv1beta1.Migration{ObjectMeta: metav1.ObjectMeta{Name: o.name, Namespace: o.hub.namespace}, Spec: o.hub.spec}
+	removeIdentity, err := o.storeIdentity(ctx, c)
+	if err != nil {
+		return err
+	}
 	if err := c.Create(ctx, m); err != nil {
+		removeIdentity()
 		return err // the hub's own words, field paths included
 	}
 	if !o.hub.wait {
@@ -55,6 +60,30 @@ func (o *migrateOptions) runHub(ctx context.Context) error {
 		printMigrationSummary(o.globals, m)
 	}
 	return migrationExit(m)
+}
+
+// storeIdentity stores the --encryption-identity file in the hub as the
+// Credential spec.encryption.identityRef names, before the Migration
+// that needs it exists; the returned func deletes it again (for a
+// Migration the hub refused). An existing Credential of that name is not
+// overwritten: it may be another Migration's.
+func (o *migrateOptions) storeIdentity(ctx context.Context, c crclient.Client) (func(), error) {
+	ref := o.hub.spec.Encryption.IdentityRef
+	if ref == nil {
+		return func() {}, nil
+	}
+	cred := &hubv1beta1.Credential{
+		ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: o.hub.namespace},
+		Data:       map[string][]byte{ref.Key: o.hub.identity},
+	}
+	if err := c.Create(ctx, cred); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("--encryption-identity: the hub already has Credential %s/%s, where migrate --hub stores the identity of migration %s: delete it, or choose another --name", o.hub.namespace, ref.Name, o.name)
+		}
+		return nil, fmt.Errorf("--encryption-identity: storing it in the hub: %w", err)
+	}
+	fmt.Fprintf(o.stderr, "the encryption identity is stored in the hub as Credential %s/%s (encrypted at rest); delete it with the migration\n", o.hub.namespace, ref.Name)
+	return func() { _ = c.Delete(context.WithoutCancel(ctx), cred) }, nil
 }
 
 // printMigration prints m for -o json|yaml, with its kind.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -136,17 +137,17 @@ func (o *migrateOptions) Validate() error {
 	if err := ropts.Validate(); err != nil {
 		return err
 	}
-	if o.hub.on() {
-		return nil
-	}
-	if o.fromContext == "" && o.toContext == "" && o.fromKubeconfig == o.toKubeconfig {
-		return fmt.Errorf("migrate needs two clusters: set --from-context and --to-context (or --from-kubeconfig and --to-kubeconfig)")
-	}
 	if err := o.crypt.validate(); err != nil {
 		return err
 	}
 	if len(o.crypt.recipients) > 0 && o.crypt.identity == "" {
 		return fmt.Errorf("migrate with --encryption-recipient needs --encryption-identity too, to read the backup back for the restore")
+	}
+	if o.hub.on() {
+		return nil
+	}
+	if o.fromContext == "" && o.toContext == "" && o.fromKubeconfig == o.toKubeconfig {
+		return fmt.Errorf("migrate needs two clusters: set --from-context and --to-context (or --from-kubeconfig and --to-kubeconfig)")
 	}
 	if o.fromKubeconfig == o.toKubeconfig && o.fromContext == o.toContext {
 		return fmt.Errorf("--from-context and --to-context name the same cluster (%q); migrate moves between two clusters", o.fromContext)
@@ -171,6 +172,15 @@ func (o *migrateOptions) completeHub(cmd *cobra.Command) error {
 		crdTimeout = o.restore.crdTimeout
 	}
 	o.hub.spec = o.hub.migrationSpec(o.bspec, o.rspec, o.storage, o.verify, crdTimeout)
+	o.hub.encrypt(o.name, &o.crypt)
+	if o.crypt.identity != "" {
+		if err := o.crypt.complete(); err != nil {
+			return err
+		}
+		if o.hub.identity, err = os.ReadFile(o.crypt.identity); err != nil {
+			return fmt.Errorf("--encryption-identity: %w", err)
+		}
+	}
 	return nil
 }
 

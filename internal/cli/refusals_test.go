@@ -102,6 +102,9 @@ type refusalFiles struct {
 	dir, empty, password, identity, recipient, mods, badMods, syncConfig string
 }
 
+// otherRecipient is an age public key whose identity no test holds.
+const otherRecipient = "age1jup9pnf5l76tm58nwts8l4fxkpnrr4d78ldv2c0yd0zpmudnkdqslr0yyz"
+
 func newRefusalFiles(t *testing.T) refusalFiles {
 	t.Helper()
 	id, err := age.GenerateX25519Identity()
@@ -278,6 +281,8 @@ func TestValidateMigrate(t *testing.T) {
 		{[]string{"migrate", s, "--from-kubeconfig", "a", "--to-kubeconfig", "a"}, []string{"migrate needs two clusters"}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "a"}, []string{`--from-context and --to-context name the same cluster ("a"); migrate moves between two clusters`}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b"}, nil},
+		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--encryption-recipient", otherRecipient, "--encryption-identity", f.identity}, []string{"none of the age identities matches an encryption recipient"}},
+		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--storage-credential", "c"}, []string{"--storage-credential is for migrate --hub"}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--images", "merge"}, []string{`--images (spec.images): Unsupported value: "merge"`}},
 		{[]string{"migrate", s, "--from-kubeconfig", "a", "--to-kubeconfig", "b"}, nil},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--name", "M_1"}, []string{`backup name "M_1"`}},
@@ -318,8 +323,12 @@ func TestValidateMigrateHub(t *testing.T) {
 		{hub("--from-context", "x"), []string{"--from-context is not supported with --hub: name the hub's Cluster with --from-cluster"}},
 		{hub("--to-kubeconfig", "x"), []string{"--to-kubeconfig is not supported with --hub: name the hub's Cluster with --to-cluster"}},
 		{hub("--report-dir", f.dir), []string{"--report-dir is not supported with --hub: the hub writes the verification report into the storage location"}},
-		{hub("--encryption-recipient", f.recipient), []string{"--encryption-recipient is not supported with --hub"}},
-		{hub("--encryption-identity", f.identity), []string{"--encryption-identity is not supported with --hub"}},
+		{hub("--encryption-recipient", f.recipient), []string{"migrate with --encryption-recipient needs --encryption-identity too"}},
+		{hub("--encryption-recipient", f.recipient, "--encryption-identity", f.identity, "--storage-credential", "s3-creds"), nil},
+		{hub("--encryption-identity", f.identity), nil},
+		{hub("--encryption-recipient", otherRecipient, "--encryption-identity", f.identity), []string{"--encryption-identity " + f.identity + ": none of the age identities matches an encryption recipient"}},
+		{hub("--encryption-identity", f.password), []string{"--encryption-identity", "not an age identity file"}},
+		{hub("--storage-credential", "Bad_Name"), []string{`--storage-credential "Bad_Name"`}},
 		{hub("--repository-password-file", f.password), []string{"--repository-password-file is not supported with --hub"}},
 		// A Migration carries these (issue 29), checked as a local migrate
 		// checks them.

@@ -17,6 +17,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
+	enginemigration "github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/modifiers"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
@@ -131,6 +132,7 @@ type restoreCreateOptions struct {
 	volumes          volumeFlags
 	server           serverMode
 	from, fromVelero string
+	verify           bool
 
 	name string
 	spec v1alpha1.RestoreSpec
@@ -155,6 +157,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	_ = cmd.Flags().MarkHidden("platform")
 	o.volumes.registerRestore(cmd)
 	o.server.register(cmd, false)
+	cmd.Flags().BoolVar(&o.verify, "verify", false, "after the restore, compare every object of the backup with the cluster, as migrate does, and keep the report in the location (restores/NAME/report.json, .html); a difference makes the restore PartiallyFailed")
 	return cmd
 }
 
@@ -178,6 +181,7 @@ func (o *restoreCreateOptions) Complete(cmd *cobra.Command, args []string) error
 	if o.spec, err = newRestoreSpec(&o.restore, backupName, &o.images, o.fromVelero != ""); err != nil {
 		return err
 	}
+	o.spec.Verify = o.verify
 	o.server.complete(cmd)
 	return o.crypt.complete()
 }
@@ -236,6 +240,13 @@ func (o *restoreCreateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if o.verify && !o.spec.DryRun && r.Status.Phase != v1alpha1.PhaseFailed {
+		opts.PodVolumes = nil
+		pr := newProgress(o.stderr, "verify "+o.name)
+		v, err := enginemigration.VerifyRestore(ctx, cluster, loc, opts, nil, r, pr.update)
+		pr.stop()
+		enginemigration.ApplyVerification(r, v, err)
+	}
 	if err := printRestore(o.globals, r, res); err != nil {
 		return err
 	}
@@ -277,6 +288,12 @@ func printRestore(g *globals, r *v1alpha1.Restore, res *report.Results) error {
 		fmt.Fprintf(g.stdout, "Failure: %s\n", r.Status.FailureReason)
 	}
 	printPodVolumes(g.stdout, r.Status.PodVolumes, "restored")
+	if v := r.Status.Verification; v != nil {
+		fmt.Fprintf(g.stdout, "  verified: %d of %d object(s) match the backup, %d differ, %d missing, %d could not be compared\n", v.Matched, v.Objects, v.Differ, v.Missing, v.Failed)
+		if len(v.Report) > 0 {
+			fmt.Fprintf(g.stdout, "  report kept in the location: %s\n", strings.Join(v.Report, ", "))
+		}
+	}
 	if res != nil {
 		printProblems(g, res)
 	}

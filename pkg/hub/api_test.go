@@ -41,6 +41,15 @@ func clusterObj(name string) *unstructured.Unstructured {
 // migrationV1beta1 is a valid Migration from old to new at v1beta1, with
 // backup options changed by backup.
 // migrationRestore is a valid Migration with restore as its spec.restore.
+// testRecipient is an age public key whose identity no test holds.
+const testRecipient = "age1jup9pnf5l76tm58nwts8l4fxkpnrr4d78ldv2c0yd0zpmudnkdqslr0yyz"
+
+func migrationEncryption(name string, enc map[string]any) *unstructured.Unstructured {
+	m := migrationV1beta1(name, nil)
+	_ = unstructured.SetNestedMap(m.Object, enc, "spec", "encryption")
+	return m
+}
+
 func migrationRestore(name string, restore map[string]any) *unstructured.Unstructured {
 	m := migrationV1beta1(name, nil)
 	_ = unstructured.SetNestedMap(m.Object, restore, "spec", "restore")
@@ -64,6 +73,8 @@ func create(t *testing.T, c dynamic.Interface, o *unstructured.Unstructured) *un
 		gvr = clustersV1beta1
 	case o.GetKind() == "ClusterCredential":
 		gvr = credentialsV1beta1
+	case o.GetKind() == "Credential":
+		gvr = storeCredsV1beta1
 	case o.GetAPIVersion() == "ferry.dev/v1alpha1":
 		gvr = migrationsV1alpha1
 	}
@@ -144,7 +155,7 @@ func testDiscovery(t *testing.T, cfg *rest.Config) {
 		}
 		slices.Sort(names)
 		want := []string{"backups", "backups/status", "backupstoragelocations", "backupstoragelocations/status", "clustercredentials", "clusters", "clusters/status",
-			"migrations", "migrations/status", "restores", "restores/status", "schedules", "schedules/status"}
+			"credentials", "migrations", "migrations/status", "restores", "restores/status", "schedules", "schedules/status"}
 		if !slices.Equal(names, want) {
 			t.Errorf("ferry.dev/%s resources %v, want %v", v, names, want)
 		}
@@ -255,7 +266,10 @@ func testInvalid(t *testing.T, c dynamic.Interface) {
 			"storage": map[string]any{"location": "ftp://x"}}}), "spec.storage.location"},
 		{"storage-credentials", obj("ferry.dev/v1beta1", "Migration", "creds", map[string]any{"spec": map[string]any{
 			"source": map[string]any{"cluster": "old"}, "target": map[string]any{"cluster": "new"},
-			"storage": map[string]any{"location": "file:///x", "credentialRef": map[string]any{"name": "c"}}}}), "spec.storage.credentialRef"},
+			"storage": map[string]any{"location": "file:///x", "credentialRef": map[string]any{"name": "Not_A_Name"}}}}), "spec.storage.credentialRef.name"},
+		{"bad-recipient", migrationEncryption("rcpt", map[string]any{"recipients": []any{"age1nope"}, "identityRef": map[string]any{"name": "k", "key": "identity"}}), "spec.encryption.recipients[0]"},
+		{"recipients-without-identity", migrationEncryption("noid", map[string]any{"recipients": []any{testRecipient}}), "spec.encryption.identityRef"},
+		{"identity-bad-key", migrationEncryption("badkey", map[string]any{"identityRef": map[string]any{"name": "k", "key": "a/b"}}), "spec.encryption.identityRef.key"},
 		// A DNS subdomain, but too long for the backup's name in the
 		// location (pkg/migration.ValidateName, as ferry migrate --name).
 		{"name-too-long", migrationV1beta1(strings.Repeat("n", 190), nil), "metadata.name"},

@@ -61,10 +61,15 @@ func isDiscovery(path string) bool {
 
 // authorize is the hub's authorizer (docs/design.md#the-hub):
 // GroupMasters and GroupAdmins may do everything; GroupViewers may get,
-// list and watch every resource but ClusterCredentials, and GET every
+// list and watch every resource but ClusterCredentials and Credentials
+// (secretResources), and GET every
 // non-resource path (/metrics, /reports/); any authenticated user may GET
 // the health paths, /version, discovery and OpenAPI; everything else is
 // forbidden.
+// secretResources are the kinds that hold secrets, which GroupViewers
+// may not read.
+var secretResources = map[string]bool{"clustercredentials": true, "credentials": true}
+
 func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	u := a.GetUser()
 	if u == nil {
@@ -78,7 +83,7 @@ func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision,
 		return authorizer.DecisionAllow, "", nil
 	case slices.Contains(groups, GroupViewers) && !a.IsResourceRequest() && a.GetVerb() == "get":
 		return authorizer.DecisionAllow, "", nil
-	case slices.Contains(groups, GroupViewers) && slices.Contains(readVerbs, a.GetVerb()) && a.GetResource() != "clustercredentials":
+	case slices.Contains(groups, GroupViewers) && slices.Contains(readVerbs, a.GetVerb()) && !secretResources[a.GetResource()]:
 		return authorizer.DecisionAllow, "", nil
 	}
 	return authorizer.DecisionNoOpinion, fmt.Sprintf("the hub lets only %s and %s change objects, and %s read them", GroupMasters, GroupAdmins, GroupViewers), nil

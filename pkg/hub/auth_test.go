@@ -63,6 +63,10 @@ func testAuth(t *testing.T, h *runningHub, dir string) {
 	if !apierrors.IsForbidden(err) {
 		t.Errorf("a viewer lists clustercredentials: %v, want 403", err)
 	}
+	_, err = dynamicClient(t, viewer).Resource(storeCredsV1beta1).Namespace(ns).List(context.Background(), metav1.ListOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("a viewer lists credentials: %v, want 403", err)
+	}
 	if err := createErr(t, h.admin, "by-admin"); err != nil {
 		t.Errorf("the admin creates: %v", err)
 	}
@@ -109,6 +113,14 @@ current-context: c
 `
 	cred := obj("ferry.dev/v1beta1", "ClusterCredential", "old", map[string]any{"kubeconfig": encodeBase64(kubeconfig)})
 	create(t, c, cred)
+	const storeMarker = "AGE-SECRET-KEY-1TESTMARKER"
+	for name, data := range map[string]map[string]any{"empty": nil, "bad-key": {"a/b": encodeBase64("x")}} {
+		_, err := c.Resource(storeCredsV1beta1).Namespace(ns).Create(context.Background(), obj("ferry.dev/v1beta1", "Credential", name, map[string]any{"data": data}), metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "data") {
+			t.Errorf("Credential %s: %v, want 422 naming data", name, err)
+		}
+	}
+	create(t, c, obj("ferry.dev/v1beta1", "Credential", "store", map[string]any{"data": map[string]any{"identity": encodeBase64(storeMarker)}}))
 	got, err := c.Resource(credentialsV1beta1).Namespace(ns).Get(context.Background(), "old", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +139,7 @@ current-context: c
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sawCred, sawMigration bool
+	var sawCred, sawStoreCred, sawMigration bool
 	for _, kv := range resp.Kvs {
 		key := string(kv.Key)
 		switch {
@@ -139,6 +151,11 @@ current-context: c
 			if !bytes.HasPrefix(kv.Value, []byte("k8s:enc:secretbox:v1:key1:")) {
 				t.Errorf("etcd key %s is not secretbox-encrypted: %.40q", key, kv.Value)
 			}
+		case strings.Contains(key, "/credentials/default/store"):
+			sawStoreCred = true
+			if bytes.Contains(kv.Value, []byte(storeMarker)) || !bytes.HasPrefix(kv.Value, []byte("k8s:enc:secretbox:v1:key1:")) {
+				t.Errorf("etcd key %s is not secretbox-encrypted: %.40q", key, kv.Value)
+			}
 		case strings.Contains(key, "/migrations/default/from-alpha"):
 			sawMigration = true
 			if !bytes.Contains(kv.Value, []byte(`"apiVersion":"ferry.dev/v1beta1"`)) {
@@ -146,8 +163,8 @@ current-context: c
 			}
 		}
 	}
-	if !sawCred || !sawMigration {
-		t.Errorf("etcd has no ClusterCredential (%v) or Migration (%v) key among %d", sawCred, sawMigration, len(resp.Kvs))
+	if !sawCred || !sawStoreCred || !sawMigration {
+		t.Errorf("etcd has no ClusterCredential (%v), Credential (%v) or Migration (%v) key among %d", sawCred, sawStoreCred, sawMigration, len(resp.Kvs))
 	}
 }
 

@@ -11,11 +11,16 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiserverv1 "k8s.io/apiserver/pkg/apis/apiserver/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
 )
 
 // The groups of the hub's authorizer (docs/design.md#the-hub).
@@ -23,7 +28,8 @@ const (
 	// GroupMasters and GroupAdmins may do everything.
 	GroupMasters = "system:masters"
 	GroupAdmins  = "ferry:admins"
-	// GroupViewers may get, list and watch everything but ClusterCredentials.
+	// GroupViewers may get, list and watch everything but ClusterCredentials
+	// and Credentials.
 	GroupViewers = "ferry:viewers"
 	// AdminUser is the user of the admin token the hub makes.
 	AdminUser = "ferry-admin"
@@ -134,30 +140,70 @@ func firstToken(b []byte) (token, user string, ok bool) {
 	return rec[0], rec[1], true
 }
 
+// encryptedResources are the kinds the hub stores encrypted at rest.
+var encryptedResources = []string{"clustercredentials.ferry.dev", "credentials.ferry.dev"}
+
 // ensureEncryptionConfig writes the apiserver's EncryptionConfiguration
-// with a random secretbox key for clustercredentials.ferry.dev (0600),
-// unless it exists.
+// with a random secretbox key for encryptedResources (0600), unless it
+// exists; an existing one written before a kind joined encryptedResources
+// gets that kind added to the entry of the others, with the same keys.
 func (d dataDir) ensureEncryptionConfig() error {
-	if _, err := os.Stat(d.encryption()); err == nil {
-		return nil
+	data, err := os.ReadFile(d.encryption())
+	if err == nil {
+		return d.addEncryptedResources(data)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
 	key := make([]byte, 32)
 	if _, err := rand.Read(key); err != nil {
 		return err
 	}
-	cfg := `apiVersion: apiserver.config.k8s.io/v1
-kind: EncryptionConfiguration
-resources:
-- resources:
-  - clustercredentials.ferry.dev
-  providers:
-  - secretbox:
-      keys:
-      - name: key1
-        secret: ` + base64.StdEncoding.EncodeToString(key) + `
-  - identity: {}
-`
-	return writeFileAtomic(d.encryption(), []byte(cfg), 0o600)
+	cfg := apiserverv1.EncryptionConfiguration{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apiserver.config.k8s.io/v1", Kind: "EncryptionConfiguration"},
+		Resources: []apiserverv1.ResourceConfiguration{{
+			Resources: encryptedResources,
+			Providers: []apiserverv1.ProviderConfiguration{
+				{Secretbox: &apiserverv1.SecretboxConfiguration{Keys: []apiserverv1.Key{{Name: "key1", Secret: base64.StdEncoding.EncodeToString(key)}}}},
+				{Identity: &apiserverv1.IdentityConfiguration{}},
+			},
+		}},
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(d.encryption(), out, 0o600)
+}
+
+// addEncryptedResources adds the encryptedResources that data (an
+// EncryptionConfiguration) lacks to its entry that holds any of them.
+func (d dataDir) addEncryptedResources(data []byte) error {
+	var cfg apiserverv1.EncryptionConfiguration
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return fmt.Errorf("%s: %w", d.encryption(), err)
+	}
+	for i := range cfg.Resources {
+		rc := &cfg.Resources[i]
+		if !slices.ContainsFunc(rc.Resources, func(r string) bool { return slices.Contains(encryptedResources, r) }) {
+			continue
+		}
+		n := len(rc.Resources)
+		for _, r := range encryptedResources {
+			if !slices.Contains(rc.Resources, r) {
+				rc.Resources = append(rc.Resources, r)
+			}
+		}
+		if len(rc.Resources) == n {
+			return nil
+		}
+		out, err := yaml.Marshal(cfg)
+		if err != nil {
+			return err
+		}
+		return writeFileAtomic(d.encryption(), out, 0o600)
+	}
+	return fmt.Errorf("%s encrypts none of %s: add them, or remove the file to have the hub write a new one (the objects already stored encrypted need its old keys)", d.encryption(), strings.Join(encryptedResources, ", "))
 }
 
 // writeAdminKubeconfig writes admin.kubeconfig (0600) for the hub at

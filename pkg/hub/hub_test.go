@@ -22,6 +22,7 @@ var (
 	migrationsV1beta1  = schema.GroupVersionResource{Group: "ferry.dev", Version: "v1beta1", Resource: "migrations"}
 	clustersV1beta1    = schema.GroupVersionResource{Group: "ferry.dev", Version: "v1beta1", Resource: "clusters"}
 	credentialsV1beta1 = schema.GroupVersionResource{Group: "ferry.dev", Version: "v1beta1", Resource: "clustercredentials"}
+	storeCredsV1beta1  = schema.GroupVersionResource{Group: "ferry.dev", Version: "v1beta1", Resource: "credentials"}
 )
 
 // runningHub is a hub served in this process.

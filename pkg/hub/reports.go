@@ -73,7 +73,7 @@ func (h *reports) report(ctx context.Context, key types.NamespacedName, asJSON b
 	if m.Status.ReportLocation == "" {
 		return nil, http.StatusNotFound, fmt.Errorf("migration %s has no verification report (phase %q)", key, m.Status.Phase)
 	}
-	loc, err := store.Open(ctx, m.Spec.Storage.Location)
+	loc, _, err := controller.OpenLocation(ctx, h.client, &m)
 	if err != nil {
 		return nil, http.StatusBadGateway, err
 	}

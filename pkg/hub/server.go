@@ -32,6 +32,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/hub/registry/backupstoragelocation"
 	"github.com/kubeferry/ferry/pkg/hub/registry/cluster"
 	"github.com/kubeferry/ferry/pkg/hub/registry/clustercredential"
+	"github.com/kubeferry/ferry/pkg/hub/registry/credential"
 	"github.com/kubeferry/ferry/pkg/hub/registry/migration"
 	"github.com/kubeferry/ferry/pkg/hub/registry/restore"
 	"github.com/kubeferry/ferry/pkg/hub/registry/schedule"
@@ -245,6 +246,10 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 	if err != nil {
 		return nil, err
 	}
+	credentials, err := credential.NewREST(Scheme, c.RESTOptionsGetter)
+	if err != nil {
+		return nil, err
+	}
 	migrations, migrationStatus, err := migration.NewREST(Scheme, c.RESTOptionsGetter, clusters)
 	if err != nil {
 		return nil, err
@@ -253,6 +258,7 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 		"clusters":           clusters,
 		"clusters/status":    clusterStatus,
 		"clustercredentials": creds,
+		"credentials":        credentials,
 		"migrations":         migrations,
 		"migrations/status":  migrationStatus,
 	}

@@ -277,37 +277,81 @@ func restoreAndVerify(ctx context.Context, o *Options, res *Result) error {
 	return nil
 }
 
-// verify compares the target with the backup, with the backup's and the
-// restore's timings, and keeps the report in the location.
+// verify is VerifyRestore of the migration's restore.
 func verify(ctx context.Context, o *Options, res *Result) (*report.Verification, error) {
 	vopts := o.Restore
-	vopts.OnProgress = o.OnVerifyProgress
-	v, err := restore.Verify(ctx, o.Target, o.Location, vopts)
+	vopts.Name = o.Name
+	return VerifyRestore(ctx, o.Target, o.Location, vopts, res.Backup, res.Restore, o.OnVerifyProgress)
+}
+
+// VerifyRestore compares the target with the backup a restore restored
+// (the restore's options ropts; ropts.Name names the restore), with the
+// backup's and the restore's timings when given, and keeps the report in
+// the location (ReportKeys of the restore's name): the verification of
+// ferry migrate, of a hub Migration and of a server-mode Restore with
+// spec.verify. A report the location could not keep is returned with the
+// error.
+func VerifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Location, ropts restore.Options, b *v1alpha1.Backup, rs *v1alpha1.Restore, onProgress func(done, total int)) (*report.Verification, error) {
+	ropts.OnProgress = onProgress
+	v, err := restore.Verify(ctx, target, loc, ropts)
 	if err != nil {
 		return nil, err
 	}
-	v.Restore = o.Name
+	v.Restore = ropts.Name
 	var t []report.Timing
-	if s, e := res.Backup.Status.StartTimestamp, res.Backup.Status.CompletionTimestamp; s != nil && e != nil {
-		t = append(t, report.NewTiming("backup", s.Time, e.Time))
+	if b != nil {
+		if s, e := b.Status.StartTimestamp, b.Status.CompletionTimestamp; s != nil && e != nil {
+			t = append(t, report.NewTiming("backup", s.Time, e.Time))
+		}
 	}
-	if s, e := res.Restore.Status.StartTimestamp, res.Restore.Status.CompletionTimestamp; s != nil && e != nil {
-		t = append(t, report.NewTiming("restore", s.Time, e.Time))
+	if rs != nil {
+		if s, e := rs.Status.StartTimestamp, rs.Status.CompletionTimestamp; s != nil && e != nil {
+			t = append(t, report.NewTiming("restore", s.Time, e.Time))
+		}
 	}
 	if len(v.Timings) > 0 {
 		t = append(t, v.Timings[len(v.Timings)-1])
 	}
 	v.Timings = t
-	// A report the location could not keep is still the verification's:
-	// it is returned with the error (the CLI keeps its local copy).
-	jsonKey, htmlKey := ReportKeys(o.Name)
-	if err := put(ctx, o.Location, jsonKey, v.WriteJSON); err != nil {
+	jsonKey, htmlKey := ReportKeys(ropts.Name)
+	if err := put(ctx, loc, jsonKey, v.WriteJSON); err != nil {
 		return v, fmt.Errorf("keeping the report in the location: %w", err)
 	}
-	if err := put(ctx, o.Location, htmlKey, v.WriteHTML); err != nil {
+	if err := put(ctx, loc, htmlKey, v.WriteHTML); err != nil {
 		return v, fmt.Errorf("keeping the report in the location: %w", err)
 	}
 	return v, nil
+}
+
+// ApplyVerification writes the outcome of VerifyRestore (v, err) of
+// restore rs into its status.verification: the report's counts, its keys
+// in the location (when it was kept), the error. A difference the restore
+// did not expect, or a verification that could not finish, makes a
+// Completed restore PartiallyFailed, saying why: the same rule for a
+// server-mode Restore with spec.verify and ferry restore create --verify.
+func ApplyVerification(rs *v1alpha1.Restore, v *report.Verification, err error) {
+	sum := &v1alpha1.VerificationSummary{}
+	if v != nil {
+		s := v.Summary
+		sum.Objects, sum.Matched, sum.Differ, sum.Missing, sum.Failed, sum.Unexpected = s.Objects, s.Matched, s.Differ, s.Missing, s.Failed, s.Unexpected
+	}
+	j, h := ReportKeys(rs.Name)
+	why := ""
+	switch {
+	case err != nil: // the report is not (all) in the location
+		sum.Error = err.Error()
+		why = "verification: " + err.Error()
+	case sum.Unexpected > 0:
+		why = fmt.Sprintf("verification: %d of %d object(s) differ from the backup, are missing or could not be compared (report: %s)", sum.Unexpected, sum.Objects, h)
+	}
+	if err == nil {
+		sum.Report = []string{j, h}
+	}
+	rs.Status.Verification = sum
+	if why != "" && rs.Status.Phase == v1alpha1.PhaseCompleted {
+		rs.Status.Phase = v1alpha1.PhasePartiallyFailed
+		rs.Status.FailureReason = why
+	}
 }
 
 // put writes what render writes to key, sealed when the location is

@@ -141,12 +141,10 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 		return r.fail(ctx, b, v1alpha1.ReasonLocationUnavailable, err.Error())
 	}
 	defer loc.Close()
-	if len(b.Spec.EncryptionRecipients) > 0 {
-		recipients, err := store.ParseRecipients(b.Spec.EncryptionRecipients)
-		if err != nil {
-			return r.fail(ctx, b, v1alpha1.ReasonInvalidSpec, err.Error())
-		}
-		loc.SetEncryption(&store.Encryption{Recipients: recipients})
+	if enc, err := store.NewEncryption(b.Spec.EncryptionRecipients, nil); err != nil {
+		return r.fail(ctx, b, v1alpha1.ReasonInvalidSpec, "spec.encryptionRecipients: "+err.Error())
+	} else if enc != nil {
+		loc.SetEncryption(enc)
 	}
 
 	var done, total atomic.Int64
@@ -281,7 +279,9 @@ func ended(phase v1alpha1.Phase, failure string) metav1.Condition {
 	case v1alpha1.PhaseCompleted:
 		c.Status, c.Message = metav1.ConditionTrue, "completed"
 	case v1alpha1.PhasePartiallyFailed:
-		c.Message = "some items failed: see the errors count and the results in the store"
+		if c.Message == "" { // a failure reason (a verification's) says more
+			c.Message = "some items failed: see the errors count and the results in the store"
+		}
 	}
 	if c.Message == "" {
 		c.Message = string(phase)

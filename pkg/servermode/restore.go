@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
@@ -106,7 +107,11 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		if err != nil {
 			return r.fail(ctx, rs, v1alpha1.ReasonInvalidSpec, err.Error())
 		}
-		loc.SetEncryption(&store.Encryption{Identities: ids, Recipients: store.RecipientsOf(ids)})
+		enc, err := store.NewEncryption(nil, ids)
+		if err != nil {
+			return r.fail(ctx, rs, v1alpha1.ReasonInvalidSpec, "spec.encryptionIdentitySecret: "+err.Error())
+		}
+		loc.SetEncryption(enc)
 	}
 
 	pv, cleanup := r.podVolumes(ctx, rs, bsl, loc, &opts)
@@ -144,7 +149,24 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		}
 		return r.fail(ctx, rs, why, err.Error())
 	}
+	if rs.Spec.Verify && res.Status.Phase != v1alpha1.PhaseFailed {
+		r.verify(ctx, rs, loc, opts, res)
+	}
 	return r.finish(ctx, rs, start, res)
+}
+
+// verify runs the verification spec.verify asks for on the restored
+// res (pkg/migration.VerifyRestore, as ferry migrate and the hub run it),
+// keeping the report in the location, and writes its outcome into res's
+// status (migration.ApplyVerification).
+func (r *RestoreReconciler) verify(ctx context.Context, rs *v1alpha1.Restore, loc *store.Location, opts restore.Options, res *v1alpha1.Restore) {
+	event(r.Events, rs, false, EventStarted, "Verify", "comparing the objects of backup %s with the cluster", rs.Spec.BackupName)
+	b, _ := loc.GetBackup(ctx, rs.Spec.BackupName) // nil: the timings leave the backup out
+	opts.PodVolumes = nil
+	v, err := migration.VerifyRestore(ctx, r.Cluster, loc, opts, b, res, nil)
+	migration.ApplyVerification(res, v, err)
+	sum := res.Status.Verification
+	event(r.Events, rs, err != nil || sum.Unexpected > 0, "Verified", "Verify", "%d of %d object(s) match the backup, %d unexpected", sum.Matched, sum.Objects, sum.Unexpected)
 }
 
 // finish writes the outcome res of rs's run (started at start) into its

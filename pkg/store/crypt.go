@@ -78,6 +78,50 @@ func RecipientsOf(ids []age.Identity) []age.Recipient {
 	return out
 }
 
+// ErrNoMatchingIdentity is wrapped by NewEncryption when none of the
+// identities can read what the recipients' encryption writes.
+var ErrNoMatchingIdentity = errors.New("none of the age identities matches an encryption recipient, so what is encrypted could not be read back")
+
+// NewEncryption is the one way every front end builds a location's
+// encryption: what it writes is encrypted for recipients (age public
+// keys), or, when there are none, for the public keys of ids (so that a
+// restore's results are as private as the backup); it reads with ids.
+// When both are given, one of ids must match a recipient
+// (ErrNoMatchingIdentity): a migration reads back what it wrote. nil
+// when neither is given.
+func NewEncryption(recipients []string, ids []age.Identity) (*Encryption, error) {
+	rs, err := ParseRecipients(recipients)
+	if err != nil {
+		return nil, err
+	}
+	own := RecipientsOf(ids)
+	switch {
+	case len(rs) == 0 && len(ids) == 0:
+		return nil, nil
+	case len(rs) == 0:
+		rs = own
+	case len(ids) > 0 && !matches(rs, own):
+		return nil, ErrNoMatchingIdentity
+	}
+	return &Encryption{Recipients: rs, Identities: ids}, nil
+}
+
+// matches reports whether one of own is among rs, by public key.
+func matches(rs, own []age.Recipient) bool {
+	for _, r := range rs {
+		x, ok := r.(*age.X25519Recipient)
+		if !ok {
+			continue
+		}
+		for _, o := range own {
+			if o.(*age.X25519Recipient).String() == x.String() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // SetEncryption makes the location encrypt what it writes with
 // NewSealedWriter and PutSealedJSON, and decrypt what it reads.
 func (l *Location) SetEncryption(e *Encryption) { l.enc = e }

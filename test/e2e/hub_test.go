@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -308,11 +309,27 @@ func checkHubRestoreFlags(t *testing.T, c crclient.WithWatch, cfg *rest.Config, 
 		CRDTimeout: &metav1.Duration{Duration: 30 * time.Second},
 	}
 	m.Spec.Backup.PreferredVersionOnly = true
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := &v1beta1.Credential{ObjectMeta: metav1.ObjectMeta{Name: "age-key", Namespace: "default"}, Data: map[string][]byte{"key.txt": []byte(id.String() + "\n")}}
+	if err := c.Create(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	m.Spec.Encryption = v1beta1.MigrationEncryption{Recipients: []string{id.Recipient().String()}, IdentityRef: &v1beta1.CredentialKeyReference{Name: "age-key", Key: "key.txt"}}
 	_, got := watchPhases(t, c, m, 3*time.Minute, nil)
 	if got.Status.Phase != v1beta1.PhaseCompleted {
-		t.Fatalf("Migration with modifiers and cloud profiles: %+v", got.Status)
+		t.Fatalf("Migration with modifiers, cloud profiles and encryption: %+v", got.Status)
 	}
+	// The report is read back through the Migration's identity; the
+	// backup, its records and the report are sealed in the location.
 	checkHubReport(t, cfg, "shaped", n)
+	sealed := checkSealed(t, filepath.Join(strings.TrimPrefix(e.storage, "file://"), "backups", "shaped"), nil, "ferry-backup.json", "ferry-backup-started.json")
+	if !sealed["shaped.tar.gz"] {
+		t.Errorf("Migration shaped: the archive is not encrypted (sealed: %v)", sealed)
+	}
+	checkHubCredentialRefusals(t, c, e, namespace)
 	deps, err := kubernetes.NewForConfigOrDie(e.dst.Config).AppsV1().Deployments(namespace+"-shaped").List(ctx, metav1.ListOptions{})
 	if err != nil || len(deps.Items) == 0 {
 		t.Fatalf("restored Deployments in %s-shaped: %v, %d", namespace, err, len(deps.Items))
@@ -320,6 +337,57 @@ func checkHubRestoreFlags(t *testing.T, c crclient.WithWatch, cfg *rest.Config, 
 	for _, d := range deps.Items {
 		if d.Labels["moved-by"] != "hub" {
 			t.Errorf("Deployment %s: labels %v, want the modifier's moved-by: hub", d.Name, d.Labels)
+		}
+	}
+}
+
+// checkHubCredentialRefusals: a Migration whose Credentials are missing
+// or wrong fails with the reason and the field, before anything is
+// written: an identity that matches no recipient, a storage Credential
+// that is not there, and one with keys the location's scheme does not
+// take (file:// takes none: the hub used the Credential, not its own).
+func checkHubCredentialRefusals(t *testing.T, c crclient.WithWatch, e *env, namespace string) {
+	ctx := context.Background()
+	creds := &v1beta1.Credential{ObjectMeta: metav1.ObjectMeta{Name: "s3-keys", Namespace: "default"},
+		Data: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("AKIA0"), "AWS_SECRET_ACCESS_KEY": []byte("s3cr3t")}}
+	if err := c.Create(ctx, creds); err != nil {
+		t.Fatal(err)
+	}
+	other, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, reason, message string
+		edit                  func(*v1beta1.Migration)
+	}{
+		{"wrong-identity", "InvalidSpec", "spec.encryption.identityRef: none of the age identities matches", func(m *v1beta1.Migration) {
+			m.Spec.Encryption = v1beta1.MigrationEncryption{Recipients: []string{other.Recipient().String()}, IdentityRef: &v1beta1.CredentialKeyReference{Name: "age-key", Key: "key.txt"}}
+		}},
+		{"missing-key", "InvalidCredential", `spec.encryption.identityRef: Credential "age-key" has no key "nope"`, func(m *v1beta1.Migration) {
+			m.Spec.Encryption = v1beta1.MigrationEncryption{IdentityRef: &v1beta1.CredentialKeyReference{Name: "age-key", Key: "nope"}}
+		}},
+		{"no-storage-credential", "CredentialNotFound", `spec.storage.credentialRef: Credential "absent" not found`, func(m *v1beta1.Migration) {
+			m.Spec.Storage.CredentialRef = &v1beta1.LocalObjectReference{Name: "absent"}
+		}},
+		{"file-credential", "InvalidCredential", `spec.storage.credentialRef: Credential "s3-keys"`, func(m *v1beta1.Migration) {
+			m.Spec.Storage.CredentialRef = &v1beta1.LocalObjectReference{Name: "s3-keys"}
+		}},
+	}
+	loc, err := store.Open(ctx, e.storage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	for _, tc := range cases {
+		m := newMigration(tc.name, e.storage, namespace)
+		tc.edit(m)
+		_, got := watchPhases(t, c, m, time.Minute, nil)
+		if got.Status.Phase != v1beta1.PhaseFailed || got.Status.Reason != tc.reason || !strings.Contains(got.Status.Message, tc.message) {
+			t.Errorf("Migration %s: %s %s %q; want Failed, %s, %q", tc.name, got.Status.Phase, got.Status.Reason, got.Status.Message, tc.reason, tc.message)
+		}
+		if _, err := loc.GetBackup(ctx, tc.name); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Migration %s: its backup %v, want none written", tc.name, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/migration"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // TestServerCLI drives server mode as a user: `ferry install --apply`,
@@ -81,13 +84,14 @@ func TestServerCLI(t *testing.T) {
 	if b.Status.Phase != v1alpha1.PhaseCompleted || b.Status.ResourceCounts["configmaps"] < 10 || b.Status.Expiration == nil || b.Namespace != "ferry" {
 		t.Errorf("backup: %+v", b.Status)
 	}
-	r = run([]string{"FERRY_MODE=server"}, "restore", "create", "r1", "--from-backup", "b1", "--wait", "--namespace-mappings", "app:app2")
+	r = run([]string{"FERRY_MODE=server"}, "restore", "create", "r1", "--from-backup", "b1", "--wait", "--namespace-mappings", "app:app2", "--verify")
 	if r.code != 0 || !strings.Contains(r.stdout, "Restore r1 of backup b1: Completed") {
 		t.Fatalf("restore create (FERRY_MODE=server): exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	if _, err := cs.CoreV1().ConfigMaps("app2").Get(ctx, "cm-4", metav1.GetOptions{}); err != nil {
 		t.Errorf("restored ConfigMap: %v", err)
 	}
+	checkServerVerify(t, r, s3, c.KubeconfigPath, cs)
 	r = run(nil, "restore", "create", "r2", "--from-backup", "nosuch", "--server", "--wait")
 	if r.code != 1 || !strings.Contains(r.stdout, `backup "nosuch"`) {
 		t.Errorf("restore of a missing backup: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -175,6 +179,56 @@ func TestServerCLI(t *testing.T) {
 // "ferry", and writes a credentials file for `ferry install
 // --credentials-file` (KEY=VALUE lines, with a comment line, which the
 // parser skips).
+// checkServerVerify: the server-mode restore r1 with --verify (spec.verify)
+// verified its objects through the engine's verification and kept the
+// report in the location, as ferry migrate does; a server-mode restore
+// over a ConfigMap that differs from the backup's ends PartiallyFailed,
+// naming the verification, with the report kept; the local restore
+// --verify gives the same counts.
+func checkServerVerify(t *testing.T, r1 result, s3 *testenv.S3, kubeconfig string, cs kubernetes.Interface) {
+	t.Helper()
+	ctx := context.Background()
+	if !strings.Contains(r1.stdout, "verified: ") || !strings.Contains(r1.stdout, "report kept in the location: restores/r1/report.json, restores/r1/report.html") {
+		t.Errorf("restore r1 --verify printed no verification:\n%s", r1.stdout)
+	}
+	loc, err := store.Open(ctx, s3.URL("ferry"), store.WithCredentials(map[string]string{"AWS_ACCESS_KEY_ID": s3.AccessKey, "AWS_SECRET_ACCESS_KEY": s3.SecretKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	rep, err := migration.OpenReport(ctx, loc, "r1", false)
+	var v struct {
+		Summary struct{ Objects, Matched, Unexpected int } `json:"summary"`
+	}
+	if err != nil || json.Unmarshal(rep, &v) != nil || v.Summary.Matched < 11 || v.Summary.Unexpected != 0 {
+		t.Errorf("report of r1 in the location: %v %+v, want the 10 ConfigMaps and the namespace matched, nothing unexpected", err, v.Summary)
+	}
+	// A ConfigMap that differs from the backup's is kept (existing
+	// resource policy none), and the verification says so.
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app3"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().ConfigMaps("app3").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cm-2"}, Data: map[string]string{"k": "changed"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := ferry(t, nil, "restore", "create", "r6", "--from-backup", "b1", "--server", "--wait", "--namespace-mappings", "app:app3", "--verify", "-o", "json", "--kubeconfig", kubeconfig)
+	rs := &v1alpha1.Restore{}
+	mustJSON(t, r.stdout, rs)
+	if r.code != 2 || rs.Status.Phase != v1alpha1.PhasePartiallyFailed || !strings.Contains(rs.Status.FailureReason, "verification: 1 of") ||
+		rs.Status.Verification == nil || rs.Status.Verification.Differ != 1 || len(rs.Status.Verification.Report) != 2 {
+		t.Errorf("restore over a differing ConfigMap with --verify: exit %d, %+v %+v, want exit 2, PartiallyFailed with 1 differing", r.code, rs.Status, rs.Status.Verification)
+	}
+	if _, err := migration.OpenReport(ctx, loc, "r6", true); err != nil {
+		t.Errorf("the HTML report of r6: %v", err)
+	}
+	// The CLI's own restore --verify: the same verification, the same counts.
+	r = ferry(t, s3.Env(), "restore", "create", "r7", "--from-backup", "b1", "--namespace-mappings", "app:app4", "--verify", "--storage", s3.URL("ferry"), "--kubeconfig", kubeconfig)
+	want := fmt.Sprintf("verified: %d of %d object(s) match the backup, 0 differ, 0 missing", v.Summary.Matched, v.Summary.Objects)
+	if r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "restores/r7/report.json") {
+		t.Errorf("restore create --verify (local): exit %d, stdout %q; want %q\n%s", r.code, r.stdout, want, r.stderr)
+	}
+}
+
 func serverSetup(t *testing.T, name string) (*testenv.Cluster, *testenv.S3, string) {
 	t.Helper()
 	ctx := context.Background()

@@ -343,6 +343,14 @@ type RestoreSpec struct {
 	// does.
 	// +optional
 	EncryptionIdentitySecret *SecretKeyReference `json:"encryptionIdentitySecret,omitempty"`
+	// Verify (server mode) compares, after the restore, every object of
+	// the backup with the cluster, as ferry migrate's verification does
+	// (pkg/migration.VerifyRestore), and keeps the report in the location
+	// beside the restore's results (restores/<name>/report.json and
+	// report.html); status.verification summarizes it. A difference the
+	// restore did not expect makes a Completed restore PartiallyFailed.
+	// +optional
+	Verify bool `json:"verify,omitempty"`
 }
 
 // SecretKeyReference names a key of a Secret in the same namespace.
@@ -385,9 +393,32 @@ type RestoreStatus struct {
 	// (server mode); nil before it starts.
 	// +optional
 	Progress *RestoreProgress `json:"progress,omitempty"`
+	// Verification summarizes the verification spec.verify asked for
+	// (server mode); nil when none ran.
+	// +optional
+	Verification *VerificationSummary `json:"verification,omitempty"`
 	// Conditions (server mode): ConditionSucceeded once it ends.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// VerificationSummary counts what a verification compared (the report's
+// summary: Unexpected is Differ + Missing + Failed, and zero means the
+// cluster matches the backup) and says where its report is.
+type VerificationSummary struct {
+	Objects    int `json:"objects"`
+	Matched    int `json:"matched"`
+	Differ     int `json:"differ"`
+	Missing    int `json:"missing"`
+	Failed     int `json:"failed"`
+	Unexpected int `json:"unexpected"`
+	// Report is the keys of the report in the location (JSON, HTML).
+	// +optional
+	Report []string `json:"report,omitempty"`
+	// Error is why the verification could not finish or its report could
+	// not be kept.
+	// +optional
+	Error string `json:"error,omitempty"`
 }
 
 // HookStatus counts the hooks a backup ran: HooksAttempted ran, of which

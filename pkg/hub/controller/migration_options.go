@@ -35,13 +35,13 @@ func (r *MigrationReconciler) migrate(ctx context.Context, m *v1beta1.Migration,
 	if err := migration.CheckClusters(ctx, src, dst); err != nil {
 		return nil, fail("SameCluster", "spec.source.cluster %q and spec.target.cluster %q: %w", m.Spec.Source.Cluster, m.Spec.Target.Cluster, err)
 	}
-	loc, err := store.Open(ctx, m.Spec.Storage.Location)
+	loc, creds, err := OpenLocation(ctx, r.Reader, m)
 	if err != nil {
-		return nil, fail("StorageUnavailable", "spec.storage.location: %w", err)
+		return nil, err
 	}
 	defer loc.Close()
 	o := options(m, src, dst, loc)
-	closeVolumes, err := r.volumes(ctx, &o, m, srcSpec, dstSpec)
+	closeVolumes, err := r.volumes(ctx, &o, m, srcSpec, dstSpec, creds)
 	if err != nil {
 		return nil, err
 	}
@@ -73,11 +73,12 @@ func (r *MigrationReconciler) connect(ctx context.Context, namespace, name, path
 	return connectRef(ctx, r.Reader, r.ConnectTimeout, namespace, name, path, reason)
 }
 
-// volumes sets the pod volume options of o: helper pods in both clusters
-// when the hub has a repository password; otherwise a volume whose data a
+// volumes sets the pod volume options of o: helper pods in both clusters,
+// given the location's credentials creds (nil: the hub's own), when the
+// hub has a repository password; otherwise a volume whose data a
 // pod asks for fails with the reason, and spec.volumes fails the
 // Migration at once.
-func (r *MigrationReconciler) volumes(ctx context.Context, o *migration.Options, m *v1beta1.Migration, src, dst *v1beta1.Cluster) (func(), error) {
+func (r *MigrationReconciler) volumes(ctx context.Context, o *migration.Options, m *v1beta1.Migration, src, dst *v1beta1.Cluster, creds map[string]string) (func(), error) {
 	if r.Volumes.Password == "" {
 		if m.Spec.Volumes {
 			return nil, fail("NoRepositoryPassword", "spec.volumes: %w", errNoPassword)
@@ -87,6 +88,9 @@ func (r *MigrationReconciler) volumes(ctx context.Context, o *migration.Options,
 	}
 	s := r.Volumes
 	s.Log = r.Log
+	if creds != nil {
+		s.Credentials = creds // spec.storage.credentialRef's, not the hub's own
+	}
 	s.NodePodsDir = src.Spec.NodePodsDir
 	bpv, _, closeB, err := volumehelpers.Backup(ctx, o.Location, o.Source, s)
 	if err != nil {

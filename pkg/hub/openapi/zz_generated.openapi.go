@@ -32,11 +32,15 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ClusterList{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1alpha1_ClusterList(ref),
 		v1alpha1.ClusterSpec{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1alpha1_ClusterSpec(ref),
 		v1alpha1.ClusterStatus{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_ClusterStatus(ref),
+		v1alpha1.Credential{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1alpha1_Credential(ref),
+		v1alpha1.CredentialKeyReference{}.OpenAPIModelName():      schema_hub_apis_ferry_v1alpha1_CredentialKeyReference(ref),
+		v1alpha1.CredentialList{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_CredentialList(ref),
 		v1alpha1.Lease{}.OpenAPIModelName():                       schema_hub_apis_ferry_v1alpha1_Lease(ref),
 		v1alpha1.LocalObjectReference{}.OpenAPIModelName():        schema_hub_apis_ferry_v1alpha1_LocalObjectReference(ref),
 		v1alpha1.Migration{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1alpha1_Migration(ref),
 		v1alpha1.MigrationBackup{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref),
 		v1alpha1.MigrationCounts{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref),
+		v1alpha1.MigrationEncryption{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_MigrationEncryption(ref),
 		v1alpha1.MigrationImages{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationImages(ref),
 		v1alpha1.MigrationList{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_MigrationList(ref),
 		v1alpha1.MigrationRestore{}.OpenAPIModelName():            schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref),
@@ -70,11 +74,15 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta1.ClusterReference{}.OpenAPIModelName():             schema_hub_apis_ferry_v1beta1_ClusterReference(ref),
 		v1beta1.ClusterSpec{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1beta1_ClusterSpec(ref),
 		v1beta1.ClusterStatus{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_ClusterStatus(ref),
+		v1beta1.Credential{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1beta1_Credential(ref),
+		v1beta1.CredentialKeyReference{}.OpenAPIModelName():       schema_hub_apis_ferry_v1beta1_CredentialKeyReference(ref),
+		v1beta1.CredentialList{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_CredentialList(ref),
 		v1beta1.Lease{}.OpenAPIModelName():                        schema_hub_apis_ferry_v1beta1_Lease(ref),
 		v1beta1.LocalObjectReference{}.OpenAPIModelName():         schema_hub_apis_ferry_v1beta1_LocalObjectReference(ref),
 		v1beta1.Migration{}.OpenAPIModelName():                    schema_hub_apis_ferry_v1beta1_Migration(ref),
 		v1beta1.MigrationBackup{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationBackup(ref),
 		v1beta1.MigrationCounts{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationCounts(ref),
+		v1beta1.MigrationEncryption{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_MigrationEncryption(ref),
 		v1beta1.MigrationImages{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationImages(ref),
 		v1beta1.MigrationList{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_MigrationList(ref),
 		v1beta1.MigrationRestore{}.OpenAPIModelName():             schema_hub_apis_ferry_v1beta1_MigrationRestore(ref),
@@ -988,6 +996,134 @@ func schema_hub_apis_ferry_v1alpha1_ClusterStatus(ref common.ReferenceCallback) 
 	}
 }
 
+func schema_hub_apis_ferry_v1alpha1_Credential(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Credential holds credentials the hub uses for a Migration, like a Secret of the hub's own: a backup storage location's (spec.storage.credentialRef; its keys are those of the location's scheme, as a server-mode location's Secret holds them: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for s3://, AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY for azblob://, GOOGLE_APPLICATION_CREDENTIALS_JSON for gs://) or an age identity (spec.encryption.identityRef). The hub stores it encrypted at rest.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"data": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Data maps a key to its value.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "byte",
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_CredentialKeyReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CredentialKeyReference names one key of a Credential in the referrer's namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the Credential's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key is the key of its data.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "key"},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_CredentialList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CredentialList is a list of Credentials.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.Credential{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.Credential{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1alpha1_Lease(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1225,6 +1361,41 @@ func schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref common.ReferenceCallback
 	}
 }
 
+func schema_hub_apis_ferry_v1alpha1_MigrationEncryption(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationEncryption encrypts a Migration's backup (archive, records, reports) for age recipients, and reads it back for the restore with an identity. Either may be given alone: recipients need an identity that matches one of them, and an identity alone encrypts for its own public key.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"recipients": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Recipients are age public keys (age1...).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"identityRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IdentityRef names the Credential key holding the age identity (age-keygen's file) that decrypts the backup.",
+							Ref:         ref(v1alpha1.CredentialKeyReference{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.CredentialKeyReference{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1alpha1_MigrationImages(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1456,6 +1627,13 @@ func schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref common.ReferenceCallback) 
 							Ref:         ref(v1alpha1.MigrationStorage{}.OpenAPIModelName()),
 						},
 					},
+					"encryption": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Encryption encrypts the backup with age, as ferry migrate's --encryption-recipient and --encryption-identity do.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.MigrationEncryption{}.OpenAPIModelName()),
+						},
+					},
 					"backup": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Backup selects what is backed up.",
@@ -1496,7 +1674,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName()},
+			v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationEncryption{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName()},
 	}
 }
 
@@ -1608,7 +1786,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref common.ReferenceCallbac
 					},
 					"credentialRef": {
 						SchemaProps: spec.SchemaProps{
-							Description: "CredentialRef names a ClusterCredential-like object holding the location's credentials; empty: none.",
+							Description: "CredentialRef names the Credential, in the Migration's namespace, that holds the location's credentials; empty: the hub's own (its environment or workload identity).",
 							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},
@@ -3119,6 +3297,134 @@ func schema_hub_apis_ferry_v1beta1_ClusterStatus(ref common.ReferenceCallback) c
 	}
 }
 
+func schema_hub_apis_ferry_v1beta1_Credential(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Credential holds credentials the hub uses for a Migration, like a Secret of the hub's own: a backup storage location's (spec.storage.credentialRef; its keys are those of the location's scheme, as a server-mode location's Secret holds them: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for s3://, AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY for azblob://, GOOGLE_APPLICATION_CREDENTIALS_JSON for gs://) or an age identity (spec.encryption.identityRef). The hub stores it encrypted at rest.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"data": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Data maps a key to its value.",
+							Type:        []string{"object"},
+							AdditionalProperties: &spec.SchemaOrBool{
+								Allows: true,
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "byte",
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_CredentialKeyReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CredentialKeyReference names one key of a Credential in the referrer's namespace.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the Credential's name.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"key": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Key is the key of its data.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name", "key"},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_CredentialList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "CredentialList is a list of Credentials.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta1.Credential{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.Credential{}.OpenAPIModelName(), v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1beta1_Lease(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -3356,6 +3662,41 @@ func schema_hub_apis_ferry_v1beta1_MigrationCounts(ref common.ReferenceCallback)
 	}
 }
 
+func schema_hub_apis_ferry_v1beta1_MigrationEncryption(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationEncryption encrypts a Migration's backup (archive, records, reports) for age recipients, and reads it back for the restore with an identity. Either may be given alone: recipients need an identity that matches one of them, and an identity alone encrypts for its own public key.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"recipients": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Recipients are age public keys (age1...).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"identityRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IdentityRef names the Credential key holding the age identity (age-keygen's file) that decrypts the backup.",
+							Ref:         ref(v1beta1.CredentialKeyReference{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.CredentialKeyReference{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1beta1_MigrationImages(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -3585,6 +3926,13 @@ func schema_hub_apis_ferry_v1beta1_MigrationSpec(ref common.ReferenceCallback) c
 							Ref:         ref(v1beta1.MigrationStorage{}.OpenAPIModelName()),
 						},
 					},
+					"encryption": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Encryption encrypts the backup with age, as ferry migrate's --encryption-recipient and --encryption-identity do.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1beta1.MigrationEncryption{}.OpenAPIModelName()),
+						},
+					},
 					"backup": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Backup selects what is backed up.",
@@ -3625,7 +3973,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationSpec(ref common.ReferenceCallback) c
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName()},
+			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationEncryption{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName()},
 	}
 }
 
@@ -3737,7 +4085,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationStorage(ref common.ReferenceCallback
 					},
 					"credentialRef": {
 						SchemaProps: spec.SchemaProps{
-							Description: "CredentialRef names a ClusterCredential-like object holding the location's credentials; empty: none.",
+							Description: "CredentialRef names the Credential, in the Migration's namespace, that holds the location's credentials; empty: the hub's own (its environment or workload identity).",
 							Ref:         ref(v1beta1.LocalObjectReference{}.OpenAPIModelName()),
 						},
 					},

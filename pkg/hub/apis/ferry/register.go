@@ -32,6 +32,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(SchemeGroupVersion,
 		&Cluster{}, &ClusterList{},
 		&ClusterCredential{}, &ClusterCredentialList{},
+		&Credential{}, &CredentialList{},
 		&Migration{}, &MigrationList{},
 		&BackupStorageLocation{}, &BackupStorageLocationList{},
 		&Backup{}, &BackupList{},

@@ -81,6 +81,21 @@ func (in ClusterStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Credential) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.Credential"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CredentialKeyReference) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.CredentialKeyReference"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CredentialList) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.CredentialList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Lease) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.Lease"
 }
@@ -103,6 +118,11 @@ func (in MigrationBackup) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationCounts) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationCounts"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationEncryption) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationEncryption"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

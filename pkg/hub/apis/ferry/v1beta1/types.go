@@ -96,6 +96,44 @@ type ClusterCredentialList struct {
 // +genclient
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
+// Credential holds credentials the hub uses for a Migration, like a Secret
+// of the hub's own: a backup storage location's (spec.storage.credentialRef;
+// its keys are those of the location's scheme, as a server-mode location's
+// Secret holds them: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for s3://,
+// AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY for azblob://,
+// GOOGLE_APPLICATION_CREDENTIALS_JSON for gs://) or an age identity
+// (spec.encryption.identityRef). The hub stores it encrypted at rest.
+type Credential struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Data maps a key to its value.
+	// +optional
+	Data map[string][]byte `json:"data,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// CredentialList is a list of Credentials.
+type CredentialList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []Credential `json:"items"`
+}
+
+// CredentialKeyReference names one key of a Credential in the referrer's
+// namespace.
+type CredentialKeyReference struct {
+	// Name is the Credential's name.
+	Name string `json:"name"`
+	// Key is the key of its data.
+	Key string `json:"key"`
+}
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
 // Migration is one migration between two member clusters, as `ferry
 // migrate` runs it: backup of the source, images, volume data, restore into
 // the target, verification. The hub's controller drives its status.
@@ -115,6 +153,10 @@ type MigrationSpec struct {
 	Target ClusterReference `json:"target"`
 	// Storage is the backup storage location both clusters share.
 	Storage MigrationStorage `json:"storage"`
+	// Encryption encrypts the backup with age, as ferry migrate's
+	// --encryption-recipient and --encryption-identity do.
+	// +optional
+	Encryption MigrationEncryption `json:"encryption,omitempty"`
 	// Backup selects what is backed up.
 	// +optional
 	Backup MigrationBackup `json:"backup,omitempty"`
@@ -143,10 +185,26 @@ type ClusterReference struct {
 type MigrationStorage struct {
 	// Location is the location's URL (file://, s3://, gs://, azblob://).
 	Location string `json:"location"`
-	// CredentialRef names a ClusterCredential-like object holding the
-	// location's credentials; empty: none.
+	// CredentialRef names the Credential, in the Migration's namespace,
+	// that holds the location's credentials; empty: the hub's own
+	// (its environment or workload identity).
 	// +optional
 	CredentialRef *LocalObjectReference `json:"credentialRef,omitempty"`
+}
+
+// MigrationEncryption encrypts a Migration's backup (archive, records,
+// reports) for age recipients, and reads it back for the restore with an
+// identity. Either may be given alone: recipients need an identity that
+// matches one of them, and an identity alone encrypts for its own
+// public key.
+type MigrationEncryption struct {
+	// Recipients are age public keys (age1...).
+	// +optional
+	Recipients []string `json:"recipients,omitempty"`
+	// IdentityRef names the Credential key holding the age identity
+	// (age-keygen's file) that decrypts the backup.
+	// +optional
+	IdentityRef *CredentialKeyReference `json:"identityRef,omitempty"`
 }
 
 // MigrationBackup selects what a Migration backs up, as ferry.dev/v1alpha1

@@ -86,6 +86,21 @@ func (in ClusterStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Credential) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.Credential"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CredentialKeyReference) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.CredentialKeyReference"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in CredentialList) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.CredentialList"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Lease) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.Lease"
 }
@@ -108,6 +123,11 @@ func (in MigrationBackup) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationCounts) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationCounts"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationEncryption) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationEncryption"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

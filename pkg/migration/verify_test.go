@@ -1,0 +1,52 @@
+package migration
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/report"
+)
+
+// TestApplyVerification: the one rule for what a verification does to a
+// restore's status (server mode's spec.verify, restore create --verify).
+func TestApplyVerification(t *testing.T) {
+	clean := &report.Verification{Summary: report.Summary{Objects: 5, Matched: 5}}
+	differs := &report.Verification{Summary: report.Summary{Objects: 5, Matched: 4, Differ: 1, Unexpected: 1}}
+	cases := []struct {
+		name       string
+		phase      v1alpha1.Phase
+		v          *report.Verification
+		err        error
+		wantPhase  v1alpha1.Phase
+		wantReason string // a substring; "" wants none
+		wantReport bool
+	}{
+		{"matches", v1alpha1.PhaseCompleted, clean, nil, v1alpha1.PhaseCompleted, "", true},
+		{"differs", v1alpha1.PhaseCompleted, differs, nil, v1alpha1.PhasePartiallyFailed, "verification: 1 of 5 object(s) differ", true},
+		{"report not kept", v1alpha1.PhaseCompleted, clean, errors.New("keeping the report in the location: denied"), v1alpha1.PhasePartiallyFailed, "verification: keeping the report", false},
+		{"could not verify", v1alpha1.PhaseCompleted, nil, errors.New("target unreachable"), v1alpha1.PhasePartiallyFailed, "verification: target unreachable", false},
+		{"already partly failed keeps its reason", v1alpha1.PhasePartiallyFailed, differs, nil, v1alpha1.PhasePartiallyFailed, "", true},
+	}
+	for _, tc := range cases {
+		rs := &v1alpha1.Restore{}
+		rs.Name, rs.Status.Phase = "r", tc.phase
+		ApplyVerification(rs, tc.v, tc.err)
+		sum := rs.Status.Verification
+		switch {
+		case rs.Status.Phase != tc.wantPhase:
+			t.Errorf("%s: phase %s, want %s", tc.name, rs.Status.Phase, tc.wantPhase)
+		case tc.wantReason == "" && rs.Status.FailureReason != "", tc.wantReason != "" && !strings.Contains(rs.Status.FailureReason, tc.wantReason):
+			t.Errorf("%s: failure reason %q, want %q", tc.name, rs.Status.FailureReason, tc.wantReason)
+		case sum == nil:
+			t.Errorf("%s: no status.verification", tc.name)
+		case tc.wantReport != (len(sum.Report) == 2 && sum.Report[0] == "restores/r/report.json"):
+			t.Errorf("%s: report keys %v, want them: %v", tc.name, sum.Report, tc.wantReport)
+		case (tc.err != nil) != (sum.Error != ""):
+			t.Errorf("%s: error %q, want it set: %v", tc.name, sum.Error, tc.err != nil)
+		case tc.v != nil && (sum.Objects != tc.v.Summary.Objects || sum.Unexpected != tc.v.Summary.Unexpected):
+			t.Errorf("%s: counts %+v, want the report's %+v", tc.name, sum, tc.v.Summary)
+		}
+	}
+}
