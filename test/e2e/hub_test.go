@@ -244,17 +244,18 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 	if kinds != nil {
 		t.Run("backup kinds", kinds.check)
 		t.Run("same cluster under two addresses", func(t *testing.T) { checkSameCluster(t, c, e) })
-		t.Run("same results as ferry migrate", func(t *testing.T) { checkSameResults(t, c, e, sets[1].namespace, objsIn(objs, sets[1].namespace)) })
+		t.Run("same results by the three front ends", func(t *testing.T) { checkSameResults(t, c, e, sets[1].namespace, objsIn(objs, sets[1].namespace)) })
 		t.Run("restore flags", func(t *testing.T) {
 			checkHubRestoreFlags(t, c, cfg, e, sets[1].namespace, len(objsIn(objs, sets[1].namespace)))
 		})
 	}
 }
 
-// checkSameResults: one namespace migrated by ferry migrate and by a hub
-// Migration (each into a namespace of its own in dst) gives the same
-// objects in the target, checked object by object, and the same report
-// counts, each report kept in the location (pkg/migration, one sequence).
+// checkSameResults: one namespace migrated by ferry migrate, by a hub
+// Migration and by server mode (each into a namespace of its own in dst)
+// gives the same objects in the target, checked object by object, and the
+// same report counts, each report kept in the location (pkg/migration,
+// one sequence, one verification).
 func checkSameResults(t *testing.T, c crclient.WithWatch, e *env, namespace string, objs []applied) {
 	ctx := context.Background()
 	r := e.run(t, "migrate", "--from-context", "src", "--to-context", "dst", "--name", "same-cli", "--include-namespaces", namespace,
@@ -290,6 +291,34 @@ func checkSameResults(t *testing.T, c crclient.WithWatch, e *env, namespace stri
 	}
 	if cli, hub := summary("same-cli"), summary("same-hub"); !maps.Equal(cli, hub) || cli["objects"] < len(objs) {
 		t.Errorf("report counts: ferry migrate %v, the hub %v; want the same, with at least %d objects", cli, hub, len(objs))
+	}
+	migrateByServerMode(t, e, namespace)
+	checkTarget(t, e, "same-server", objs, map[string]string{namespace: namespace + "-server"})
+	if cli, srv := summary("same-cli"), summary("same-server"); !maps.Equal(cli, srv) {
+		t.Errorf("report counts: ferry migrate %v, server mode %v; want the same", cli, srv)
+	}
+}
+
+// migrateByServerMode moves namespace with server mode: a ferry server
+// per cluster (installed with the same location), a Backup in the source
+// and a Restore with spec.verify in the target, both named same-server.
+func migrateByServerMode(t *testing.T, e *env, namespace string) {
+	t.Helper()
+	kcs := map[string]string{"src": writeContextKubeconfig(t, e.src), "dst": writeContextKubeconfig(t, e.dst)}
+	for _, name := range []string{"src", "dst"} {
+		if r := ferry(t, nil, "install", "--apply", "--no-node-agent", "--location-url", e.storage, "--kubeconfig", kcs[name]); r.code != 0 {
+			t.Fatalf("install --apply in %s: exit %d\n%s\n%s", name, r.code, r.stdout, r.stderr)
+		}
+		startServer(t, kcs[name])
+	}
+	r := ferry(t, nil, "backup", "create", "same-server", "--server", "--wait", "--include-namespaces", namespace, "--kubeconfig", kcs["src"])
+	if r.code != 0 {
+		t.Fatalf("backup create --server: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	r = ferry(t, nil, "restore", "create", "same-server", "--from-backup", "same-server", "--server", "--wait", "--verify",
+		"--namespace-mappings", namespace+":"+namespace+"-server", "--kubeconfig", kcs["dst"])
+	if r.code != 0 || !strings.Contains(r.stdout, "report kept in the location: restores/same-server/report.json") {
+		t.Fatalf("restore create --server --verify: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 }
 
