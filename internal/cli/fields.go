@@ -21,6 +21,8 @@ var fieldFlags = map[string]string{
 	// RestoreSpec
 	"spec.existingResourcePolicy":   "--existing-resource-policy",
 	"spec.crdTimeout":               "--crd-timeout",
+	"spec.verify":                   "--verify",
+	"spec.dryRun":                   "--dry-run",
 	"spec.existingVolumeDataPolicy": "--existing-volume-data-policy",
 	"spec.fromCloud":                "--from-cloud",
 	"spec.toCloud":                  "--to-cloud",

@@ -37,14 +37,15 @@ func newHubCmd(g *globals) *cobra.Command {
 		Use:   "hub",
 		Short: "Run the hub: ferry's own API server for Clusters, Migrations, Backups, Restores and Schedules (group ferry.dev)",
 		Long: `hub serves ferry's own Kubernetes-style API (group ferry.dev, versions v1beta1 and
-v1alpha1: Clusters, ClusterCredentials, Migrations, and server mode's BackupStorageLocations,
+v1alpha1: Clusters, ClusterCredentials, Credentials, Migrations, and server mode's BackupStorageLocations,
 Backups, Restores and Schedules) over HTTPS on --bind-address:--secure-port.
 It needs no Kubernetes cluster: its objects are kept in an etcd embedded in the process (data in
 DIR/etcd, on loopback ports), or in --etcd-servers. Its controllers (--controllers) carry
 Migrations, Backups and Restores out, create Schedules' Backups, expire Backups past their TTL
 and check the locations: they reach the member clusters through their ClusterCredentials'
-kubeconfigs and the backup storage location with this process's credentials (its environment,
-as ferry backup's), and installs nothing in the clusters. Pod volume data moves through helper
+kubeconfigs and the backup storage location with a Migration's Credential
+(spec.storage.credentialRef) or this process's credentials (its environment, as ferry backup's),
+and installs nothing in the clusters. Pod volume data moves through helper
 pods running --helper-image in both clusters, with the repository password of
 --repository-password-file (or $FERRY_REPOSITORY_PASSWORD); without one, the hub moves none.
 
@@ -59,7 +60,7 @@ ClusterCredential, and a Cluster that refers to it; migrate --hub creates a Migr
 migrate flags its spec carries, and with --wait follows it to its end.
 
 On first start it makes, in --data-dir: a CA and a serving certificate signed by it (pki/), an
-admin token (tokens.csv), the key that encrypts ClusterCredentials at rest (encryption.yaml), and
+admin token (tokens.csv), the key that encrypts ClusterCredentials and Credentials at rest (encryption.yaml), and
 admin.kubeconfig, which kubectl uses as it is:
 
   kubectl --kubeconfig DIR/admin.kubeconfig get migrations
@@ -71,7 +72,7 @@ groups: its organizations) and static tokens (tokens.csv and --token-auth-file, 
 token,user,uid,"group1,group2" as kube-apiserver's --token-auth-file). Anything else is 401.
 
 Authorization: the groups system:masters and ferry:admins may do everything; ferry:viewers may
-get, list and watch every resource but clustercredentials, and GET /metrics and /reports/; any
+get, list and watch every resource but clustercredentials and credentials, and GET /metrics and /reports/; any
 authenticated user may GET /healthz, /livez, /readyz, /version, discovery (/apis) and OpenAPI;
 everything else is 403. A second hub on a --data-dir in use (DIR/hub.lock) is refused.
 

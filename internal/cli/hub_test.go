@@ -276,8 +276,19 @@ func checkHubEncryption(t *testing.T, h *testHub, storage string) {
 		t.Fatal(err)
 	}
 	checkField(t, "Credential m3-encryption-identity data", string(cred.Data["identity"]), id.String()+"\n")
-	// The same name again: the Credential is another Migration's now.
-	if code, _, stderr = ferry(args("m3", "src")...); code != 1 || !strings.Contains(stderr, "the hub already has Credential team/m3-encryption-identity") {
+	// The same name again: the Migration exists, and its Credential stays.
+	if code, _, stderr = ferry(args("m3", "src")...); code != 1 || !strings.Contains(stderr, "migration m3 already exists in the hub (namespace team)") {
+		t.Errorf("migrate --hub of an existing Migration with an identity: exit %d, stderr %q", code, stderr)
+	}
+	if err := h.client.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m3-encryption-identity"}, cred); err != nil {
+		t.Errorf("the identity Credential of m3 after a refused rerun: %v", err)
+	}
+	// A Credential of that name without a Migration: another's, not overwritten.
+	other := &hubv1beta1.Credential{ObjectMeta: metav1.ObjectMeta{Name: "m5-encryption-identity", Namespace: "team"}, Data: map[string][]byte{"identity": []byte("not ours")}}
+	if err := h.client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr = ferry(args("m5", "src")...); code != 1 || !strings.Contains(stderr, "the hub already has Credential team/m5-encryption-identity") {
 		t.Errorf("migrate --hub over an existing identity Credential: exit %d, stderr %q", code, stderr)
 	}
 	// A Migration the hub refuses leaves no Credential behind.

@@ -72,6 +72,15 @@ func (o *migrateOptions) storeIdentity(ctx context.Context, c crclient.Client) (
 	if ref == nil {
 		return func() {}, nil
 	}
+	// A Migration of that name exists: the Credential is its, and the hub
+	// would refuse the Migration anyway.
+	err := c.Get(ctx, crclient.ObjectKey{Namespace: o.hub.namespace, Name: o.name}, &hubv1beta1.Migration{})
+	if err == nil {
+		return nil, fmt.Errorf("migration %s already exists in the hub (namespace %s): choose another --name, or delete it (and its Credential %s) first", o.name, o.hub.namespace, ref.Name)
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, err
+	}
 	cred := &hubv1beta1.Credential{
 		ObjectMeta: metav1.ObjectMeta{Name: ref.Name, Namespace: o.hub.namespace},
 		Data:       map[string][]byte{ref.Key: o.hub.identity},

@@ -51,8 +51,9 @@ The two clusters never talk to each other.
 With --hub (or $FERRY_HUB_KUBECONFIG), migrate runs nothing here: it creates a Migration in the
 hub (ferry hub), from --from-cluster to --to-cluster (the hub's Clusters: ferry hub cluster add),
 through --storage, with the selection, restore, image and --verify flags in its spec; the hub
-runs it. Flags a Migration cannot carry (kubeconfigs and contexts, encryption, volume helper
-settings, --report-dir, ...) are refused. --wait follows it, printing each phase, and ends with
+runs it; --encryption-identity is stored in the hub as the Credential NAME-encryption-identity.
+Flags a Migration cannot carry (kubeconfigs and contexts, volume helper settings, --report-dir,
+...) are refused. --wait follows it, printing each phase, and ends with
 its counts, report location and exit code (0 Completed, 2 PartiallyFailed, 1 Failed).
 
 Volume data moves through helper pods that run ferry's own image, which is not published yet:

@@ -241,6 +241,8 @@ func TestValidateRestoreCreate(t *testing.T) {
 		{[]string{"restore", "create", s, "--from-backup", "b", "--resource-modifiers", f.mods}, nil},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--encryption-identity", filepath.Join(f.dir, "none")}, []string{"--encryption-identity"}},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--encryption-identity", f.identity}, nil},
+		{[]string{"restore", "create", s, "--from-backup", "b", "--verify"}, nil},
+		{[]string{"restore", "create", s, "--from-backup", "b", "--verify", "--dry-run"}, []string{"--verify (spec.verify): Invalid value: true: a dry run (--dry-run) restores nothing to verify"}},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--existing-resource-policy", "merge"}, []string{"--existing-resource-policy", `"merge"`}},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--existing-resource-policy", "update"}, nil},
 		{[]string{"restore", "create", s, "--from-backup", "b", "--namespace-mappings", "a:c,b:c"}, []string{"--namespace-mappings", "a target namespace takes one source"}},

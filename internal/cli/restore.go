@@ -241,11 +241,12 @@ func (o *restoreCreateOptions) Run(ctx context.Context) error {
 		return err
 	}
 	if o.verify && !o.spec.DryRun && r.Status.Phase != v1alpha1.PhaseFailed {
-		opts.PodVolumes = nil
 		pr := newProgress(o.stderr, "verify "+o.name)
-		v, err := enginemigration.VerifyRestore(ctx, cluster, loc, opts, nil, r, pr.update)
+		err := enginemigration.VerifyAndRecord(ctx, cluster, loc, opts, r, pr.update)
 		pr.stop()
-		enginemigration.ApplyVerification(r, v, err)
+		if err != nil {
+			fmt.Fprintf(o.stderr, "warning: %v\n", err)
+		}
 	}
 	if err := printRestore(o.globals, r, res); err != nil {
 		return err
@@ -292,6 +293,9 @@ func printRestore(g *globals, r *v1alpha1.Restore, res *report.Results) error {
 		fmt.Fprintf(g.stdout, "  verified: %d of %d object(s) match the backup, %d differ, %d missing, %d could not be compared\n", v.Matched, v.Objects, v.Differ, v.Missing, v.Failed)
 		if len(v.Report) > 0 {
 			fmt.Fprintf(g.stdout, "  report kept in the location: %s\n", strings.Join(v.Report, ", "))
+		}
+		if v.Error != "" {
+			fmt.Fprintf(g.stdout, "  verification error: %s\n", v.Error)
 		}
 	}
 	if res != nil {

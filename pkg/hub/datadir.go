@@ -183,6 +183,9 @@ func (d dataDir) addEncryptedResources(data []byte) error {
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		return fmt.Errorf("%s: %w", d.encryption(), err)
 	}
+	listed := func(r string) bool {
+		return slices.ContainsFunc(cfg.Resources, func(rc apiserverv1.ResourceConfiguration) bool { return slices.Contains(rc.Resources, r) })
+	}
 	for i := range cfg.Resources {
 		rc := &cfg.Resources[i]
 		if !slices.ContainsFunc(rc.Resources, func(r string) bool { return slices.Contains(encryptedResources, r) }) {
@@ -190,7 +193,7 @@ func (d dataDir) addEncryptedResources(data []byte) error {
 		}
 		n := len(rc.Resources)
 		for _, r := range encryptedResources {
-			if !slices.Contains(rc.Resources, r) {
+			if !listed(r) { // in no entry yet
 				rc.Resources = append(rc.Resources, r)
 			}
 		}

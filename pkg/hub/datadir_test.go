@@ -70,6 +70,27 @@ resources:
 		t.Errorf("new config mode %v, want 0600", st.Mode().Perm())
 	}
 
+	// A kind already in another entry (with another key) is not added
+	// again.
+	split := dataDir(t.TempDir())
+	two := old + `- resources:
+  - credentials.ferry.dev
+  providers:
+  - secretbox:
+      keys:
+      - name: key2
+        secret: ` + key + `
+`
+	if err := os.WriteFile(split.encryption(), []byte(two), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := split.ensureEncryptionConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := read(split); len(cfg.Resources) != 2 || len(cfg.Resources[0].Resources) != 1 || len(cfg.Resources[1].Resources) != 1 {
+		t.Errorf("two entries, each of one kind: %+v, want them unchanged", cfg.Resources)
+	}
+
 	other := dataDir(t.TempDir())
 	if err := os.WriteFile(other.encryption(), []byte(strings.Replace(old, "clustercredentials.ferry.dev", "secrets", 1)), 0o600); err != nil {
 		t.Fatal(err)

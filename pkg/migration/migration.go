@@ -323,6 +323,22 @@ func VerifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Locatio
 	return v, nil
 }
 
+// VerifyAndRecord verifies restore rs after it ran (VerifyRestore),
+// writes the outcome into its status (ApplyVerification) and rewrites its
+// record in the location with it, so that the location says what the
+// front end says: restore create --verify and a server-mode Restore with
+// spec.verify. The error is the record's.
+func VerifyAndRecord(ctx context.Context, target *kube.Cluster, loc *store.Location, ropts restore.Options, rs *v1alpha1.Restore, onProgress func(done, total int)) error {
+	b, _ := loc.GetBackup(ctx, rs.Spec.BackupName) // nil: the timings leave the backup out
+	ropts.PodVolumes = nil
+	v, err := VerifyRestore(ctx, target, loc, ropts, b, rs, onProgress)
+	ApplyVerification(rs, v, err)
+	if err := restore.Record(ctx, loc, rs); err != nil {
+		return fmt.Errorf("recording the verification of restore %s in the location: %w", rs.Name, err)
+	}
+	return nil
+}
+
 // ApplyVerification writes the outcome of VerifyRestore (v, err) of
 // restore rs into its status.verification: the report's counts, its keys
 // in the location (when it was kept), the error. A difference the restore

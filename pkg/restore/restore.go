@@ -80,6 +80,9 @@ func (o *Options) Validate() error {
 	if o.Spec.BackupName == "" {
 		return fmt.Errorf("restore %s: %w", o.Name, field.Required(spec.Child("backupName"), "the backup to restore"))
 	}
+	if o.Spec.Verify && o.Spec.DryRun {
+		return field.Invalid(spec.Child("verify"), true, "a dry run (spec.dryRun) restores nothing to verify, and writes no report")
+	}
 	if o.CRDTimeout < 0 {
 		return field.Invalid(spec.Child("crdTimeout"), o.CRDTimeout.String(), "must not be negative")
 	}
@@ -417,6 +420,13 @@ func save(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results
 	if err := loc.PutSealedJSON(ctx, store.RestoreResultsKey(r.Name), results); err != nil {
 		return err
 	}
+	return Record(ctx, loc, r)
+}
+
+// Record writes r as restore r.Name's record in the location (its
+// ferry-restore.json), as the restore left it or as a verification
+// changed it.
+func Record(ctx context.Context, loc *store.Location, r *v1alpha1.Restore) error {
 	return loc.PutJSON(ctx, store.RestoreDir(r.Name)+store.RestoreMarker, r)
 }
 

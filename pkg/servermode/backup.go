@@ -22,6 +22,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/install"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -94,7 +95,7 @@ func (r *BackupReconciler) orphaned(ctx context.Context, req reconcile.Request) 
 	b.Status.FailureReason = "the ferry server running this backup stopped before it finished (found InProgress at server start); its store folder is Incomplete and never restorable: remove it with `ferry backup delete " + b.Name + "`"
 	r.Log.Warn("backup left InProgress by a stopped server: marked Failed", "backup", b.Name)
 	endEvent(r.Events, b, "Backup", v1alpha1.PhaseFailed, b.Status.Warnings, b.Status.Errors, b.Status.FailureReason)
-	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
+	metrics.BackupFailed()
 	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, b, orig))
 }
 
@@ -132,8 +133,8 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	if err := r.Client.Status().Update(ctx, b); err != nil {
 		return ignoreConflict(err)
 	}
-	backupsInProgress.Inc()
-	defer backupsInProgress.Dec()
+	metrics.BackupsInProgress.Inc()
+	defer metrics.BackupsInProgress.Dec()
 	event(r.Events, b, false, EventStarted, "Backup", "backing up into location %s", bsl.Name)
 
 	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
@@ -183,15 +184,8 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 		}
 		return err
 	}
-	backupsTotal.WithLabelValues(string(b.Status.Phase)).Inc()
+	metrics.BackupFinished(&b.Status)
 	endEvent(r.Events, b, "Backup", b.Status.Phase, b.Status.Warnings, b.Status.Errors, b.Status.FailureReason)
-	backupItems.Add(float64(b.Status.Progress.ItemsBackedUp))
-	if a := b.Status.Archive; a != nil {
-		backupBytes.Add(float64(a.Size))
-	}
-	if e := b.Status.CompletionTimestamp; e != nil {
-		backupDuration.Observe(e.Sub(res.Status.StartTimestamp.Time).Seconds())
-	}
 	return nil
 }
 
@@ -296,7 +290,7 @@ func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.Backup, why, re
 	runStatus{&st.StartTimestamp, &st.CompletionTimestamp, &st.Phase, &st.FailureReason, &st.Errors, &st.Conditions}.fail(metav1.NewTime(r.Clock.Now()), why, reason)
 	r.Log.Warn("backup failed", "backup", b.Name, "reason", reason)
 	event(r.Events, b, true, why, "Backup", "%s", reason)
-	backupsTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
+	metrics.BackupFailed()
 	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, b, orig))
 }
 

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
 )
@@ -50,11 +51,11 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		if orig.Status.Phase != v1alpha1.LocationAvailable {
 			event(r.Events, bsl, false, EventAvailable, "Validate", "the store %s can be listed", bsl.Spec.URL)
 		}
-		locationAvailable.WithLabelValues(bsl.Name).Set(1)
+		metrics.LocationChecked(bsl.Name, true)
 	} else {
 		bsl.Status.Phase = v1alpha1.LocationUnavailable
 		bsl.Status.Message = err.Error()
-		locationAvailable.WithLabelValues(bsl.Name).Set(0)
+		metrics.LocationChecked(bsl.Name, false)
 		if orig.Status.Phase != v1alpha1.LocationUnavailable {
 			r.Log.Warn("backup storage location unavailable", "location", bsl.Name, "reason", err)
 			event(r.Events, bsl, true, EventUnavailable, "Validate", "%v", err)

@@ -20,8 +20,8 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/migration"
-	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -94,8 +94,8 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	if err := r.Client.Status().Update(ctx, rs); err != nil {
 		return ignoreConflict(err)
 	}
-	restoresInProgress.Inc()
-	defer restoresInProgress.Dec()
+	metrics.RestoresInProgress.Inc()
+	defer metrics.RestoresInProgress.Dec()
 	event(r.Events, rs, false, EventStarted, "Restore", "restoring backup %s from location %s", rs.Spec.BackupName, bsl.Name)
 	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err != nil {
@@ -149,24 +149,23 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		}
 		return r.fail(ctx, rs, why, err.Error())
 	}
-	if rs.Spec.Verify && res.Status.Phase != v1alpha1.PhaseFailed {
+	if rs.Spec.Verify && !rs.Spec.DryRun && res.Status.Phase != v1alpha1.PhaseFailed {
 		r.verify(ctx, rs, loc, opts, res)
 	}
 	return r.finish(ctx, rs, start, res)
 }
 
 // verify runs the verification spec.verify asks for on the restored
-// res (pkg/migration.VerifyRestore, as ferry migrate and the hub run it),
-// keeping the report in the location, and writes its outcome into res's
-// status (migration.ApplyVerification).
+// res (pkg/migration.VerifyAndRecord, as restore create --verify runs
+// it), keeping the report in the location, and writes its outcome into
+// res's status and its record.
 func (r *RestoreReconciler) verify(ctx context.Context, rs *v1alpha1.Restore, loc *store.Location, opts restore.Options, res *v1alpha1.Restore) {
 	event(r.Events, rs, false, EventStarted, "Verify", "comparing the objects of backup %s with the cluster", rs.Spec.BackupName)
-	b, _ := loc.GetBackup(ctx, rs.Spec.BackupName) // nil: the timings leave the backup out
-	opts.PodVolumes = nil
-	v, err := migration.VerifyRestore(ctx, r.Cluster, loc, opts, b, res, nil)
-	migration.ApplyVerification(res, v, err)
+	if err := migration.VerifyAndRecord(ctx, r.Cluster, loc, opts, res, nil); err != nil {
+		r.Log.Warn("restore verified", "restore", rs.Name, "error", err)
+	}
 	sum := res.Status.Verification
-	event(r.Events, rs, err != nil || sum.Unexpected > 0, "Verified", "Verify", "%d of %d object(s) match the backup, %d unexpected", sum.Matched, sum.Objects, sum.Unexpected)
+	event(r.Events, rs, sum.Error != "" || sum.Unexpected > 0, "Verified", "Verify", "%d of %d object(s) match the backup, %d unexpected", sum.Matched, sum.Objects, sum.Unexpected)
 }
 
 // finish writes the outcome res of rs's run (started at start) into its
@@ -184,15 +183,8 @@ func (r *RestoreReconciler) finish(ctx context.Context, rs *v1alpha1.Restore, st
 		}
 		return err
 	}
-	restoresTotal.WithLabelValues(string(rs.Status.Phase)).Inc()
+	metrics.RestoreFinished(&rs.Status)
 	endEvent(r.Events, rs, "Restore", rs.Status.Phase, rs.Status.Warnings, rs.Status.Errors, rs.Status.FailureReason)
-	c := rs.Status.Counts
-	for outcome, n := range map[report.Outcome]int{report.Created: c.Created, report.Updated: c.Updated, report.Unchanged: c.Unchanged, report.Skipped: c.Skipped, report.Failed: c.Failed} {
-		restoreItems.WithLabelValues(string(outcome)).Add(float64(n))
-	}
-	if e := rs.Status.CompletionTimestamp; e != nil && res.Status.StartTimestamp != nil {
-		restoreDuration.Observe(e.Sub(res.Status.StartTimestamp.Time).Seconds())
-	}
 	return nil
 }
 
@@ -254,7 +246,7 @@ func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, why,
 	runStatus{&st.StartTimestamp, &st.CompletionTimestamp, &st.Phase, &st.FailureReason, &st.Errors, &st.Conditions}.fail(metav1.NewTime(r.Clock.Now()), why, reason)
 	r.Log.Warn("restore failed", "restore", rs.Name, "reason", reason)
 	event(r.Events, rs, true, why, "Restore", "%s", reason)
-	restoresTotal.WithLabelValues(string(v1alpha1.PhaseFailed)).Inc()
+	metrics.RestoreFailed()
 	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, rs, orig))
 }
 

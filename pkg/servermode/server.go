@@ -29,11 +29,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/nodeagent"
 )
 
@@ -137,7 +139,7 @@ func NewManager(ctx context.Context, opts Options) (manager.Manager, error) {
 	if err := opts.defaults(); err != nil {
 		return nil, err
 	}
-	registerMetrics()
+	metrics.Register(ctrlmetrics.Registry)
 	cluster, err := kube.Connect(ctx, "", opts.Config)
 	if err != nil {
 		return nil, err

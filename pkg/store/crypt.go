@@ -71,7 +71,10 @@ func ParseIdentities(r io.Reader, what string) ([]age.Identity, error) {
 func RecipientsOf(ids []age.Identity) []age.Recipient {
 	var out []age.Recipient
 	for _, id := range ids {
-		if x, ok := id.(*age.X25519Identity); ok {
+		switch x := id.(type) {
+		case *age.X25519Identity:
+			out = append(out, x.Recipient())
+		case *age.HybridIdentity: // post-quantum (age1pq1...)
 			out = append(out, x.Recipient())
 		}
 	}
@@ -98,6 +101,9 @@ func NewEncryption(recipients []string, ids []age.Identity) (*Encryption, error)
 	switch {
 	case len(rs) == 0 && len(ids) == 0:
 		return nil, nil
+	case len(ids) > 0 && len(own) == 0:
+		// Never write in the clear what was asked to be encrypted.
+		return nil, errors.New("the age identities are of a kind whose public key ferry cannot derive: give the recipients too")
 	case len(rs) == 0:
 		rs = own
 	case len(ids) > 0 && !matches(rs, own):
@@ -109,17 +115,21 @@ func NewEncryption(recipients []string, ids []age.Identity) (*Encryption, error)
 // matches reports whether one of own is among rs, by public key.
 func matches(rs, own []age.Recipient) bool {
 	for _, r := range rs {
-		x, ok := r.(*age.X25519Recipient)
-		if !ok {
-			continue
-		}
 		for _, o := range own {
-			if o.(*age.X25519Recipient).String() == x.String() {
+			if key(r) != "" && key(r) == key(o) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// key is a recipient's public key as text, "" for one without it.
+func key(r age.Recipient) string {
+	if s, ok := r.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return ""
 }
 
 // SetEncryption makes the location encrypt what it writes with

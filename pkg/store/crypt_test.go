@@ -19,6 +19,10 @@ func TestNewEncryption(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := []age.Identity{mine}
+	pq, err := age.GenerateHybridIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name       string
 		recipients []string
@@ -34,6 +38,8 @@ func TestNewEncryption(t *testing.T) {
 			want: []string{other.Recipient().String(), mine.Recipient().String()}},
 		{name: "both, no match", recipients: []string{other.Recipient().String()}, ids: ids, err: ErrNoMatchingIdentity},
 		{name: "not a key", recipients: []string{"age1nope"}, anyErr: true},
+		{name: "post-quantum identity alone writes for its own key", ids: []age.Identity{pq}, want: []string{pq.Recipient().String()}},
+		{name: "post-quantum, matching", recipients: []string{pq.Recipient().String()}, ids: []age.Identity{pq}, want: []string{pq.Recipient().String()}},
 	}
 	for _, tc := range cases {
 		enc, err := NewEncryption(tc.recipients, tc.ids)
@@ -54,7 +60,7 @@ func TestNewEncryption(t *testing.T) {
 		}
 		var got []string
 		for _, r := range enc.Recipients {
-			got = append(got, r.(*age.X25519Recipient).String())
+			got = append(got, key(r))
 		}
 		if len(got) != len(tc.want) || got[0] != tc.want[0] || len(enc.Identities) != len(tc.ids) {
 			t.Errorf("%s: recipients %v, %d identities; want %v, %d", tc.name, got, len(enc.Identities), tc.want, len(tc.ids))

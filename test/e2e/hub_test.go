@@ -248,6 +248,35 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 		t.Run("restore flags", func(t *testing.T) {
 			checkHubRestoreFlags(t, c, cfg, e, sets[1].namespace, len(objsIn(objs, sets[1].namespace)))
 		})
+		t.Run("metrics", func(t *testing.T) { checkHubMetrics(t, cfg) })
+	}
+}
+
+// checkHubMetrics: the hub's /metrics has the metrics server mode has
+// (pkg/metrics, one set), counting what this hub ran.
+func checkHubMetrics(t *testing.T, cfg *rest.Config) {
+	rc, err := rest.UnversionedRESTClientFor(withCodec(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := rc.Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`ferry_migrations_total{phase="Completed"}`, `ferry_migrations_total{phase="Failed"}`, `ferry_backups_total{phase="Completed"}`,
+		`ferry_restores_total{phase="Completed"}`, `ferry_restore_items_total{outcome="created"}`, `ferry_storage_location_available{location="default/primary"}`, "ferry_migration_duration_seconds_count"} {
+		i := bytes.Index(raw, []byte(want))
+		if i < 0 {
+			t.Errorf("/metrics has no %s", want)
+			continue
+		}
+		line, _, _ := bytes.Cut(raw[i:], []byte("\n"))
+		if f := bytes.Fields(line); len(f) != 2 || string(f[1]) == "0" {
+			t.Errorf("/metrics: %q, want a count above 0", line)
+		}
+	}
+	if !bytes.Contains(raw, []byte(`ferry_storage_location_available{location="default/broken"} 0`)) {
+		t.Errorf("/metrics does not say that location default/broken is unavailable")
 	}
 }
 
@@ -382,6 +411,11 @@ func checkHubCredentialRefusals(t *testing.T, c crclient.WithWatch, e *env, name
 	if err := c.Create(ctx, creds); err != nil {
 		t.Fatal(err)
 	}
+	empty := &v1beta1.Credential{ObjectMeta: metav1.ObjectMeta{Name: "s3-empty", Namespace: "default"},
+		Data: map[string][]byte{"AWS_ACCESS_KEY_ID": {}, "AWS_SECRET_ACCESS_KEY": []byte("s3cr3t")}}
+	if err := c.Create(ctx, empty); err != nil {
+		t.Fatal(err)
+	}
 	other, err := age.GenerateX25519Identity()
 	if err != nil {
 		t.Fatal(err)
@@ -398,6 +432,9 @@ func checkHubCredentialRefusals(t *testing.T, c crclient.WithWatch, e *env, name
 		}},
 		{"no-storage-credential", "CredentialNotFound", `spec.storage.credentialRef: Credential "absent" not found`, func(m *v1beta1.Migration) {
 			m.Spec.Storage.CredentialRef = &v1beta1.LocalObjectReference{Name: "absent"}
+		}},
+		{"empty-credential", "InvalidCredential", `spec.storage.credentialRef: Credential "s3-empty": key AWS_ACCESS_KEY_ID is empty`, func(m *v1beta1.Migration) {
+			m.Spec.Storage.CredentialRef = &v1beta1.LocalObjectReference{Name: "s3-empty"}
 		}},
 		{"file-credential", "InvalidCredential", `spec.storage.credentialRef: Credential "s3-keys"`, func(m *v1beta1.Migration) {
 			m.Spec.Storage.CredentialRef = &v1beta1.LocalObjectReference{Name: "s3-keys"}

@@ -221,6 +221,10 @@ func checkServerVerify(t *testing.T, r1 result, s3 *testenv.S3, kubeconfig strin
 	if _, err := migration.OpenReport(ctx, loc, "r6", true); err != nil {
 		t.Errorf("the HTML report of r6: %v", err)
 	}
+	// The location's record says what the cluster's Restore says.
+	if rec, err := loc.GetRestore(ctx, "r6"); err != nil || rec.Status.Phase != v1alpha1.PhasePartiallyFailed || rec.Status.Verification == nil || rec.Status.Verification.Differ != 1 {
+		t.Errorf("the location's record of r6: %v %+v, want PartiallyFailed with its verification", err, rec)
+	}
 	// The CLI's own restore --verify: the same verification, the same counts.
 	r = ferry(t, s3.Env(), "restore", "create", "r7", "--from-backup", "b1", "--namespace-mappings", "app:app4", "--verify", "--storage", s3.URL("ferry"), "--kubeconfig", kubeconfig)
 	want := fmt.Sprintf("verified: %d of %d object(s) match the backup, 0 differ, 0 missing", v.Summary.Matched, v.Summary.Objects)

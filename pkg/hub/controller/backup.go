@@ -16,6 +16,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/storesync"
 	"github.com/kubeferry/ferry/pkg/volumehelpers"
@@ -72,10 +73,10 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		}
 		return reconcile.Result{}, k.interrupted(ctx, &b,
 			func(cur *v1beta1.Backup) bool { return runEnded(cur.Status.Phase) },
-			func(cur *v1beta1.Backup) { endBackup(&cur.Status, v1beta1.RunFailed, "HubInterrupted", msg) })
+			func(cur *v1beta1.Backup) { endBackup(&cur.Status, v1beta1.RunFailed, "HubInterrupted", msg, r.now()) })
 	}
 	err := k.claim(ctx, &b, func(b *v1beta1.Backup) {
-		now := metav1.Now()
+		now := r.now()
 		b.Status.Phase, b.Status.StartTimestamp = v1beta1.RunInProgress, &now
 		if ttl := b.Spec.TTL; ttl != nil && ttl.Duration > 0 {
 			exp := metav1.NewTime(now.Add(ttl.Duration))
@@ -104,8 +105,7 @@ func claimResult(err error) (reconcile.Result, error) {
 
 // endBackup sets the terminal phase, the Succeeded condition and the
 // completion time, and releases the lease.
-func endBackup(s *v1beta1.BackupStatus, phase v1beta1.RunPhase, reason, msg string) {
-	now := metav1.Now()
+func endBackup(s *v1beta1.BackupStatus, phase v1beta1.RunPhase, reason, msg string, now metav1.Time) {
 	s.Phase, s.CompletionTimestamp, s.Lease = phase, &now, nil
 	if phase != v1beta1.RunCompleted {
 		s.FailureReason = msg
@@ -134,6 +134,8 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1beta1.Backup) {
 		defer mu.Unlock()
 		cur.Status.Progress = progress
 	}
+	metrics.BackupsInProgress.Inc()
+	defer metrics.BackupsInProgress.Dec()
 	res, err := runLeased(ctx, r.leased(), key, apply, func(ctx context.Context) (*v1alpha1.Backup, error) {
 		return r.backup(ctx, b, func(done, total int) {
 			mu.Lock()
@@ -145,13 +147,18 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1beta1.Backup) {
 		r.Log.Warn("backup stopped before it ended", "backup", key.String(), "error", err)
 		return
 	}
+	if res != nil {
+		metrics.BackupFinished(&res.Status)
+	} else {
+		metrics.BackupFailed()
+	}
 	r.record(ctx, key, func(cur *v1beta1.Backup) {
 		apply(cur)
 		if res != nil {
 			backupStatus(&cur.Status, res)
 		}
 		phase, reason, msg := runOutcome(phaseOf(res), failureOf(res), err)
-		endBackup(&cur.Status, phase, reason, msg)
+		endBackup(&cur.Status, phase, reason, msg, r.now())
 	})
 }
 

@@ -27,7 +27,7 @@ func (r *BackupReconciler) expire(ctx context.Context, b *v1beta1.Backup) (recon
 	if exp == nil {
 		return reconcile.Result{}, nil
 	}
-	if due, wait := retention.Due(exp.Time, time.Now(), 0); !due {
+	if due, wait := retention.Due(exp.Time, r.Clock.Now(), 0); !due {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	if url := b.Status.StorageLocation; url != "" {

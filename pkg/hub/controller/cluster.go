@@ -46,7 +46,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		version = cl.Version.GitVersion
 		cond.Message = "the API server at " + cl.Config.Host + " answered"
 	}
-	now := metav1.Now()
+	now := r.now()
 	c.Status.ServerVersion, c.Status.LastChecked, c.Status.ObservedGeneration = version, &now, c.Generation
 	meta.SetStatusCondition(&c.Status.Conditions, cond)
 	if err := r.Client.Status().Update(ctx, &c); err != nil {

@@ -19,8 +19,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -29,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/volumehelpers"
 )
 
@@ -57,6 +61,9 @@ type Options struct {
 	// volume a pod asks for fails with the reason.
 	Volumes volumehelpers.Settings
 	Log     *slog.Logger
+	// Clock is the controllers' time (timestamps, leases, expiry,
+	// Schedules); default the real clock.
+	Clock clock.PassiveClock
 }
 
 func (o *Options) complete() {
@@ -84,7 +91,13 @@ func (o *Options) complete() {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 }
+
+// now is the controllers' clock's time, for status timestamps.
+func (o *Options) now() metav1.Time { return metav1.NewTime(o.Clock.Now()) }
 
 // Scheme holds the ferry.dev/v1beta1 types the controllers read and write.
 func Scheme() *runtime.Scheme {
@@ -97,6 +110,7 @@ func Scheme() *runtime.Scheme {
 
 // Run runs the controllers until ctx is done.
 func Run(ctx context.Context, o Options) error {
+	metrics.Register(legacyregistry.Registerer())
 	o.complete()
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
 		Scheme:                 Scheme(),

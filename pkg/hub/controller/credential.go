@@ -45,6 +45,9 @@ func storageCredentials(ctx context.Context, reader client.Reader, m *v1beta1.Mi
 	}
 	creds := map[string]string{}
 	for k, v := range c.Data {
+		if len(v) == 0 { // would silently mean the hub's own credentials
+			return nil, fail("InvalidCredential", "%s: Credential %q: key %s is empty", path, ref.Name, k)
+		}
 		creds[k] = string(v)
 	}
 	scheme, _, _ := strings.Cut(m.Spec.Storage.Location, "://")

@@ -50,7 +50,7 @@ func (k leased[T]) heldElsewhere(obj T) (time.Duration, bool) {
 	if l == nil || l.HolderIdentity == k.opts.Identity {
 		return 0, false
 	}
-	if wait := time.Until(leaseExpiry(l)); wait > 0 {
+	if wait := leaseExpiry(l).Sub(k.opts.Clock.Now()); wait > 0 {
 		return wait + 100*time.Millisecond, true
 	}
 	return 0, false
@@ -59,7 +59,7 @@ func (k leased[T]) heldElsewhere(obj T) (time.Duration, bool) {
 // newLease is this process's lease, renewed now.
 func (k leased[T]) newLease() *v1beta1.Lease {
 	secs := int32((k.opts.LeaseDuration + time.Second - 1) / time.Second)
-	return &v1beta1.Lease{HolderIdentity: k.opts.Identity, LeaseDurationSeconds: secs, RenewTime: metav1.NowMicro()}
+	return &v1beta1.Lease{HolderIdentity: k.opts.Identity, LeaseDurationSeconds: secs, RenewTime: metav1.NewMicroTime(k.opts.Clock.Now())}
 }
 
 // claim takes obj's lease after start changed its status, at obj's

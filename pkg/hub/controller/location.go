@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/retention"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -54,7 +55,8 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 			r.Log.Warn("backup storage location unavailable", "location", req.String(), "reason", err)
 		}
 	}
-	now := metav1.Now()
+	metrics.LocationChecked(req.String(), err == nil)
+	now := r.now()
 	l.Status.LastValidationTime, l.Status.ObservedGeneration = &now, l.Generation
 	meta.SetStatusCondition(&l.Status.Conditions, cond)
 	if err := r.Client.Status().Patch(ctx, &l, client.MergeFrom(orig)); err != nil {
@@ -107,7 +109,7 @@ func (r *LocationReconciler) sync(ctx context.Context, l *v1beta1.BackupStorageL
 		known[b.Name] = storesync.Known{Phase: phase, Synced: b.Labels[storesync.LabelSyncedFrom] != "",
 			InLocation: b.Status.StorageLocation == l.Spec.URL, Expiration: b.Status.Expiration}
 	}
-	plan := storesync.PlanSync(entries, known, time.Now())
+	plan := storesync.PlanSync(entries, known, r.Clock.Now())
 	for _, sb := range plan.Add {
 		if err := r.addSynced(ctx, l, byName[sb.Name], sb); err != nil {
 			return err

@@ -24,6 +24,13 @@ import (
 // migrate connects to m's clusters and location and runs the migration,
 // calling onStep (which records the step) before each step starts.
 func (r *MigrationReconciler) migrate(ctx context.Context, m *v1beta1.Migration, p *progress, onStep func(migration.Step) error) (*migration.Result, error) {
+	// The location and its Credentials first: their errors are the
+	// Migration's own, and need no cluster.
+	loc, creds, err := OpenLocation(ctx, r.Reader, m)
+	if err != nil {
+		return nil, err
+	}
+	defer loc.Close()
 	src, srcSpec, err := r.connect(ctx, m.Namespace, m.Spec.Source.Cluster, "spec.source.cluster", "SourceUnreachable")
 	if err != nil {
 		return nil, err
@@ -35,11 +42,6 @@ func (r *MigrationReconciler) migrate(ctx context.Context, m *v1beta1.Migration,
 	if err := migration.CheckClusters(ctx, src, dst); err != nil {
 		return nil, fail("SameCluster", "spec.source.cluster %q and spec.target.cluster %q: %w", m.Spec.Source.Cluster, m.Spec.Target.Cluster, err)
 	}
-	loc, creds, err := OpenLocation(ctx, r.Reader, m)
-	if err != nil {
-		return nil, err
-	}
-	defer loc.Close()
 	o := options(m, src, dst, loc)
 	closeVolumes, err := r.volumes(ctx, &o, m, srcSpec, dstSpec, creds)
 	if err != nil {

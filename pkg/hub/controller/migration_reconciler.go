@@ -76,7 +76,7 @@ func (r *MigrationReconciler) leased() leased[*v1beta1.Migration] {
 // gets a conflict.
 func (r *MigrationReconciler) claim(ctx context.Context, m *v1beta1.Migration) error {
 	return r.leased().claim(ctx, m, func(m *v1beta1.Migration) {
-		now := metav1.Now()
+		now := r.now()
 		m.Status.Phase = v1beta1.PhasePending
 		m.Status.ObservedGeneration = m.Generation
 		m.Status.StartTime = &now
@@ -91,13 +91,12 @@ func (r *MigrationReconciler) failInterrupted(ctx context.Context, m *v1beta1.Mi
 		who, m.Status.Phase, ago, m.Name, m.Spec.Storage.Location)
 	return r.leased().interrupted(ctx, m,
 		func(cur *v1beta1.Migration) bool { return terminal(cur.Status.Phase) },
-		func(cur *v1beta1.Migration) { end(&cur.Status, v1beta1.PhaseFailed, "HubInterrupted", msg) })
+		func(cur *v1beta1.Migration) { end(&cur.Status, v1beta1.PhaseFailed, "HubInterrupted", msg, r.now()) })
 }
 
 // end sets the terminal phase, the Succeeded condition and the completion
 // time, and releases the lease.
-func end(s *v1beta1.MigrationStatus, phase v1beta1.MigrationPhase, reason, msg string) {
-	now := metav1.Now()
+func end(s *v1beta1.MigrationStatus, phase v1beta1.MigrationPhase, reason, msg string, now metav1.Time) {
 	s.Phase, s.Reason, s.Message, s.CompletionTime, s.Lease = phase, reason, msg, &now, nil
 	cond := metav1.ConditionFalse
 	if phase == v1beta1.PhaseCompleted {

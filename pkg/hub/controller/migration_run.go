@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/migration"
 )
 
@@ -41,6 +42,9 @@ func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := &progress{}
+	started := r.Clock.Now()
+	metrics.MigrationsInProgress.Inc()
+	defer metrics.MigrationsInProgress.Dec()
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -63,6 +67,7 @@ func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
 		return
 	}
 	log.Info("migration ended", "phase", phase, "reason", reason, "message", msg)
+	metrics.MigrationFinished(string(phase), r.Clock.Since(started).Seconds())
 	// Written even as the hub stops, within a short deadline.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer wcancel()
@@ -74,7 +79,7 @@ func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
 				st.ReportLocation = reportLocation(m)
 			}
 		}
-		end(st, phase, reason, msg)
+		end(st, phase, reason, msg, r.now())
 	})
 	if err != nil {
 		log.Error("recording the end of the migration", "error", err)

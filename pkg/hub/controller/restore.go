@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumehelpers"
@@ -55,10 +56,10 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		msg := fmt.Sprintf("%s stopped while the restore ran%s; cluster %s may hold part of it (objects labelled %s=%s)", who, ago, rs.Spec.Cluster, v1alpha1.LabelRestore, rs.Name)
 		return reconcile.Result{}, k.interrupted(ctx, &rs,
 			func(cur *v1beta1.Restore) bool { return runEnded(cur.Status.Phase) },
-			func(cur *v1beta1.Restore) { endRestore(&cur.Status, v1beta1.RunFailed, "HubInterrupted", msg) })
+			func(cur *v1beta1.Restore) { endRestore(&cur.Status, v1beta1.RunFailed, "HubInterrupted", msg, r.now()) })
 	}
 	err := k.claim(ctx, &rs, func(rs *v1beta1.Restore) {
-		now := metav1.Now()
+		now := r.now()
 		rs.Status.Phase, rs.Status.StartTimestamp = v1beta1.RunInProgress, &now
 	})
 	if err != nil {
@@ -70,8 +71,7 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 
 // endRestore sets the terminal phase, the Succeeded condition and the
 // completion time, and releases the lease.
-func endRestore(s *v1beta1.RestoreStatus, phase v1beta1.RunPhase, reason, msg string) {
-	now := metav1.Now()
+func endRestore(s *v1beta1.RestoreStatus, phase v1beta1.RunPhase, reason, msg string, now metav1.Time) {
 	s.Phase, s.CompletionTimestamp, s.Lease = phase, &now, nil
 	if phase != v1beta1.RunCompleted {
 		s.FailureReason = msg
@@ -89,6 +89,8 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1beta1.Restore) {
 		defer mu.Unlock()
 		cur.Status.Progress = progress
 	}
+	metrics.RestoresInProgress.Inc()
+	defer metrics.RestoresInProgress.Dec()
 	res, err := runLeased(ctx, r.leased(), key, apply, func(ctx context.Context) (*v1alpha1.Restore, error) {
 		return r.restore(ctx, rs, func(d, t int) {
 			mu.Lock()
@@ -99,6 +101,11 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1beta1.Restore) {
 	if errors.Is(err, errLeaseLost) || ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		r.Log.Warn("restore stopped before it ended", "restore", key.String(), "error", err)
 		return
+	}
+	if res != nil {
+		metrics.RestoreFinished(&res.Status)
+	} else {
+		metrics.RestoreFailed()
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
@@ -114,7 +121,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1beta1.Restore) {
 			phase, why = res.Status.Phase, res.Status.FailureReason
 		}
 		p, reason, msg := runOutcome(phase, why, err)
-		endRestore(&cur.Status, p, reason, msg)
+		endRestore(&cur.Status, p, reason, msg, r.now())
 	})
 	if err != nil {
 		r.Log.Error("recording the end of the restore", "restore", key.String(), "error", err)

@@ -46,7 +46,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		s.Status.Phase, s.Status.NextBackup = v1beta1.SchedulePaused, nil
 		return reconcile.Result{}, r.Client.Status().Patch(ctx, &s, client.MergeFrom(orig))
 	}
-	now := time.Now().UTC()
+	now := r.Clock.Now().UTC()
 	var last *time.Time
 	if s.Status.LastBackup != nil {
 		last = &s.Status.LastBackup.Time
@@ -64,7 +64,7 @@ func (r *ScheduleReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err := r.Client.Status().Patch(ctx, &s, client.MergeFrom(orig)); err != nil {
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{RequeueAfter: time.Until(next) + 10*time.Millisecond}, nil
+	return reconcile.Result{RequeueAfter: next.Sub(r.Clock.Now()) + 10*time.Millisecond}, nil
 }
 
 // createBackup creates <schedule>-<due> from the template; one that
