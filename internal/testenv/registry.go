@@ -115,7 +115,8 @@ func StartRegistry(ctx context.Context, t testing.TB, opts RegistryOptions) (*Re
 }
 
 func startRegistry(ctx context.Context, bin string, opts RegistryOptions) (_ *Registry, err error) {
-	tmp, err := os.MkdirTemp("", "ferry-testenv-registry-")
+	reapStaleRegistries()
+	tmp, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", registryDirPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("testenv: registry: %w", err)
 	}
