@@ -240,7 +240,7 @@ func (o *restoreCreateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if o.verify && !o.spec.DryRun && r.Status.Phase != v1alpha1.PhaseFailed {
+	if o.verify {
 		pr := newProgress(o.stderr, "verify "+o.name)
 		err := enginemigration.VerifyAndRecord(ctx, cluster, loc, opts, r, pr.update)
 		pr.stop()

@@ -327,8 +327,12 @@ func VerifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Locatio
 // writes the outcome into its status (ApplyVerification) and rewrites its
 // record in the location with it, so that the location says what the
 // front end says: restore create --verify and a server-mode Restore with
-// spec.verify. The error is the record's.
+// spec.verify. A failed restore, or a dry run, is not verified. The
+// error is the record's.
 func VerifyAndRecord(ctx context.Context, target *kube.Cluster, loc *store.Location, ropts restore.Options, rs *v1alpha1.Restore, onProgress func(done, total int)) error {
+	if rs.Status.Phase == v1alpha1.PhaseFailed || rs.Spec.DryRun {
+		return nil
+	}
 	b, _ := loc.GetBackup(ctx, rs.Spec.BackupName) // nil: the timings leave the backup out
 	ropts.PodVolumes = nil
 	v, err := VerifyRestore(ctx, target, loc, ropts, b, rs, onProgress)

@@ -1,12 +1,14 @@
 package migration
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/restore"
 )
 
 // TestApplyVerification: the one rule for what a verification does to a
@@ -47,6 +49,20 @@ func TestApplyVerification(t *testing.T) {
 			t.Errorf("%s: error %q, want it set: %v", tc.name, sum.Error, tc.err != nil)
 		case tc.v != nil && (sum.Objects != tc.v.Summary.Objects || sum.Unexpected != tc.v.Summary.Unexpected):
 			t.Errorf("%s: counts %+v, want the report's %+v", tc.name, sum, tc.v.Summary)
+		}
+	}
+}
+
+// TestVerifyAndRecordSkips: a failed restore and a dry run are not
+// verified, and nothing is read or written for them.
+func TestVerifyAndRecordSkips(t *testing.T) {
+	for _, rs := range []*v1alpha1.Restore{
+		{Status: v1alpha1.RestoreStatus{Phase: v1alpha1.PhaseFailed}},
+		{Spec: v1alpha1.RestoreSpec{DryRun: true}, Status: v1alpha1.RestoreStatus{Phase: v1alpha1.PhaseCompleted}},
+	} {
+		// No cluster and no location: anything but the skip would panic.
+		if err := VerifyAndRecord(context.Background(), nil, nil, restore.Options{}, rs, nil); err != nil || rs.Status.Verification != nil {
+			t.Errorf("%+v: %v, verification %+v; want skipped", rs.Status, err, rs.Status.Verification)
 		}
 	}
 }

@@ -149,7 +149,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		}
 		return r.fail(ctx, rs, why, err.Error())
 	}
-	if rs.Spec.Verify && !rs.Spec.DryRun && res.Status.Phase != v1alpha1.PhaseFailed {
+	if rs.Spec.Verify {
 		r.verify(ctx, rs, loc, opts, res)
 	}
 	return r.finish(ctx, rs, start, res)
@@ -158,13 +158,15 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 // verify runs the verification spec.verify asks for on the restored
 // res (pkg/migration.VerifyAndRecord, as restore create --verify runs
 // it), keeping the report in the location, and writes its outcome into
-// res's status and its record.
+// res's status and its record; a failed restore is not verified.
 func (r *RestoreReconciler) verify(ctx context.Context, rs *v1alpha1.Restore, loc *store.Location, opts restore.Options, res *v1alpha1.Restore) {
-	event(r.Events, rs, false, EventStarted, "Verify", "comparing the objects of backup %s with the cluster", rs.Spec.BackupName)
 	if err := migration.VerifyAndRecord(ctx, r.Cluster, loc, opts, res, nil); err != nil {
 		r.Log.Warn("restore verified", "restore", rs.Name, "error", err)
 	}
 	sum := res.Status.Verification
+	if sum == nil {
+		return
+	}
 	event(r.Events, rs, sum.Error != "" || sum.Unexpected > 0, "Verified", "Verify", "%d of %d object(s) match the backup, %d unexpected", sum.Matched, sum.Objects, sum.Unexpected)
 }
 
