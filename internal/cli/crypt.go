@@ -25,7 +25,7 @@ func (c *cryptFlags) registerRecipients(cmd *cobra.Command) {
 
 func (c *cryptFlags) registerIdentity(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&c.identity, "encryption-identity", "",
-		"age identity file (from age-keygen) to decrypt an encrypted backup")
+		"age identity file (from age-keygen) to decrypt an encrypted backup; alone, what is written is encrypted for its public key; with migrate --hub it is stored in the hub as a Credential")
 }
 
 // apply configures loc. A restore's own results are encrypted for the

@@ -38,6 +38,9 @@ func (o *migrateOptions) runHub(ctx context.Context) error {
 		removeIdentity()
 		return err // the hub's own words, field paths included
 	}
+	if ref := m.Spec.Encryption.IdentityRef; ref != nil {
+		fmt.Fprintf(o.stderr, "the encryption identity is stored in the hub as Credential %s/%s (encrypted at rest); delete it with the migration\n", o.hub.namespace, ref.Name)
+	}
 	if !o.hub.wait {
 		if o.output != "table" {
 			return printMigration(o.globals, m)
@@ -91,7 +94,6 @@ func (o *migrateOptions) storeIdentity(ctx context.Context, c crclient.Client) (
 		}
 		return nil, fmt.Errorf("--encryption-identity: storing it in the hub: %w", err)
 	}
-	fmt.Fprintf(o.stderr, "the encryption identity is stored in the hub as Credential %s/%s (encrypted at rest); delete it with the migration\n", o.hub.namespace, ref.Name)
 	return func() { _ = c.Delete(context.WithoutCancel(ctx), cred) }, nil
 }
 
