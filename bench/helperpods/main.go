@@ -566,11 +566,11 @@ func (b *bench) add(s sample) {
 // location under prefix and their restore into a fresh claim, and checks
 // the restore.
 func (b *bench) ferryRound(ctx context.Context, round int, prefix string) error {
-	env, err := volumes.HelperEnv(locURL(b.s3.NodeEndpoint, prefix), password, b.creds)
+	env, err := helperpod.HelperEnv(locURL(b.s3.NodeEndpoint, prefix), password, b.creds)
 	if err != nil {
 		return err
 	}
-	h := &volumes.Helpers{Client: b.k, Image: b.image, Env: env, NodePodsDir: filepath.Join(b.c.Node.RootDir, "pods"), Parallel: 1}
+	h := &helperpod.Helpers{Client: b.k, Image: b.image, Env: env, NodePodsDir: filepath.Join(b.c.Node.RootDir, "pods"), Parallel: 1}
 	vol := volumes.PodVolume{Namespace: namespace, Volume: claim, Type: "persistentVolumeClaim", ClaimName: claim, Identity: "pvc/" + namespace + "/" + claim}
 
 	var snapshotID string
@@ -614,7 +614,7 @@ func (b *bench) ferryRound(ctx context.Context, round int, prefix string) error 
 // helperOp times do, one Helpers call with one helper pod, in a helper run
 // of its own (as each ferry command has), while watching the pod. do
 // returns the pod, its node and the helper's Duration, or why it failed.
-func (b *bench) helperOp(ctx context.Context, h *volumes.Helpers, do func() (pod, node string, d *volumes.Duration, failure string)) (sample, error) {
+func (b *bench) helperOp(ctx context.Context, h *helperpod.Helpers, do func() (pod, node string, d *volumes.Duration, failure string)) (sample, error) {
 	h.Run = helperpod.NewRun(b.k, nil)
 	defer h.Run.Close(ctx)
 	w, err := b.watchHelpers(ctx)

@@ -268,7 +268,7 @@ func checkHubEncryption(t *testing.T, h *testHub, storage string) {
 	if err := h.client.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m3"}, m); err != nil {
 		t.Fatal(err)
 	}
-	checkField(t, "m3 spec.encryption", m.Spec.Encryption, hubv1beta1.MigrationEncryption{
+	checkField(t, "m3 spec.encryption", m.Spec.Encryption, hubv1beta1.Encryption{
 		Recipients: []string{id.Recipient().String()}, IdentityRef: &hubv1beta1.CredentialKeyReference{Name: "m3-encryption-identity", Key: "identity"}})
 	checkField(t, "m3 spec.storage.credentialRef", m.Spec.Storage.CredentialRef, &hubv1beta1.LocalObjectReference{Name: "s3-creds"})
 	cred := &hubv1beta1.Credential{}

@@ -15,9 +15,9 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	hubv1beta1 "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/kube"
-	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 func newHubClusterCmd(g *globals) *cobra.Command {
@@ -64,7 +64,7 @@ prints the Cluster, not the ClusterCredential.`,
 	fl := cmd.Flags()
 	fl.StringVar(&o.hub, "hub", "", hubFlagHelp+" (required)")
 	fl.StringVarP(&o.namespace, "namespace", "n", metav1.NamespaceDefault, "the hub namespace of the Cluster and its ClusterCredential")
-	fl.StringVar(&o.podsDir, "node-pods-dir", "", "the kubelet's pods directory on the cluster's nodes (spec.nodePodsDir; default "+volumes.DefaultNodePodsDir+"), which the helper pods that move volume data mount")
+	fl.StringVar(&o.podsDir, "node-pods-dir", "", "the kubelet's pods directory on the cluster's nodes (spec.nodePodsDir; default "+helperpod.DefaultNodePodsDir+"), which the helper pods that move volume data mount")
 	return cmd
 }
 

@@ -113,7 +113,7 @@ func (f *installFlags) objects() ([]client.Object, error) {
 		if len(o.Credentials) == 0 {
 			return nil, fmt.Errorf("--credentials-file %s: no KEY=VALUE lines", f.credentialsFile)
 		}
-		if err := install.CheckCredentials(f.locationURL, o.Credentials); err != nil {
+		if err := store.CheckURLCredentials(f.locationURL, o.Credentials); err != nil {
 			return nil, fmt.Errorf("--credentials-file %s for --location-url: %w", f.credentialsFile, err)
 		}
 	}

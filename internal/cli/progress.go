@@ -10,6 +10,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -184,9 +185,9 @@ type volumeBar struct {
 	done         bool
 }
 
-// volume shows the progress of one claim or volume (volumes.Helpers.OnVolume):
+// volume shows the progress of one claim or volume (helperpod.Helpers.OnVolume):
 // a line of its own, with its bytes and files, ended when done.
-func (dp *dataProgress) volume(key string, p volumes.HelperProgress, done bool) {
+func (dp *dataProgress) volume(key string, p helperpod.Progress, done bool) {
 	if dp.p == nil {
 		return
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/vbauerster/mpb/v8"
 
-	"github.com/kubeferry/ferry/pkg/volumes"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 )
 
 // TestVolumeLines: each claim a helper pod moves gets a line of its own
@@ -17,9 +17,9 @@ func TestVolumeLines(t *testing.T) {
 	p := mpb.New(mpb.WithOutput(&out), mpb.WithWidth(100), mpb.WithAutoRefresh())
 	pr := &progress{p: p, bar: p.AddBar(0)}
 	dp := pr.dataBar("volume data")
-	dp.volume("claim shop/web-data", volumes.HelperProgress{Bytes: 1 << 20, Files: 2}, false)
-	dp.volume("claim shop/db-0", volumes.HelperProgress{Bytes: 5 << 20, Files: 3}, true)
-	dp.volume("claim shop/web-data", volumes.HelperProgress{Bytes: 5 << 20, Files: 3}, true)
+	dp.volume("claim shop/web-data", helperpod.Progress{Bytes: 1 << 20, Files: 2}, false)
+	dp.volume("claim shop/db-0", helperpod.Progress{Bytes: 5 << 20, Files: 3}, true)
+	dp.volume("claim shop/web-data", helperpod.Progress{Bytes: 5 << 20, Files: 3}, true)
 	dp.stop()
 	pr.stop()
 	s := out.String()

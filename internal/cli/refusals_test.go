@@ -268,7 +268,7 @@ func TestValidateRestoreCreateModes(t *testing.T) {
 		{[]string{"restore", "create", "--from-backup", "b", "--server", "--dry-run"}, []string{"--dry-run is not supported in server mode: run the dry run in direct mode"}},
 		{[]string{"restore", "create", "--from-backup", "b", "--server", "--encryption-identity", f.identity}, []string{"--encryption-identity is not supported in server mode: the server cannot read a local key file"}},
 		{[]string{"restore", "create", "--from-backup", "b", "--server", "--volumes-by-node-agent"}, []string{"--volumes-by-node-agent is not supported in server mode"}},
-		{[]string{"restore", "create", "--from-backup", "b", "--server", "--write-sparse-files"}, []string{"--write-sparse-files is not supported in server mode: set it on the node agents"}},
+		{[]string{"restore", "create", "--from-backup", "b", "--server", "--write-sparse-files"}, []string{"--write-sparse-files is not supported in server mode: set it on the server (ferry server --write-sparse-files) and the node agents"}},
 		{[]string{"restore", "create", "--from-backup", "b", "--server", "--volume-timeout", "1m"}, []string{"--volume-timeout is not supported in server mode"}},
 	})
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/servermode"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -63,6 +64,9 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 	fl.StringVar(&o.passwordFile, "repository-password-file", "", "file holding the password of the locations' volume repositories (kopia; default $"+volumes.EnvPassword+"), for pod volume backups")
 	fl.DurationVar(&opts.PodVolumeTimeout, "pod-volume-timeout", servermode.DefaultPodVolumeTimeout, "how long a backup or restore waits for the node agents to finish its pod volumes, and a restore for a restored pod to be scheduled")
 	fl.StringVar(&opts.RestoreHelperImage, "restore-helper-image", defaultImage(), "ferry's image: runs the ferry-restore-wait init container of restored pods and the helper pods that move claims' data")
+	fl.StringVar(&opts.NodePodsDir, "node-pods-dir", helperpod.DefaultNodePodsDir, "the kubelet's pods directory on the nodes, which the server's helper pods mount to reach a claim that another pod holds")
+	fl.DurationVar(&opts.HelperUnschedulable, "helper-unschedulable-timeout", 30*time.Second, "how long the scheduler may find no node for a helper pod before its volume fails, naming the scheduler's reason")
+	fl.BoolVar(&opts.SparseFiles, "write-sparse-files", false, "the server's helper pods restore files sparsely: blocks of zeros become holes (the node agents have their own --write-sparse-files)")
 	fl.DurationVar(&opts.ValidationPeriod, "location-validation-period", time.Minute, "how often a BackupStorageLocation is validated when its spec.validationFrequency is not set")
 	return cmd
 }

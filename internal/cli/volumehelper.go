@@ -10,14 +10,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/helperpod"
-	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // volumeHelperOptions are what ferry's volume helper pods run, in
 // kubectl's shape: Complete reads the job from $FERRY_VOLUME_JOB, Run does
 // it and writes its outcome to the termination message.
 type volumeHelperOptions struct {
-	job volumes.HelperJob
+	job helperpod.Job
 	// terminationPath is where the outcome goes ($FERRY_TERMINATION_MESSAGE,
 	// default the pod's termination message path).
 	terminationPath string
@@ -40,8 +39,8 @@ func newVolumeHelperCmd() *cobra.Command {
 // Complete reads the job and where its outcome goes from the environment.
 func (o *volumeHelperOptions) Complete(cmd *cobra.Command, _ []string) error {
 	o.out = cmd.OutOrStdout()
-	if err := json.Unmarshal([]byte(os.Getenv(volumes.EnvHelperJob)), &o.job); err != nil {
-		return fmt.Errorf("$%s: %w", volumes.EnvHelperJob, err)
+	if err := json.Unmarshal([]byte(os.Getenv(helperpod.EnvJob)), &o.job); err != nil {
+		return fmt.Errorf("$%s: %w", helperpod.EnvJob, err)
 	}
 	o.terminationPath = helperpod.TerminationMessagePath
 	if p := os.Getenv("FERRY_TERMINATION_MESSAGE"); p != "" {
@@ -50,14 +49,14 @@ func (o *volumeHelperOptions) Complete(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
-// Validate has nothing to check: volumes.RunHelperJob reports a bad job
+// Validate has nothing to check: helperpod.RunJob reports a bad job
 // in its outcome.
 func (o *volumeHelperOptions) Validate() error { return nil }
 
 // Run does the job and writes its outcome (JSON) to the termination
 // message; a job that failed is a jobFailed error holding the outcome.
 func (o *volumeHelperOptions) Run(ctx context.Context) error {
-	out := volumes.RunHelperJob(ctx, o.job, o.out)
+	out := helperpod.RunJob(ctx, o.job, o.out)
 	b, err := json.Marshal(out)
 	if err != nil {
 		return err

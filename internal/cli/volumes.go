@@ -14,11 +14,11 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/retention"
 	"github.com/kubeferry/ferry/pkg/store"
-	"github.com/kubeferry/ferry/pkg/volumehelpers"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -36,7 +36,7 @@ type volumeFlags struct {
 	unschedulable time.Duration
 	// active are the helper pods of this command (helpers), whose
 	// claims get progress lines (showVolumes).
-	active []*volumes.Helpers
+	active []*helperpod.Helpers
 }
 
 // showVolumes gives each claim the helper pods move a line of dp.
@@ -53,7 +53,7 @@ func (f *volumeFlags) registerHelpers(cmd *cobra.Command) {
 	fl.StringVar(&f.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move volume data and by the ferry-restore-wait init container; the only image a target needs to pull. The default is not published yet: build and push one from a clone with 'make image IMAGE=REGISTRY/ferry:TAG' (IMAGE_INSECURE=1 for a registry without TLS), to a registry both clusters' nodes can pull from, and pass it here")
 	fl.StringVar(&f.helperImage, "restore-helper-image", defaultImage(), "")
 	_ = fl.MarkDeprecated("restore-helper-image", "use --helper-image")
-	fl.StringVar(&f.nodePodsDir, "node-pods-dir", volumes.DefaultNodePodsDir, "the kubelet's pods directory on the nodes, which helper pods mount to reach volumes that are not claims (an opted-in emptyDir)")
+	fl.StringVar(&f.nodePodsDir, "node-pods-dir", helperpod.DefaultNodePodsDir, "the kubelet's pods directory on the nodes, which helper pods mount to reach volumes that are not claims (an opted-in emptyDir)")
 	fl.DurationVar(&f.wait, "volume-timeout", 10*time.Minute, "how long each helper pod may take to start (scheduling, claim binding and mount, image pull), and how long to wait for each restored pod, before that volume fails; also how long a post-restore hook waits for its container when it sets no wait-timeout")
 	fl.DurationVar(&f.unschedulable, "helper-unschedulable-timeout", 30*time.Second, "how long the scheduler may find no node for a helper pod before its volume fails, naming the scheduler's reason")
 }
@@ -62,14 +62,14 @@ func (f *volumeFlags) registerHelpers(cmd *cobra.Command) {
 func defaultImage() string { return "ghcr.io/kubeferry/ferry:" + imageTag() }
 
 // settings are the helper pods' settings of these flags, with password.
-func (f *volumeFlags) settings(password string, log *slog.Logger) volumehelpers.Settings {
-	return volumehelpers.Settings{Image: f.helperImage, Password: password, NodePodsDir: f.nodePodsDir,
+func (f *volumeFlags) settings(password string, log *slog.Logger) helperpod.Settings {
+	return helperpod.Settings{Image: f.helperImage, Password: password, NodePodsDir: f.nodePodsDir,
 		StartTimeout: f.wait, Unschedulable: f.unschedulable, Sparse: f.sparse, Log: log}
 }
 
 // track keeps h (when set) among this command's helpers, whose claims get
 // progress lines (showVolumes).
-func (f *volumeFlags) track(h *volumes.Helpers) {
+func (f *volumeFlags) track(h *helperpod.Helpers) {
 	if h != nil {
 		f.active = append(f.active, h)
 	}
@@ -157,7 +157,7 @@ func (f *volumeFlags) backupOptions(ctx context.Context, loc *store.Location, cl
 	if f.hostPodsDir == "" && errors.Is(pwErr, volumes.ErrNoPassword) {
 		// No volume data was asked for by flag; a pod that asks for it by
 		// annotation gets that volume failed, with the reason.
-		return &backup.PodVolumeOptions{Backup: volumehelpers.Fail(pwErr)}, func() {}, nil
+		return &backup.PodVolumeOptions{Backup: helperpod.FailVolumes(pwErr)}, func() {}, nil
 	}
 	if pwErr != nil {
 		return nil, nil, pwErr
@@ -169,7 +169,7 @@ func (f *volumeFlags) backupOptions(ctx context.Context, loc *store.Location, cl
 		}
 		return &backup.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir}, func() { repo.Close(context.WithoutCancel(ctx)) }, nil
 	}
-	opts, h, closeAll, err := volumehelpers.Backup(ctx, loc, cluster, f.settings(pw, log))
+	opts, h, closeAll, err := helperpod.BackupOptions(ctx, loc, cluster, f.settings(pw, log))
 	f.track(h)
 	return opts, closeAll, err
 }
@@ -196,7 +196,7 @@ func (f *volumeFlags) restoreOptions(ctx context.Context, loc *store.Location, c
 		return &restore.PodVolumeOptions{Repository: repo, HostPodsDir: f.hostPodsDir, HelperImage: f.helperImage, Wait: f.wait},
 			func() { repo.Close(context.WithoutCancel(ctx)) }, nil
 	}
-	opts, h, closeAll, err := volumehelpers.Restore(ctx, loc, cluster, f.settings(pw, log))
+	opts, h, closeAll, err := helperpod.RestoreOptions(ctx, loc, cluster, f.settings(pw, log))
 	f.track(h)
 	return opts, closeAll, err
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
 	"github.com/kubeferry/ferry/pkg/filter"
-	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
@@ -176,7 +175,7 @@ func (o *Options) prepare() ([]images.Mapping, *filter.Namespaces, labels.Select
 	}
 	// ferry's own helper pods, their Secrets and Leases (of this run, or
 	// of a run that was killed) are never part of a backup.
-	notHelper, err := labels.NewRequirement(helperpod.LabelRun, labelselection.DoesNotExist, nil)
+	notHelper, err := labels.NewRequirement(v1alpha1.LabelHelperRun, labelselection.DoesNotExist, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -33,7 +33,7 @@ type PodVolumeOptions struct {
 	// Repository, if also set, gets kopia's maintenance afterwards.
 	Backup func(ctx context.Context, backup string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup
 	// UnmountedClaims also backs up the claims of pods that have finished
-	// (a Job's): Backup mounts each claim itself (volumes.Helpers).
+	// (a Job's): Backup mounts each claim itself (helperpod.Helpers).
 	UnmountedClaims bool
 }
 

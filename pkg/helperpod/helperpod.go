@@ -1,14 +1,21 @@
 // Package helperpod owns ferry's helper pods: short-lived pods, running
 // ferry's own image, that a backup or restore starts in a cluster to do
 // work that needs a node (reading or writing a claim's data) when nothing
-// of ferry is installed there. A helper pod gets its credentials from a
-// Secret of its own, reports its outcome in its termination message and
-// its progress as JSON lines on stdout, and is removed when its work ends.
+// of ferry is installed there. All of their code is here:
+//   - running one pod (Run.Pod, Spec): its Secret, its outcome in the
+//     termination message, its progress as JSON lines on stdout, its
+//     removal when its work ends, and the run's clean-up (Sweep);
+//   - the volume helpers (Helpers): a pod per claim or volume that backs it
+//     up or restores it, built by one factory (New, from Settings) for the
+//     CLI, server mode and the hub, with the pod volume options of a backup
+//     or restore through them (BackupOptions, RestoreOptions);
+//   - the job such a pod runs inside it (Job, RunJob, `ferry volume-helper`).
 //
 // Every object a run creates carries the labels LabelManagedBy and LabelRun
 // and a Lease (LeaseName) that the run renews while it lives. A run that is
 // killed stops renewing it: the next run (Sweep) deletes the helper pods
-// and Secrets of every run whose lease has expired.
+// and Secrets of every run whose lease has expired. The kopia repository
+// the jobs read and write is pkg/volumes'.
 package helperpod
 
 import (
@@ -25,6 +32,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 // Labels and annotations of the objects a run creates.
@@ -32,7 +41,7 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	ManagedBy      = "ferry"
 	// LabelRun names the run (Run.ID) that created the object.
-	LabelRun = "ferry.dev/helper-run"
+	LabelRun = v1alpha1.LabelHelperRun
 	// LabelPurpose says what the helper pod does ("volume-backup", ...).
 	LabelPurpose = "ferry.dev/helper"
 	// AnnotationTarget names what the helper pod works on (a claim).

@@ -36,11 +36,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"regexp"
-	"slices"
-	"sort"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -167,33 +164,6 @@ func ReadCredentials(path string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, sc.Err()
-}
-
-// CheckCredentials checks that creds are credentials of the location at
-// locationURL: each key is one of store.CredentialKeys of its scheme.
-// Errors name the key and the scheme, and the keys the scheme takes.
-func CheckCredentials(locationURL string, creds map[string]string) error {
-	u, err := url.Parse(locationURL)
-	if err != nil || u.Scheme == "" {
-		return fmt.Errorf("location URL %q: not a URL", store.Redact(locationURL))
-	}
-	want := store.CredentialKeys(u.Scheme)
-	if len(want) == 0 && len(creds) > 0 {
-		return fmt.Errorf("a %s:// location takes no credentials", u.Scheme)
-	}
-	keys := make([]string, 0, len(creds))
-	for k := range creds {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if !slices.Contains(want, k) {
-			return fmt.Errorf("credential key %s is not used by %s:// locations (they take %s)", k, u.Scheme, strings.Join(want, ", "))
-		}
-	}
-	// Half pairs and both Azure forms at once, which the server's store
-	// would refuse when it opens the location.
-	return store.CheckCredentials(u.Scheme, creds)
 }
 
 // Render returns the objects in apply order: CRDs, Namespace, identities

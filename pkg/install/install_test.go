@@ -108,11 +108,11 @@ func TestReadCredentialsSchemes(t *testing.T) {
 	if err != nil || len(m) != 1 || m[store.EnvGoogleCredentialsJSON] != saJSON {
 		t.Errorf("ReadCredentials(service-account JSON) = %v, %v", m, err)
 	}
-	if err := CheckCredentials("gs://bucket", m); err != nil {
-		t.Errorf("CheckCredentials(gs, service-account JSON) = %v", err)
+	if err := store.CheckURLCredentials("gs://bucket", m); err != nil {
+		t.Errorf("store.CheckURLCredentials(gs, service-account JSON) = %v", err)
 	}
-	if err := CheckCredentials("s3://bucket", m); err == nil || !strings.Contains(err.Error(), "credential key "+store.EnvGoogleCredentialsJSON+" is not used by s3:// locations") {
-		t.Errorf("CheckCredentials(s3, service-account JSON) = %v", err)
+	if err := store.CheckURLCredentials("s3://bucket", m); err == nil || !strings.Contains(err.Error(), "credential key "+store.EnvGoogleCredentialsJSON+" is not used by s3:// locations") {
+		t.Errorf("store.CheckURLCredentials(s3, service-account JSON) = %v", err)
 	}
 	user := filepath.Join(dir, "adc.json")
 	os.WriteFile(user, []byte(`{"type": "authorized_user"}`), 0o600)
@@ -131,8 +131,8 @@ func TestReadCredentialsSchemes(t *testing.T) {
 	if err != nil || m[store.EnvAzureStorageConnectionString] != conn {
 		t.Errorf("ReadCredentials(connection string) = %v, %v", m, err)
 	}
-	if err := CheckCredentials("azblob://c?protocol=http", m); err != nil {
-		t.Errorf("CheckCredentials(azblob, connection string) = %v", err)
+	if err := store.CheckURLCredentials("azblob://c?protocol=http", m); err != nil {
+		t.Errorf("store.CheckURLCredentials(azblob, connection string) = %v", err)
 	}
 	for _, c := range []struct {
 		url   string
@@ -149,8 +149,8 @@ func TestReadCredentialsSchemes(t *testing.T) {
 		{"s3://b", map[string]string{store.EnvAWSAccessKeyID: "a"}, "go together"},
 		{"no-scheme", map[string]string{"K": "v"}, `location URL "no-scheme": not a URL`},
 	} {
-		if err := CheckCredentials(c.url, c.creds); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("CheckCredentials(%s, %v) = %v, want %q", c.url, c.creds, err, c.want)
+		if err := store.CheckURLCredentials(c.url, c.creds); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("store.CheckURLCredentials(%s, %v) = %v, want %q", c.url, c.creds, err, c.want)
 		}
 	}
 }

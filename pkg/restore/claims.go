@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
-	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/transform"
@@ -267,7 +266,7 @@ func mountedClaims(it *Item) []string {
 // claimUser returns a pod (not one of ferry's helpers) in ns that mounts
 // claim, or "".
 func claimUser(ctx context.Context, client kubernetes.Interface, ns, claim string) (string, error) {
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "!" + helperpod.LabelRun})
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "!" + v1alpha1.LabelHelperRun})
 	if err != nil {
 		return "", fmt.Errorf("listing the pods that may mount it: %w", err)
 	}

@@ -43,7 +43,7 @@ type PodVolumeOptions struct {
 	// cluster (pod UIDs, bound volumes), and returns one outcome per target.
 	Restore func(ctx context.Context, restoreUID string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore
 	// Claims, if set, writes the data of claims before any workload that
-	// mounts them is created (volumes.Helpers.RestoreClaims): the claims
+	// mounts them is created (helperpod.Helpers.RestoreClaims): the claims
 	// of the backup are restored right after the claim objects, and the
 	// restored pods do not wait for them. Only volumes that are not
 	// claims (an opted-in emptyDir) then go through Restore or

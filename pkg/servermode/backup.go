@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/install"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/metrics"
@@ -53,6 +54,9 @@ type BackupReconciler struct {
 	HelperImage        string
 	PodVolumeTimeout   time.Duration
 	AgentGrace         time.Duration
+	// Helpers are the settings of the helper pods that back up claims no
+	// node agent can read.
+	Helpers helperpod.Settings
 	// Events, if set, records Started and how each Backup ended.
 	Events events.EventRecorder
 }
@@ -389,7 +393,7 @@ func (r *BackupReconciler) backupByNodeAndHelpers(ctx context.Context, pv *podVo
 		got = pv.backup(ctx, name, byAgent, onProgress)
 	}
 	if len(byHelper) > 0 {
-		h, err := helpers(ctx, r.APIReader, r.Cluster, bsl, r.HelperImage, r.RepositoryPassword, r.PodVolumeTimeout, r.Log)
+		h, err := helpers(ctx, r.APIReader, r.Cluster, bsl, r.Helpers, r.Log)
 		if err != nil {
 			for _, v := range byHelper {
 				got = append(got, volumes.PodVolumeBackup{PodVolume: v, Error: fmt.Sprintf("claim %s/%s (volume %s): no helper pod can mount it: %v", v.Namespace, v.ClaimName, v.Key(), err)})

@@ -5,27 +5,26 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/install"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
-	"github.com/kubeferry/ferry/pkg/volumehelpers"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
-// helpers returns the helper pods (pkg/volumes.Helpers) of a backup or
-// restore through bsl in cluster: they run image, with the location's URL,
-// credentials and the repository password in their Secret. close removes
-// whatever they left.
-func helpers(ctx context.Context, secrets client.Reader, cluster *kube.Cluster, bsl *v1alpha1.BackupStorageLocation, image, password string, timeout time.Duration, log *slog.Logger) (*volumes.Helpers, error) {
-	if password == "" {
+// helpers returns the helper pods (pkg/helperpod.Helpers) of a backup or
+// restore through bsl in cluster, with settings s: they run s.Image, with
+// the location's URL, credentials and the repository password in their
+// Secret. close removes whatever they left.
+func helpers(ctx context.Context, secrets client.Reader, cluster *kube.Cluster, bsl *v1alpha1.BackupStorageLocation, s helperpod.Settings, log *slog.Logger) (*helperpod.Helpers, error) {
+	if s.Password == "" {
 		return nil, fmt.Errorf("the ferry server has no volume repository password ($%s, from key %q of Secret %s, which the Helm-less install creates)", volumes.EnvPassword, install.RepositorySecretKey, install.RepositorySecretName)
 	}
-	if image == "" {
+	if s.Image == "" {
 		return nil, errors.New("the ferry server has no helper image (servermode.Options.RestoreHelperImage)")
 	}
 	creds, err := storagelocation.Credentials(ctx, secrets, bsl)
@@ -35,7 +34,8 @@ func helpers(ctx context.Context, secrets client.Reader, cluster *kube.Cluster, 
 	if creds == nil {
 		creds = map[string]string{} // the server's workload identity, not its environment's keys
 	}
-	return volumehelpers.New(ctx, bsl.Spec.URL, cluster, volumehelpers.Settings{Image: image, Password: password, StartTimeout: timeout, Credentials: creds, Log: log})
+	s.Credentials, s.Log = creds, log
+	return helperpod.New(ctx, bsl.Spec.URL, cluster, s)
 }
 
 // locationOf is the name of the location a Backup belongs to: its label

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/migration"
@@ -47,6 +48,8 @@ type RestoreReconciler struct {
 	// open the volume repository; without it, claims get no data (each
 	// is an error of the restore).
 	RepositoryPassword string
+	// Helpers are the settings of the helper pods that fill claims.
+	Helpers helperpod.Settings
 	// Events, if set, records Started and how each Restore ended.
 	Events events.EventRecorder
 }
@@ -203,7 +206,7 @@ func (r *RestoreReconciler) podVolumes(ctx context.Context, rs *v1alpha1.Restore
 		Restore: func(ctx context.Context, uid string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore {
 			return pv.restore(ctx, rs.Name, uid, targets, wait, onProgress)
 		}}
-	h, herr := helpers(ctx, r.APIReader, r.Cluster, bsl, r.HelperImage, r.RepositoryPassword, r.PodVolumeTimeout, r.Log)
+	h, herr := helpers(ctx, r.APIReader, r.Cluster, bsl, r.Helpers, r.Log)
 	cleanup = func() {}
 	if herr == nil {
 		cleanup = func() { h.Run.Close(ctx) }

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/nodeagent"
@@ -90,6 +91,21 @@ type Options struct {
 	// init container of restored pods that wait for their volume data, and
 	// the helper pods (default restore.DefaultRestoreHelperImage).
 	RestoreHelperImage string
+	// NodePodsDir, HelperUnschedulable and SparseFiles are the helper
+	// pods' settings (helperpod.Settings): the kubelet's pods directory on
+	// the nodes, how long the scheduler may find no node for a helper, and
+	// whether the claims they fill are written sparsely.
+	NodePodsDir         string
+	HelperUnschedulable time.Duration
+	SparseFiles         bool
+}
+
+// helperSettings are the settings of the server's helper pods, the same
+// as the CLI's and the hub's (helperpod.New); the location's credentials
+// and the log are added per run.
+func (o *Options) helperSettings() helperpod.Settings {
+	return helperpod.Settings{Image: o.RestoreHelperImage, Password: o.RepositoryPassword, StartTimeout: o.PodVolumeTimeout,
+		NodePodsDir: o.NodePodsDir, Unschedulable: o.HelperUnschedulable, Sparse: o.SparseFiles}
 }
 
 func (o *Options) defaults() error {
@@ -183,9 +199,9 @@ func NewManager(ctx context.Context, opts Options) (manager.Manager, error) {
 	gen := predicate.GenerationChangedPredicate{}
 	regs := []reg{
 		{"backup", &v1alpha1.Backup{}, &BackupReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "backup"),
-			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, Events: rec}, nil},
+			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, Helpers: opts.helperSettings(), Events: rec}, nil},
 		{"restore", &v1alpha1.Restore{}, &RestoreReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "restore"),
-			PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, RepositoryPassword: opts.RepositoryPassword, Events: rec}, nil},
+			PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, RepositoryPassword: opts.RepositoryPassword, Helpers: opts.helperSettings(), Events: rec}, nil},
 		{"schedule", &v1alpha1.Schedule{}, &ScheduleReconciler{Client: c, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "schedule")}, []predicate.Predicate{gen}},
 		{"backup-gc", &v1alpha1.Backup{}, &GCReconciler{Client: c, APIReader: reader, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "gc"), RepositoryPassword: opts.RepositoryPassword, Events: rec}, nil},
 		{"backupstoragelocation", &v1alpha1.BackupStorageLocation{}, &LocationReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.ValidationPeriod, Log: log.With("controller", "location"), Events: rec}, []predicate.Predicate{gen}},

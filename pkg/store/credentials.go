@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
@@ -81,10 +82,38 @@ func WithCredentials(env map[string]string) OpenOption {
 	}
 }
 
+// CheckURLCredentials checks that creds are credentials of the location at
+// locationURL: each key is one of CredentialKeys of its scheme, and
+// CheckCredentials holds. For `ferry install` and the hub, before a
+// credential the store would refuse is rendered or used.
+// Errors name the key and the scheme, and the keys the scheme takes.
+func CheckURLCredentials(locationURL string, creds map[string]string) error {
+	u, err := url.Parse(locationURL)
+	if err != nil || u.Scheme == "" {
+		return fmt.Errorf("location URL %q: not a URL", Redact(locationURL))
+	}
+	want := CredentialKeys(u.Scheme)
+	if len(want) == 0 && len(creds) > 0 {
+		return fmt.Errorf("a %s:// location takes no credentials", u.Scheme)
+	}
+	keys := make([]string, 0, len(creds))
+	for k := range creds {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !slices.Contains(want, k) {
+			return fmt.Errorf("credential key %s is not used by %s:// locations (they take %s)", k, u.Scheme, strings.Join(want, ", "))
+		}
+	}
+	// Half pairs and both Azure forms at once, which the server's store
+	// would refuse when it opens the location.
+	return CheckCredentials(u.Scheme, creds)
+}
+
 // CheckCredentials checks creds for a location of scheme as Open does
 // (WithCredentials): the keys the scheme takes, pairs complete, one
-// Azure form. For `ferry install`, before it renders a credential Secret
-// the server would refuse.
+// Azure form.
 func CheckCredentials(scheme string, creds map[string]string) error {
 	o := openOptions{credentials: creds}
 	return o.check(scheme)

@@ -19,7 +19,7 @@ type PodVolumeBackup struct {
 	// Path is the folder the data was read from on the node.
 	Path string `json:"path,omitempty"`
 	// HelperPod and HelperNode are the helper pod that did the work, and
-	// its node (Helpers).
+	// its node (pkg/helperpod).
 	HelperPod  string `json:"helperPod,omitempty"`
 	HelperNode string `json:"helperNode,omitempty"`
 	*SnapshotResult
@@ -182,7 +182,7 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 				continue
 			}
 			out[i] = PodVolumeRestore{RestoreTarget: t}
-			dir, err := waitHostPath(ctx, podsDir, t.PodVolume, wait)
+			dir, err := WaitHostPath(ctx, podsDir, t.PodVolume, wait)
 			if err != nil {
 				out[i].Error = err.Error()
 				continue
@@ -227,7 +227,7 @@ func (r *Repository) RestorePodVolumes(ctx context.Context, podsDir, restoreUID 
 // up to wait). The caller must know the claim's data was restored.
 func MarkClaimRestored(ctx context.Context, podsDir, restoreUID string, t RestoreTarget, wait time.Duration) PodVolumeRestore {
 	out := PodVolumeRestore{RestoreTarget: t}
-	dir, err := waitHostPath(ctx, podsDir, t.PodVolume, wait)
+	dir, err := WaitHostPath(ctx, podsDir, t.PodVolume, wait)
 	if err != nil {
 		out.Error = err.Error()
 		return out
@@ -247,8 +247,8 @@ func MarkClaimRestored(ctx context.Context, podsDir, restoreUID string, t Restor
 	return out
 }
 
-// waitHostPath polls HostPath until it finds the folder or wait passes.
-func waitHostPath(ctx context.Context, podsDir string, v PodVolume, wait time.Duration) (string, error) {
+// WaitHostPath polls HostPath until it finds the folder or wait passes.
+func WaitHostPath(ctx context.Context, podsDir string, v PodVolume, wait time.Duration) (string, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		dir, err := HostPath(podsDir, v.PodUID, v)
@@ -265,3 +265,18 @@ func waitHostPath(ctx context.Context, podsDir string, v PodVolume, wait time.Du
 		}
 	}
 }
+
+// ClaimRestore is the data of one claim to write before anything mounts it.
+type ClaimRestore struct {
+	// Namespace and Claim are the claim in the target.
+	Namespace, Claim string
+	SnapshotID       string
+	// Source is the volume the data was backed up from.
+	Source PodVolume
+	// Keep leaves a claim that does not hold the snapshot alone
+	// (ErrKeptExisting) instead of writing the snapshot into it.
+	Keep bool
+}
+
+// Key names the claim in errors.
+func (c ClaimRestore) Key() string { return "claim " + c.Namespace + "/" + c.Claim }

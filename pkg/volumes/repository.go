@@ -5,9 +5,10 @@
 // uploader (snapshot/upload) and restored by its restorer
 // (snapshot/restore). Around the repository: which volumes of which pods
 // a backup takes (Select), where their data is in a node's kubelet pods
-// directory (HostPath), the volume records of a backup, and the jobs that
-// ferry's helper pods run to read or write a claim (Helpers, HelperJob).
-// Who runs that work on a node is elsewhere: pkg/nodeagent, pkg/helperpod.
+// directory (HostPath) and the volume records of a backup. Who runs that
+// work on a node is elsewhere: ferry's helper pods (pkg/helperpod, which
+// builds every pod that reads or writes a claim) or the node agent
+// (pkg/nodeagent).
 package volumes
 
 import (

@@ -3,18 +3,23 @@ package e2e
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"filippo.io/age"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -186,5 +191,99 @@ func (k *hubBackupKinds) checkScheduled(t *testing.T) {
 	s = waitFor(t, k.c, s, 30*time.Second, func(s *v1beta1.Schedule) bool { return s.Status.Phase == v1beta1.SchedulePaused })
 	if s.Status.NextBackup != nil {
 		t.Errorf("paused Schedule's nextBackup: %v", s.Status.NextBackup)
+	}
+}
+
+// checkHubLocationAccess: the hub's own BackupStorageLocation takes what a
+// Migration takes (issue 29: everything one front end has, the others
+// get). A location on an S3 server whose keys are only in a Credential
+// (spec.credentialRef) and with encryption (spec.encryption) is
+// Available, while the same bucket with a Credential of wrong keys is
+// not; a hub Backup to it is sealed in the bucket; a hub Restore of it
+// with spec.verify reads it back with the location's identity, matches
+// the source object by object, and counts the verification in its status,
+// the report kept in the location.
+func checkHubLocationAccess(t *testing.T, c crclient.WithWatch, e *env, namespace string, objs []applied) {
+	ctx := context.Background()
+	s3, err := testenv.StartS3(ctx, t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const bucket = "hub-sealed"
+	if err := s3.CreateBucket(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []crclient.Object{
+		&v1beta1.Credential{ObjectMeta: hubMeta("sealed-s3"), Data: map[string][]byte{store.EnvAWSAccessKeyID: []byte(s3.AccessKey), store.EnvAWSSecretAccessKey: []byte(s3.SecretKey)}},
+		&v1beta1.Credential{ObjectMeta: hubMeta("wrong-s3"), Data: map[string][]byte{store.EnvAWSAccessKeyID: []byte(s3.AccessKey), store.EnvAWSSecretAccessKey: []byte("not-the-secret")}},
+		&v1beta1.Credential{ObjectMeta: hubMeta("sealed-age"), Data: map[string][]byte{"key.txt": []byte(id.String() + "\n")}},
+		&v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("sealed"), Spec: v1beta1.BackupStorageLocationSpec{URL: s3.URL(bucket),
+			CredentialRef: &v1beta1.LocalObjectReference{Name: "sealed-s3"}, ValidationFrequency: &metav1.Duration{Duration: 2 * time.Second},
+			Encryption: v1beta1.Encryption{Recipients: []string{id.Recipient().String()}, IdentityRef: &v1beta1.CredentialKeyReference{Name: "sealed-age", Key: "key.txt"}}}},
+		&v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("wrong-keys"), Spec: v1beta1.BackupStorageLocationSpec{URL: s3.URL(bucket),
+			CredentialRef: &v1beta1.LocalObjectReference{Name: "wrong-s3"}}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("create %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	loc := waitFor(t, c, &v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("sealed")}, time.Minute, func(l *v1beta1.BackupStorageLocation) bool { return l.Status.Phase != "" })
+	wrong := waitFor(t, c, &v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("wrong-keys")}, time.Minute, func(l *v1beta1.BackupStorageLocation) bool { return l.Status.Phase != "" })
+	if loc.Status.Phase != v1beta1.LocationAvailable || wrong.Status.Phase != v1beta1.LocationUnavailable || !strings.Contains(wrong.Status.Message, "access denied") {
+		t.Fatalf("locations: sealed %s %q; wrong-keys %s %q; want Available, and Unavailable for access denied", loc.Status.Phase, loc.Status.Message, wrong.Status.Phase, wrong.Status.Message)
+	}
+
+	b := &v1beta1.Backup{ObjectMeta: hubMeta("sealed"), Spec: v1beta1.BackupSpec{Cluster: "src", StorageLocationName: "sealed", IncludedNamespaces: []string{namespace}}}
+	if err := c.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b = waitFor(t, c, b, 2*time.Minute, func(b *v1beta1.Backup) bool { return ended(b.Status.Phase) })
+	if b.Status.Phase != v1beta1.RunCompleted {
+		t.Fatalf("Backup sealed: %+v", b.Status)
+	}
+	sealed := checkSealed(t, filepath.Join(s3.Dir, bucket, "backups", "sealed"), nil, "ferry-backup.json", "ferry-backup-started.json")
+	if !sealed["sealed.tar.gz"] {
+		t.Errorf("Backup sealed: the archive is not encrypted in the bucket (sealed: %v)", sealed)
+	}
+
+	target := namespace + "-sealed"
+	rs := &v1beta1.Restore{ObjectMeta: hubMeta("sealed"), Spec: v1beta1.RestoreSpec{Cluster: "dst", BackupName: "sealed",
+		NamespaceMapping: map[string]string{namespace: target}, Verify: true}}
+	if err := c.Create(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	rs = waitFor(t, c, rs, 3*time.Minute, func(r *v1beta1.Restore) bool { return ended(r.Status.Phase) })
+	v := rs.Status.Verification
+	if rs.Status.Phase != v1beta1.RunCompleted || v == nil || v.Objects < int64(len(objs)) || v.Unexpected != 0 || v.Error != "" || len(v.Report) != 2 {
+		t.Fatalf("Restore sealed with spec.verify: phase %s, verification %+v (want Completed, at least %d objects compared, nothing unexpected, the report's keys); status %+v",
+			rs.Status.Phase, v, len(objs), rs.Status)
+	}
+	keyFile := filepath.Join(t.TempDir(), "key.txt")
+	if err := os.WriteFile(keyFile, []byte(id.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sealedEnv := *e
+	sealedEnv.storage, sealedEnv.storageEnv, sealedEnv.storageArgs = s3.URL(bucket), s3.Env(), []string{"--encryption-identity", keyFile}
+	checkTarget(t, &sealedEnv, "sealed", objs, map[string]string{namespace: target})
+	// The report is in the bucket, sealed: the location's identity opens it.
+	sl, err := store.Open(ctx, s3.URL(bucket), store.WithCredentials(map[string]string{store.EnvAWSAccessKeyID: s3.AccessKey, store.EnvAWSSecretAccessKey: s3.SecretKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sl.Close()
+	if _, err := migration.OpenReport(ctx, sl, "sealed", false); !errors.Is(err, store.ErrEncrypted) {
+		t.Errorf("the restore's report without the identity: %v, want %v: it is not sealed", err, store.ErrEncrypted)
+	}
+	enc, err := store.NewEncryption(nil, []age.Identity{id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl.SetEncryption(enc)
+	if raw, err := migration.OpenReport(ctx, sl, "sealed", false); err != nil || !strings.Contains(string(raw), `"summary"`) {
+		t.Errorf("the restore's report in the bucket, with the identity: %v (%d bytes)", err, len(raw))
 	}
 }

@@ -248,6 +248,9 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 		t.Run("restore flags", func(t *testing.T) {
 			checkHubRestoreFlags(t, c, cfg, e, sets[1].namespace, len(objsIn(objs, sets[1].namespace)))
 		})
+		t.Run("location credentials, encryption and verify", func(t *testing.T) {
+			checkHubLocationAccess(t, c, e, sets[1].namespace, objsIn(objs, sets[1].namespace))
+		})
 		t.Run("metrics", func(t *testing.T) { checkHubMetrics(t, cfg) })
 	}
 }
@@ -375,7 +378,7 @@ func checkHubRestoreFlags(t *testing.T, c crclient.WithWatch, cfg *rest.Config, 
 	if err := c.Create(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	m.Spec.Encryption = v1beta1.MigrationEncryption{Recipients: []string{id.Recipient().String()}, IdentityRef: &v1beta1.CredentialKeyReference{Name: "age-key", Key: "key.txt"}}
+	m.Spec.Encryption = v1beta1.Encryption{Recipients: []string{id.Recipient().String()}, IdentityRef: &v1beta1.CredentialKeyReference{Name: "age-key", Key: "key.txt"}}
 	_, got := watchPhases(t, c, m, 3*time.Minute, nil)
 	if got.Status.Phase != v1beta1.PhaseCompleted {
 		t.Fatalf("Migration with modifiers, cloud profiles and encryption: %+v", got.Status)
@@ -425,10 +428,10 @@ func checkHubCredentialRefusals(t *testing.T, c crclient.WithWatch, e *env, name
 		edit                  func(*v1beta1.Migration)
 	}{
 		{"wrong-identity", "InvalidSpec", "spec.encryption.identityRef: none of the age identities matches", func(m *v1beta1.Migration) {
-			m.Spec.Encryption = v1beta1.MigrationEncryption{Recipients: []string{other.Recipient().String()}, IdentityRef: &v1beta1.CredentialKeyReference{Name: "age-key", Key: "key.txt"}}
+			m.Spec.Encryption = v1beta1.Encryption{Recipients: []string{other.Recipient().String()}, IdentityRef: &v1beta1.CredentialKeyReference{Name: "age-key", Key: "key.txt"}}
 		}},
 		{"missing-key", "InvalidCredential", `spec.encryption.identityRef: Credential "age-key" has no key "nope"`, func(m *v1beta1.Migration) {
-			m.Spec.Encryption = v1beta1.MigrationEncryption{IdentityRef: &v1beta1.CredentialKeyReference{Name: "age-key", Key: "nope"}}
+			m.Spec.Encryption = v1beta1.Encryption{IdentityRef: &v1beta1.CredentialKeyReference{Name: "age-key", Key: "nope"}}
 		}},
 		{"no-storage-credential", "CredentialNotFound", `spec.storage.credentialRef: Credential "absent" not found`, func(m *v1beta1.Migration) {
 			m.Spec.Storage.CredentialRef = &v1beta1.LocalObjectReference{Name: "absent"}

@@ -82,6 +82,9 @@ type env struct {
 	src, dst   *testenv.Cluster
 	kubeconfig string
 	storage    string
+	// storageEnv and storageArgs are what ferry needs besides --storage
+	// to read the location (its credentials, --encryption-identity).
+	storageEnv, storageArgs []string
 }
 
 func newEnv(t *testing.T) *env {
@@ -102,7 +105,7 @@ func newEnv(t *testing.T) *env {
 // run runs ferry with this env's kubeconfig and storage.
 func (e *env) run(t *testing.T, args ...string) result {
 	t.Helper()
-	return ferry(t, nil, append(args, "--kubeconfig", e.kubeconfig, "--storage", e.storage)...)
+	return ferry(t, e.storageEnv, append(append(args, "--kubeconfig", e.kubeconfig, "--storage", e.storage), e.storageArgs...)...)
 }
 
 func (e *env) backup(t *testing.T, name string, args ...string) *v1alpha1.Backup {

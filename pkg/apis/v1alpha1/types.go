@@ -57,6 +57,11 @@ const (
 	LabelRestore = "ferry.dev/restore"
 )
 
+// LabelHelperRun is on every object of a run of ferry's helper pods
+// (pkg/helperpod): its value names the run. A backup leaves such objects
+// out, and a restore does not wait for them.
+const LabelHelperRun = "ferry.dev/helper-run"
+
 // Backup is one backup: its spec (what was asked) and status (what happened).
 // In server mode it is a namespaced custom resource in the server's
 // namespace; a new one (phase "" or New) is taken once by `ferry server`.

@@ -15,11 +15,11 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/storesync"
-	"github.com/kubeferry/ferry/pkg/volumehelpers"
 )
 
 // BackupReconciler runs each new hub Backup once, against its member
@@ -228,9 +228,9 @@ func (r *BackupReconciler) backup(ctx context.Context, b *v1beta1.Backup, onProg
 	if err != nil {
 		return nil, err
 	}
-	loc, err := store.Open(ctx, bsl.Spec.URL)
+	loc, creds, err := locationAccess(bsl, true).open(ctx, r.Reader, "LocationUnavailable")
 	if err != nil {
-		return nil, fail("LocationUnavailable", "BackupStorageLocation %q (%s): %w", bsl.Name, store.Redact(bsl.Spec.URL), err)
+		return nil, err
 	}
 	defer loc.Close()
 	err = r.leased().update(ctx, client.ObjectKeyFromObject(b), func(cur *v1beta1.Backup) { cur.Status.StorageLocation = bsl.Spec.URL })
@@ -242,11 +242,11 @@ func (r *BackupReconciler) backup(ctx context.Context, b *v1beta1.Backup, onProg
 		if b.Spec.DefaultVolumesToFsBackup {
 			return nil, fail("NoRepositoryPassword", "spec.defaultVolumesToFsBackup: %w", errNoPassword)
 		}
-		opts.PodVolumes = &backup.PodVolumeOptions{Backup: volumehelpers.Fail(errNoPassword)}
+		opts.PodVolumes = &backup.PodVolumeOptions{Backup: helperpod.FailVolumes(errNoPassword)}
 	} else {
 		s := r.Volumes
-		s.Log, s.NodePodsDir = r.Log, c.Spec.NodePodsDir
-		pv, _, closeVolumes, err := volumehelpers.Backup(ctx, loc, cl, s)
+		s.Log, s.NodePodsDir, s.Credentials = r.Log, c.Spec.NodePodsDir, creds
+		pv, _, closeVolumes, err := helperpod.BackupOptions(ctx, loc, cl, s)
 		if err != nil {
 			return nil, fail("VolumeRepositoryUnavailable", "BackupStorageLocation %q: the volume repository: %w", bsl.Name, err)
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/retention"
-	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/storesync"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -30,8 +29,8 @@ func (r *BackupReconciler) expire(ctx context.Context, b *v1beta1.Backup) (recon
 	if due, wait := retention.Due(exp.Time, r.Clock.Now(), 0); !due {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	if url := b.Status.StorageLocation; url != "" {
-		if err := r.deleteStored(ctx, b, url); err != nil {
+	if b.Status.StorageLocation != "" {
+		if err := r.deleteStored(ctx, b); err != nil {
 			return reconcile.Result{}, fmt.Errorf("expired backup %s/%s: %w", b.Namespace, b.Name, err)
 		}
 	}
@@ -40,10 +39,16 @@ func (r *BackupReconciler) expire(ctx context.Context, b *v1beta1.Backup) (recon
 	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, b, client.Preconditions{UID: &uid}))
 }
 
-// deleteStored deletes b's folder in the location url, if it is b's, and
-// prunes the volume snapshots.
-func (r *BackupReconciler) deleteStored(ctx context.Context, b *v1beta1.Backup, url string) error {
-	loc, err := store.Open(ctx, url)
+// deleteStored deletes b's folder in its location, if it is b's, and
+// prunes the volume snapshots; the location is opened with the
+// credentials of the BackupStorageLocation b was written to
+// (backupAccess).
+func (r *BackupReconciler) deleteStored(ctx context.Context, b *v1beta1.Backup) error {
+	a, err := backupAccess(ctx, r.Reader, b)
+	if err != nil {
+		return err
+	}
+	loc, _, err := a.open(ctx, r.Reader, "LocationUnavailable")
 	if err != nil {
 		return err
 	}

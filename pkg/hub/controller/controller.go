@@ -31,9 +31,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/metrics"
-	"github.com/kubeferry/ferry/pkg/volumehelpers"
 )
 
 // Options configure the hub's controllers.
@@ -59,7 +59,7 @@ type Options struct {
 	// data (NodePodsDir comes from each Cluster). Without a Password no
 	// volume data is moved: a Migration with spec.volumes fails, and a
 	// volume a pod asks for fails with the reason.
-	Volumes volumehelpers.Settings
+	Volumes helperpod.Settings
 	Log     *slog.Logger
 	// Clock is the controllers' time (timestamps, leases, expiry,
 	// Schedules); default the real clock.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"filippo.io/age"
 
@@ -30,16 +29,50 @@ func credential(ctx context.Context, reader client.Reader, namespace, name, path
 	return &c, nil
 }
 
-// storageCredentials are the location credentials of m
-// (spec.storage.credentialRef), checked for the location's scheme; nil
-// when it names none (the hub's own are used).
-func storageCredentials(ctx context.Context, reader client.Reader, m *v1beta1.Migration) (map[string]string, error) {
-	ref := m.Spec.Storage.CredentialRef
+// access is how the hub opens one backup storage location: its URL, the
+// Credential with its credentials, its encryption, and the spec fields
+// (and the object, in what) that errors name. A Migration's
+// (migrationAccess) and a BackupStorageLocation's (locationAccess) are
+// opened by the same code.
+type access struct {
+	namespace, url string
+	credentialRef  *v1beta1.LocalObjectReference
+	encryption     v1beta1.Encryption
+	// urlField, credentialField and encryptionField are the spec fields.
+	urlField, credentialField, encryptionField string
+	// what prefixes errors about another object than the one run
+	// (`BackupStorageLocation "primary": `); empty for the object's own.
+	what string
+}
+
+// migrationAccess is the location of m: spec.storage and spec.encryption.
+func migrationAccess(m *v1beta1.Migration) access {
+	return access{namespace: m.Namespace, url: m.Spec.Storage.Location, credentialRef: m.Spec.Storage.CredentialRef, encryption: m.Spec.Encryption,
+		urlField: "spec.storage.location", credentialField: "spec.storage.credentialRef", encryptionField: "spec.encryption"}
+}
+
+// locationAccess is the BackupStorageLocation l: spec.url,
+// spec.credentialRef and spec.encryption, named in errors when it is
+// another object's (a Backup's, a Restore's).
+func locationAccess(l *v1beta1.BackupStorageLocation, another bool) access {
+	a := access{namespace: l.Namespace, url: l.Spec.URL, credentialRef: l.Spec.CredentialRef, encryption: l.Spec.Encryption,
+		urlField: "spec.url", credentialField: "spec.credentialRef", encryptionField: "spec.encryption"}
+	if another {
+		a.what = fmt.Sprintf("BackupStorageLocation %q: ", l.Name)
+	}
+	return a
+}
+
+// credentials are the location credentials of a (its credentialRef),
+// checked for the location's scheme; nil when it names none (the hub's
+// own are used).
+func (a access) credentials(ctx context.Context, reader client.Reader) (map[string]string, error) {
+	ref := a.credentialRef
 	if ref == nil {
 		return nil, nil
 	}
-	const path = "spec.storage.credentialRef"
-	c, err := credential(ctx, reader, m.Namespace, ref.Name, path)
+	path := a.what + a.credentialField
+	c, err := credential(ctx, reader, a.namespace, ref.Name, path)
 	if err != nil {
 		return nil, err
 	}
@@ -50,22 +83,22 @@ func storageCredentials(ctx context.Context, reader client.Reader, m *v1beta1.Mi
 		}
 		creds[k] = string(v)
 	}
-	scheme, _, _ := strings.Cut(m.Spec.Storage.Location, "://")
-	if err := store.CheckCredentials(scheme, creds); err != nil {
+	if err := store.CheckURLCredentials(a.url, creds); err != nil {
 		return nil, fail("InvalidCredential", "%s: Credential %q: %w", path, ref.Name, err)
 	}
 	return creds, nil
 }
 
-// encryption is the age encryption of m (spec.encryption), nil when it
-// has none: the identity from its Credential key, checked against the
-// recipients (store.NewEncryption).
-func encryption(ctx context.Context, reader client.Reader, m *v1beta1.Migration) (*store.Encryption, error) {
-	e := m.Spec.Encryption
+// encryptionOf is the age encryption of a, nil when it has none: the
+// identity from its Credential key, checked against the recipients
+// (store.NewEncryption).
+func (a access) encryptionOf(ctx context.Context, reader client.Reader) (*store.Encryption, error) {
+	e := a.encryption
+	field := a.what + a.encryptionField
 	var ids []age.Identity
 	if ref := e.IdentityRef; ref != nil {
-		const path = "spec.encryption.identityRef"
-		c, err := credential(ctx, reader, m.Namespace, ref.Name, path)
+		path := field + ".identityRef"
+		c, err := credential(ctx, reader, a.namespace, ref.Name, path)
 		if err != nil {
 			return nil, err
 		}
@@ -79,12 +112,39 @@ func encryption(ctx context.Context, reader client.Reader, m *v1beta1.Migration)
 	}
 	enc, err := store.NewEncryption(e.Recipients, ids)
 	if errors.Is(err, store.ErrNoMatchingIdentity) {
-		return nil, fail("InvalidSpec", "spec.encryption.identityRef: %w (spec.encryption.recipients)", err)
+		return nil, fail("InvalidSpec", "%s.identityRef: %w (%s.recipients)", field, err, field)
 	}
 	if err != nil {
-		return nil, fail("InvalidSpec", "spec.encryption.recipients: %w", err)
+		return nil, fail("InvalidSpec", "%s.recipients: %w", field, err)
 	}
 	return enc, nil
+}
+
+// open opens the location with its credentials (or the hub's own) and
+// encryption; unavailable is the reason when the store cannot be opened.
+// It also returns the credentials (nil: the hub's own), which the helper
+// pods get.
+func (a access) open(ctx context.Context, reader client.Reader, unavailable string) (*store.Location, map[string]string, error) {
+	creds, err := a.credentials(ctx, reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	enc, err := a.encryptionOf(ctx, reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	var open []store.OpenOption
+	if creds != nil {
+		open = append(open, store.WithCredentials(creds))
+	}
+	loc, err := store.Open(ctx, a.url, open...)
+	if err != nil {
+		return nil, nil, fail(unavailable, "%s%s: %w", a.what, a.urlField, err)
+	}
+	if enc != nil {
+		loc.SetEncryption(enc)
+	}
+	return loc, creds, nil
 }
 
 // OpenLocation opens the backup storage location of m with its
@@ -93,24 +153,5 @@ func encryption(ctx context.Context, reader client.Reader, m *v1beta1.Migration)
 // hub's /reports/. It also returns the credentials (nil: the hub's own),
 // which the helper pods get.
 func OpenLocation(ctx context.Context, reader client.Reader, m *v1beta1.Migration) (*store.Location, map[string]string, error) {
-	creds, err := storageCredentials(ctx, reader, m)
-	if err != nil {
-		return nil, nil, err
-	}
-	enc, err := encryption(ctx, reader, m)
-	if err != nil {
-		return nil, nil, err
-	}
-	var open []store.OpenOption
-	if creds != nil {
-		open = append(open, store.WithCredentials(creds))
-	}
-	loc, err := store.Open(ctx, m.Spec.Storage.Location, open...)
-	if err != nil {
-		return nil, nil, fail("StorageUnavailable", "spec.storage.location: %w", err)
-	}
-	if enc != nil {
-		loc.SetEncryption(enc)
-	}
-	return loc, creds, nil
+	return migrationAccess(m).open(ctx, reader, "StorageUnavailable")
 }

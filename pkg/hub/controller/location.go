@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -45,7 +46,10 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, nil
 	}
 	orig := l.DeepCopy()
-	err := storagelocation.Check(ctx, r.ConnectTimeout, func(ctx context.Context) (*store.Location, error) { return store.Open(ctx, l.Spec.URL) })
+	err := storagelocation.Check(ctx, r.ConnectTimeout, func(ctx context.Context) (*store.Location, error) {
+		loc, _, err := locationAccess(&l, false).open(ctx, r.Reader, "LocationUnavailable")
+		return loc, err
+	})
 	cond := storagelocation.Condition(err, l.Generation)
 	if err == nil {
 		l.Status.Phase, l.Status.Message = v1beta1.LocationAvailable, ""
@@ -80,7 +84,7 @@ const defaultValidationPeriod = time.Minute
 // one whose folder is gone is deleted.
 func (r *LocationReconciler) sync(ctx context.Context, l *v1beta1.BackupStorageLocation) error {
 	octx, cancel := context.WithTimeout(ctx, r.ConnectTimeout)
-	loc, err := store.Open(octx, l.Spec.URL)
+	loc, _, err := locationAccess(l, false).open(octx, r.Reader, "LocationUnavailable")
 	cancel()
 	if err != nil {
 		return err
@@ -171,6 +175,33 @@ func hubBackupSpec(s v1alpha1.BackupSpec, location string) v1beta1.BackupSpec {
 		DefaultVolumesToFsBackup: s.DefaultVolumesToFsBackup,
 		TTL:                      s.TTL,
 	}
+}
+
+// backupAccess is how the location of an ended Backup b is opened: through
+// the BackupStorageLocation it was written to (spec.storageLocationName,
+// or else the namespace's location at the same URL), whose Credential and
+// encryption apply; with the hub's own credentials when none is left.
+func backupAccess(ctx context.Context, reader client.Reader, b *v1beta1.Backup) (access, error) {
+	url := b.Status.StorageLocation
+	var list v1beta1.BackupStorageLocationList
+	if err := reader.List(ctx, &list, client.InNamespace(b.Namespace)); err != nil {
+		return access{}, err
+	}
+	var same *v1beta1.BackupStorageLocation
+	for i := range list.Items {
+		l := &list.Items[i]
+		switch {
+		case l.Spec.URL != url:
+		case l.Name == b.Spec.StorageLocationName:
+			return locationAccess(l, true), nil
+		case same == nil:
+			same = l
+		}
+	}
+	if same != nil {
+		return locationAccess(same, true), nil
+	}
+	return access{namespace: b.Namespace, url: url, urlField: "status.storageLocation", what: fmt.Sprintf("Backup %q: ", b.Name)}, nil
 }
 
 // resolveLocation is the BackupStorageLocation name of namespace, or the

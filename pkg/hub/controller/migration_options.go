@@ -11,13 +11,13 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
-	"github.com/kubeferry/ferry/pkg/volumehelpers"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -85,7 +85,7 @@ func (r *MigrationReconciler) volumes(ctx context.Context, o *migration.Options,
 		if m.Spec.Volumes {
 			return nil, fail("NoRepositoryPassword", "spec.volumes: %w", errNoPassword)
 		}
-		o.Backup.PodVolumes = &backup.PodVolumeOptions{Backup: volumehelpers.Fail(errNoPassword)}
+		o.Backup.PodVolumes = &backup.PodVolumeOptions{Backup: helperpod.FailVolumes(errNoPassword)}
 		return func() {}, nil
 	}
 	s := r.Volumes
@@ -94,12 +94,12 @@ func (r *MigrationReconciler) volumes(ctx context.Context, o *migration.Options,
 		s.Credentials = creds // spec.storage.credentialRef's, not the hub's own
 	}
 	s.NodePodsDir = src.Spec.NodePodsDir
-	bpv, _, closeB, err := volumehelpers.Backup(ctx, o.Location, o.Source, s)
+	bpv, _, closeB, err := helperpod.BackupOptions(ctx, o.Location, o.Source, s)
 	if err != nil {
 		return nil, fail("VolumeRepositoryUnavailable", "spec.storage.location: the volume repository: %w", err)
 	}
 	s.NodePodsDir = dst.Spec.NodePodsDir
-	rpv, _, closeR, err := volumehelpers.Restore(ctx, o.Location, o.Target, s)
+	rpv, _, closeR, err := helperpod.RestoreOptions(ctx, o.Location, o.Target, s)
 	if err != nil {
 		closeB()
 		return nil, fail("VolumeRepositoryUnavailable", "spec.storage.location: the volume repository: %w", err)

@@ -14,11 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/metrics"
+	"github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/restore"
-	"github.com/kubeferry/ferry/pkg/store"
-	"github.com/kubeferry/ferry/pkg/volumehelpers"
 )
 
 // RestoreReconciler runs each new hub Restore once: the hub Backup it
@@ -118,6 +118,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1beta1.Restore) {
 			cur.Status.Counts = v1beta1.RestoreCounts{Created: int64(c.Created), Updated: int64(c.Updated), Unchanged: int64(c.Unchanged), Skipped: int64(c.Skipped), Failed: int64(c.Failed)}
 			cur.Status.Warnings, cur.Status.Errors = int64(res.Status.Warnings), int64(res.Status.Errors)
 			cur.Status.PodVolumes = podVolumeCounts(res.Status.PodVolumes)
+			cur.Status.Verification = verificationSummary(res.Status.Verification)
 			phase, why = res.Status.Phase, res.Status.FailureReason
 		}
 		p, reason, msg := runOutcome(phase, why, err)
@@ -145,16 +146,20 @@ func (r *RestoreReconciler) restore(ctx context.Context, rs *v1beta1.Restore, on
 	if err != nil {
 		return nil, err
 	}
-	loc, err := store.Open(ctx, b.Status.StorageLocation)
+	a, err := backupAccess(ctx, r.Reader, &b)
 	if err != nil {
-		return nil, fail("LocationUnavailable", "Backup %q's location %s: %w", b.Name, store.Redact(b.Status.StorageLocation), err)
+		return nil, err
+	}
+	loc, creds, err := a.open(ctx, r.Reader, "LocationUnavailable")
+	if err != nil {
+		return nil, err
 	}
 	defer loc.Close()
 	opts := restore.Options{Name: rs.Name, Spec: engineRestoreSpec(rs.Spec), Log: r.Log, OnProgress: onProgress}
 	if r.Volumes.Password != "" {
 		s := r.Volumes
-		s.Log, s.NodePodsDir = r.Log, c.Spec.NodePodsDir
-		pv, _, closeVolumes, err := volumehelpers.Restore(ctx, loc, cl, s)
+		s.Log, s.NodePodsDir, s.Credentials = r.Log, c.Spec.NodePodsDir, creds
+		pv, _, closeVolumes, err := helperpod.RestoreOptions(ctx, loc, cl, s)
 		if err != nil {
 			return nil, fail("VolumeRepositoryUnavailable", "Backup %q's location: the volume repository: %w", b.Name, err)
 		}
@@ -165,7 +170,26 @@ func (r *RestoreReconciler) restore(ctx context.Context, rs *v1beta1.Restore, on
 		return nil, fail("InvalidSpec", "%w", err)
 	}
 	res, _, err := restore.Run(ctx, cl, loc, opts)
-	return res, err
+	if err != nil || !rs.Spec.Verify {
+		return res, err
+	}
+	// As server mode's spec.verify: the report is kept in the location,
+	// and an unexpected difference makes a Completed restore
+	// PartiallyFailed.
+	if err := migration.VerifyAndRecord(ctx, cl, loc, opts, res, nil); err != nil {
+		r.Log.Warn("restore verified, but its record was not rewritten", "restore", rs.Namespace+"/"+rs.Name, "error", err)
+	}
+	return res, nil
+}
+
+// verificationSummary is the hub's copy of the engine's verification
+// summary (nil when the restore was not verified).
+func verificationSummary(v *v1alpha1.VerificationSummary) *v1beta1.VerificationSummary {
+	if v == nil {
+		return nil
+	}
+	return &v1beta1.VerificationSummary{Objects: int64(v.Objects), Matched: int64(v.Matched), Differ: int64(v.Differ), Missing: int64(v.Missing),
+		Failed: int64(v.Failed), Unexpected: int64(v.Unexpected), Report: v.Report, Error: v.Error}
 }
 
 func phaseName(p v1beta1.RunPhase) string {

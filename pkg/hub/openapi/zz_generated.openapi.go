@@ -35,12 +35,12 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.Credential{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1alpha1_Credential(ref),
 		v1alpha1.CredentialKeyReference{}.OpenAPIModelName():      schema_hub_apis_ferry_v1alpha1_CredentialKeyReference(ref),
 		v1alpha1.CredentialList{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_CredentialList(ref),
+		v1alpha1.Encryption{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1alpha1_Encryption(ref),
 		v1alpha1.Lease{}.OpenAPIModelName():                       schema_hub_apis_ferry_v1alpha1_Lease(ref),
 		v1alpha1.LocalObjectReference{}.OpenAPIModelName():        schema_hub_apis_ferry_v1alpha1_LocalObjectReference(ref),
 		v1alpha1.Migration{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1alpha1_Migration(ref),
 		v1alpha1.MigrationBackup{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref),
 		v1alpha1.MigrationCounts{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref),
-		v1alpha1.MigrationEncryption{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_MigrationEncryption(ref),
 		v1alpha1.MigrationImages{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationImages(ref),
 		v1alpha1.MigrationList{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_MigrationList(ref),
 		v1alpha1.MigrationRestore{}.OpenAPIModelName():            schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref),
@@ -58,6 +58,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ScheduleList{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_ScheduleList(ref),
 		v1alpha1.ScheduleSpec{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_ScheduleSpec(ref),
 		v1alpha1.ScheduleStatus{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_ScheduleStatus(ref),
+		v1alpha1.VerificationSummary{}.OpenAPIModelName():         schema_hub_apis_ferry_v1alpha1_VerificationSummary(ref),
 		v1beta1.Backup{}.OpenAPIModelName():                       schema_hub_apis_ferry_v1beta1_Backup(ref),
 		v1beta1.BackupList{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1beta1_BackupList(ref),
 		v1beta1.BackupProgress{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_BackupProgress(ref),
@@ -77,12 +78,12 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta1.Credential{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1beta1_Credential(ref),
 		v1beta1.CredentialKeyReference{}.OpenAPIModelName():       schema_hub_apis_ferry_v1beta1_CredentialKeyReference(ref),
 		v1beta1.CredentialList{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_CredentialList(ref),
+		v1beta1.Encryption{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1beta1_Encryption(ref),
 		v1beta1.Lease{}.OpenAPIModelName():                        schema_hub_apis_ferry_v1beta1_Lease(ref),
 		v1beta1.LocalObjectReference{}.OpenAPIModelName():         schema_hub_apis_ferry_v1beta1_LocalObjectReference(ref),
 		v1beta1.Migration{}.OpenAPIModelName():                    schema_hub_apis_ferry_v1beta1_Migration(ref),
 		v1beta1.MigrationBackup{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationBackup(ref),
 		v1beta1.MigrationCounts{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationCounts(ref),
-		v1beta1.MigrationEncryption{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_MigrationEncryption(ref),
 		v1beta1.MigrationImages{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationImages(ref),
 		v1beta1.MigrationList{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_MigrationList(ref),
 		v1beta1.MigrationRestore{}.OpenAPIModelName():             schema_hub_apis_ferry_v1beta1_MigrationRestore(ref),
@@ -100,6 +101,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta1.ScheduleList{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_ScheduleList(ref),
 		v1beta1.ScheduleSpec{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_ScheduleSpec(ref),
 		v1beta1.ScheduleStatus{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_ScheduleStatus(ref),
+		v1beta1.VerificationSummary{}.OpenAPIModelName():          schema_hub_apis_ferry_v1beta1_VerificationSummary(ref),
 		v1.APIGroup{}.OpenAPIModelName():                          schema_pkg_apis_meta_v1_APIGroup(ref),
 		v1.APIGroupList{}.OpenAPIModelName():                      schema_pkg_apis_meta_v1_APIGroupList(ref),
 		v1.APIResource{}.OpenAPIModelName():                       schema_pkg_apis_meta_v1_APIResource(ref),
@@ -647,12 +649,25 @@ func schema_hub_apis_ferry_v1alpha1_BackupStorageLocationSpec(ref common.Referen
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
 						},
 					},
+					"credentialRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CredentialRef names the Credential, in the location's namespace, that holds its credentials (the keys of its scheme, as AWS_ACCESS_KEY_ID); empty: the hub's own (its environment or workload identity). The hub's checks, Backups, Restores and expiry use them, and so do the helper pods that move volume data.",
+							Ref:         ref(v1alpha1.LocalObjectReference{}.OpenAPIModelName()),
+						},
+					},
+					"encryption": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Encryption encrypts the Backups written to the location for its recipients, and reads them back with its identity.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.Encryption{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"url"},
 			},
 		},
 		Dependencies: []string{
-			v1.Duration{}.OpenAPIModelName()},
+			v1alpha1.Encryption{}.OpenAPIModelName(), v1alpha1.LocalObjectReference{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -1124,6 +1139,41 @@ func schema_hub_apis_ferry_v1alpha1_CredentialList(ref common.ReferenceCallback)
 	}
 }
 
+func schema_hub_apis_ferry_v1alpha1_Encryption(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Encryption encrypts a backup (archive, records, reports) of a Migration or a BackupStorageLocation for age recipients, and reads it back for the restore with an identity. Either may be given alone: recipients need an identity that matches one of them, and an identity alone encrypts for its own public key.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"recipients": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Recipients are age public keys (age1...).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"identityRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IdentityRef names the Credential key holding the age identity (age-keygen's file) that decrypts the backup.",
+							Ref:         ref(v1alpha1.CredentialKeyReference{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.CredentialKeyReference{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1alpha1_Lease(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1358,41 +1408,6 @@ func schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref common.ReferenceCallback
 				},
 			},
 		},
-	}
-}
-
-func schema_hub_apis_ferry_v1alpha1_MigrationEncryption(ref common.ReferenceCallback) common.OpenAPIDefinition {
-	return common.OpenAPIDefinition{
-		Schema: spec.Schema{
-			SchemaProps: spec.SchemaProps{
-				Description: "MigrationEncryption encrypts a Migration's backup (archive, records, reports) for age recipients, and reads it back for the restore with an identity. Either may be given alone: recipients need an identity that matches one of them, and an identity alone encrypts for its own public key.",
-				Type:        []string{"object"},
-				Properties: map[string]spec.Schema{
-					"recipients": {
-						SchemaProps: spec.SchemaProps{
-							Description: "Recipients are age public keys (age1...).",
-							Type:        []string{"array"},
-							Items: &spec.SchemaOrArray{
-								Schema: &spec.Schema{
-									SchemaProps: spec.SchemaProps{
-										Type:   []string{"string"},
-										Format: "",
-									},
-								},
-							},
-						},
-					},
-					"identityRef": {
-						SchemaProps: spec.SchemaProps{
-							Description: "IdentityRef names the Credential key holding the age identity (age-keygen's file) that decrypts the backup.",
-							Ref:         ref(v1alpha1.CredentialKeyReference{}.OpenAPIModelName()),
-						},
-					},
-				},
-			},
-		},
-		Dependencies: []string{
-			v1alpha1.CredentialKeyReference{}.OpenAPIModelName()},
 	}
 }
 
@@ -1631,7 +1646,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref common.ReferenceCallback) 
 						SchemaProps: spec.SchemaProps{
 							Description: "Encryption encrypts the backup with age, as ferry migrate's --encryption-recipient and --encryption-identity do.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1alpha1.MigrationEncryption{}.OpenAPIModelName()),
+							Ref:         ref(v1alpha1.Encryption{}.OpenAPIModelName()),
 						},
 					},
 					"backup": {
@@ -1674,7 +1689,7 @@ func schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationEncryption{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName()},
+			v1alpha1.Encryption{}.OpenAPIModelName(), v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName()},
 	}
 }
 
@@ -1820,8 +1835,9 @@ func schema_hub_apis_ferry_v1alpha1_PodVolumeCounts(ref common.ReferenceCallback
 					},
 					"failed": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"integer"},
-							Format: "int64",
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
 						},
 					},
 					"bytes": {
@@ -1831,6 +1847,7 @@ func schema_hub_apis_ferry_v1alpha1_PodVolumeCounts(ref common.ReferenceCallback
 						},
 					},
 				},
+				Required: []string{"failed"},
 			},
 		},
 	}
@@ -1916,11 +1933,13 @@ func schema_hub_apis_ferry_v1alpha1_RestoreCounts(ref common.ReferenceCallback) 
 					},
 					"failed": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"integer"},
-							Format: "int64",
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
 						},
 					},
 				},
+				Required: []string{"failed"},
 			},
 		},
 	}
@@ -2159,6 +2178,13 @@ func schema_hub_apis_ferry_v1alpha1_RestoreSpec(ref common.ReferenceCallback) co
 							Format: "",
 						},
 					},
+					"verify": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Verify compares, after the restore, every object of the backup with the target (as a Migration's verify step) and keeps the report in the location; status.verification counts what it found. A difference it did not expect makes a Completed restore PartiallyFailed.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"cluster", "backupName"},
 			},
@@ -2228,6 +2254,12 @@ func schema_hub_apis_ferry_v1alpha1_RestoreStatus(ref common.ReferenceCallback) 
 							Ref:         ref(v1alpha1.PodVolumeCounts{}.OpenAPIModelName()),
 						},
 					},
+					"verification": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Verification counts what the verification spec.verify asked for found.",
+							Ref:         ref(v1alpha1.VerificationSummary{}.OpenAPIModelName()),
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -2259,7 +2291,7 @@ func schema_hub_apis_ferry_v1alpha1_RestoreStatus(ref common.ReferenceCallback) 
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.Lease{}.OpenAPIModelName(), v1alpha1.PodVolumeCounts{}.OpenAPIModelName(), v1alpha1.RestoreCounts{}.OpenAPIModelName(), v1alpha1.RestoreProgress{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1alpha1.Lease{}.OpenAPIModelName(), v1alpha1.PodVolumeCounts{}.OpenAPIModelName(), v1alpha1.RestoreCounts{}.OpenAPIModelName(), v1alpha1.RestoreProgress{}.OpenAPIModelName(), v1alpha1.VerificationSummary{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -2433,6 +2465,85 @@ func schema_hub_apis_ferry_v1alpha1_ScheduleStatus(ref common.ReferenceCallback)
 		},
 		Dependencies: []string{
 			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_VerificationSummary(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VerificationSummary counts what a verification compared (its report's summary), and where its report is kept in the location.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"objects": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Objects is how many objects of the backup were compared; Matched, Differ, Missing and Failed count them by outcome.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"matched": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"differ": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"missing": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"failed": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"unexpected": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Unexpected counts the differences the restore did not expect.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"report": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Report are the keys of the report (JSON, HTML) in the location.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"error": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Error says why the verification could not finish.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"objects", "matched", "differ", "missing", "failed", "unexpected"},
+			},
+		},
 	}
 }
 
@@ -2926,12 +3037,25 @@ func schema_hub_apis_ferry_v1beta1_BackupStorageLocationSpec(ref common.Referenc
 							Ref:         ref(v1.Duration{}.OpenAPIModelName()),
 						},
 					},
+					"credentialRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CredentialRef names the Credential, in the location's namespace, that holds its credentials (the keys of its scheme, as AWS_ACCESS_KEY_ID); empty: the hub's own (its environment or workload identity). The hub's checks, Backups, Restores and expiry use them, and so do the helper pods that move volume data.",
+							Ref:         ref(v1beta1.LocalObjectReference{}.OpenAPIModelName()),
+						},
+					},
+					"encryption": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Encryption encrypts the Backups written to the location for its recipients, and reads them back with its identity.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1beta1.Encryption{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"url"},
 			},
 		},
 		Dependencies: []string{
-			v1.Duration{}.OpenAPIModelName()},
+			v1beta1.Encryption{}.OpenAPIModelName(), v1beta1.LocalObjectReference{}.OpenAPIModelName(), v1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -3425,6 +3549,41 @@ func schema_hub_apis_ferry_v1beta1_CredentialList(ref common.ReferenceCallback) 
 	}
 }
 
+func schema_hub_apis_ferry_v1beta1_Encryption(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Encryption encrypts a backup (archive, records, reports) of a Migration or a BackupStorageLocation for age recipients, and reads it back for the restore with an identity. Either may be given alone: recipients need an identity that matches one of them, and an identity alone encrypts for its own public key.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"recipients": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Recipients are age public keys (age1...).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"identityRef": {
+						SchemaProps: spec.SchemaProps{
+							Description: "IdentityRef names the Credential key holding the age identity (age-keygen's file) that decrypts the backup.",
+							Ref:         ref(v1beta1.CredentialKeyReference{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.CredentialKeyReference{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1beta1_Lease(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -3662,41 +3821,6 @@ func schema_hub_apis_ferry_v1beta1_MigrationCounts(ref common.ReferenceCallback)
 	}
 }
 
-func schema_hub_apis_ferry_v1beta1_MigrationEncryption(ref common.ReferenceCallback) common.OpenAPIDefinition {
-	return common.OpenAPIDefinition{
-		Schema: spec.Schema{
-			SchemaProps: spec.SchemaProps{
-				Description: "MigrationEncryption encrypts a Migration's backup (archive, records, reports) for age recipients, and reads it back for the restore with an identity. Either may be given alone: recipients need an identity that matches one of them, and an identity alone encrypts for its own public key.",
-				Type:        []string{"object"},
-				Properties: map[string]spec.Schema{
-					"recipients": {
-						SchemaProps: spec.SchemaProps{
-							Description: "Recipients are age public keys (age1...).",
-							Type:        []string{"array"},
-							Items: &spec.SchemaOrArray{
-								Schema: &spec.Schema{
-									SchemaProps: spec.SchemaProps{
-										Type:   []string{"string"},
-										Format: "",
-									},
-								},
-							},
-						},
-					},
-					"identityRef": {
-						SchemaProps: spec.SchemaProps{
-							Description: "IdentityRef names the Credential key holding the age identity (age-keygen's file) that decrypts the backup.",
-							Ref:         ref(v1beta1.CredentialKeyReference{}.OpenAPIModelName()),
-						},
-					},
-				},
-			},
-		},
-		Dependencies: []string{
-			v1beta1.CredentialKeyReference{}.OpenAPIModelName()},
-	}
-}
-
 func schema_hub_apis_ferry_v1beta1_MigrationImages(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -3930,7 +4054,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationSpec(ref common.ReferenceCallback) c
 						SchemaProps: spec.SchemaProps{
 							Description: "Encryption encrypts the backup with age, as ferry migrate's --encryption-recipient and --encryption-identity do.",
 							Default:     map[string]interface{}{},
-							Ref:         ref(v1beta1.MigrationEncryption{}.OpenAPIModelName()),
+							Ref:         ref(v1beta1.Encryption{}.OpenAPIModelName()),
 						},
 					},
 					"backup": {
@@ -3973,7 +4097,7 @@ func schema_hub_apis_ferry_v1beta1_MigrationSpec(ref common.ReferenceCallback) c
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationEncryption{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName()},
+			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.Encryption{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName()},
 	}
 }
 
@@ -4119,8 +4243,9 @@ func schema_hub_apis_ferry_v1beta1_PodVolumeCounts(ref common.ReferenceCallback)
 					},
 					"failed": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"integer"},
-							Format: "int64",
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
 						},
 					},
 					"bytes": {
@@ -4130,6 +4255,7 @@ func schema_hub_apis_ferry_v1beta1_PodVolumeCounts(ref common.ReferenceCallback)
 						},
 					},
 				},
+				Required: []string{"failed"},
 			},
 		},
 	}
@@ -4215,11 +4341,13 @@ func schema_hub_apis_ferry_v1beta1_RestoreCounts(ref common.ReferenceCallback) c
 					},
 					"failed": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"integer"},
-							Format: "int64",
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
 						},
 					},
 				},
+				Required: []string{"failed"},
 			},
 		},
 	}
@@ -4458,6 +4586,13 @@ func schema_hub_apis_ferry_v1beta1_RestoreSpec(ref common.ReferenceCallback) com
 							Format: "",
 						},
 					},
+					"verify": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Verify compares, after the restore, every object of the backup with the target (as a Migration's verify step) and keeps the report in the location; status.verification counts what it found. A difference it did not expect makes a Completed restore PartiallyFailed.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 				},
 				Required: []string{"cluster", "backupName"},
 			},
@@ -4527,6 +4662,12 @@ func schema_hub_apis_ferry_v1beta1_RestoreStatus(ref common.ReferenceCallback) c
 							Ref:         ref(v1beta1.PodVolumeCounts{}.OpenAPIModelName()),
 						},
 					},
+					"verification": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Verification counts what the verification spec.verify asked for found.",
+							Ref:         ref(v1beta1.VerificationSummary{}.OpenAPIModelName()),
+						},
+					},
 					"conditions": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{
@@ -4558,7 +4699,7 @@ func schema_hub_apis_ferry_v1beta1_RestoreStatus(ref common.ReferenceCallback) c
 			},
 		},
 		Dependencies: []string{
-			v1beta1.Lease{}.OpenAPIModelName(), v1beta1.PodVolumeCounts{}.OpenAPIModelName(), v1beta1.RestoreCounts{}.OpenAPIModelName(), v1beta1.RestoreProgress{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			v1beta1.Lease{}.OpenAPIModelName(), v1beta1.PodVolumeCounts{}.OpenAPIModelName(), v1beta1.RestoreCounts{}.OpenAPIModelName(), v1beta1.RestoreProgress{}.OpenAPIModelName(), v1beta1.VerificationSummary{}.OpenAPIModelName(), v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -4732,6 +4873,85 @@ func schema_hub_apis_ferry_v1beta1_ScheduleStatus(ref common.ReferenceCallback) 
 		},
 		Dependencies: []string{
 			v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_VerificationSummary(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "VerificationSummary counts what a verification compared (its report's summary), and where its report is kept in the location.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"objects": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Objects is how many objects of the backup were compared; Matched, Differ, Missing and Failed count them by outcome.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"matched": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"differ": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"missing": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"failed": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"unexpected": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Unexpected counts the differences the restore did not expect.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"report": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Report are the keys of the report (JSON, HTML) in the location.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"error": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Error says why the verification could not finish.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"objects", "matched", "differ", "missing", "failed", "unexpected"},
+			},
+		},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -140,4 +141,30 @@ func ValidatePhase(phase ferry.RunPhase, p *field.Path) field.ErrorList {
 		return field.ErrorList{field.NotSupported(p, phase, phases)}
 	}
 	return nil
+}
+
+// ValidateEncryption checks that the recipients are age public keys and
+// that recipients come with an identity to read the backup back.
+func ValidateEncryption(e *ferry.Encryption, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, r := range e.Recipients {
+		if _, err := store.ParseRecipients([]string{r}); err != nil || strings.TrimSpace(r) == "" {
+			errs = append(errs, field.Invalid(p.Child("recipients").Index(i), r, "not an age public key (age1...)"))
+		}
+	}
+	ref := e.IdentityRef
+	switch {
+	case ref == nil && len(e.Recipients) > 0:
+		errs = append(errs, field.Required(p.Child("identityRef"), "the Credential key holding an age identity for one of the recipients, to read the backup back for the restore"))
+	case ref != nil:
+		errs = append(errs, ValidateReference(ref.Name, "Credential", p.Child("identityRef", "name"))...)
+		if ref.Key == "" {
+			errs = append(errs, field.Required(p.Child("identityRef", "key"), "the key of the Credential's data that holds the identity"))
+			break
+		}
+		for _, msg := range validation.IsConfigMapKey(ref.Key) {
+			errs = append(errs, field.Invalid(p.Child("identityRef", "key"), ref.Key, msg))
+		}
+	}
+	return errs
 }

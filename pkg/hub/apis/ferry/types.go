@@ -142,7 +142,7 @@ type MigrationSpec struct {
 	Storage MigrationStorage `json:"storage"`
 	// Encryption encrypts the backup with age, as ferry migrate's
 	// --encryption-recipient and --encryption-identity do.
-	Encryption MigrationEncryption `json:"encryption,omitempty"`
+	Encryption Encryption `json:"encryption,omitempty"`
 	// Backup selects what is backed up.
 	Backup MigrationBackup `json:"backup,omitempty"`
 	// Restore says how it is restored.
@@ -172,12 +172,12 @@ type MigrationStorage struct {
 	CredentialRef *LocalObjectReference `json:"credentialRef,omitempty"`
 }
 
-// MigrationEncryption encrypts a Migration's backup (archive, records,
-// reports) for age recipients, and reads it back for the restore with an
+// Encryption encrypts a backup (archive, records, reports) of a
+// Migration or a BackupStorageLocation for age recipients, and reads it back for the restore with an
 // identity. Either may be given alone: recipients need an identity that
 // matches one of them, and an identity alone encrypts for its own
 // public key.
-type MigrationEncryption struct {
+type Encryption struct {
 	// Recipients are age public keys (age1...).
 	Recipients []string `json:"recipients,omitempty"`
 	// IdentityRef names the Credential key holding the age identity

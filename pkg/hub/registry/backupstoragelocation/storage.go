@@ -54,6 +54,10 @@ func Validate(l *location) field.ErrorList {
 	if f := l.Spec.ValidationFrequency; f != nil && f.Duration < 0 {
 		errs = append(errs, field.Invalid(p.Child("validationFrequency"), f.Duration.String(), "must not be negative (empty or 0: every minute)"))
 	}
+	if l.Spec.CredentialRef != nil {
+		errs = append(errs, registry.ValidateReference(l.Spec.CredentialRef.Name, "Credential", p.Child("credentialRef", "name"))...)
+	}
+	errs = append(errs, registry.ValidateEncryption(&l.Spec.Encryption, p.Child("encryption"))...)
 	return errs
 }
 

@@ -2,11 +2,9 @@ package migration
 
 import (
 	"slices"
-	"strings"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -14,7 +12,6 @@ import (
 	"github.com/kubeferry/ferry/pkg/hub/registry"
 	engine "github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/modifiers"
-	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
 )
 
@@ -40,7 +37,7 @@ func ValidateMigrationSpec(s *ferry.MigrationSpec, p *field.Path) field.ErrorLis
 		errs = append(errs, field.Invalid(p.Child("target", "cluster"), s.Target.Cluster, "must differ from spec.source.cluster: a migration moves between two clusters"))
 	}
 	errs = append(errs, validateStorage(&s.Storage, p.Child("storage"))...)
-	errs = append(errs, validateEncryption(&s.Encryption, p.Child("encryption"))...)
+	errs = append(errs, registry.ValidateEncryption(&s.Encryption, p.Child("encryption"))...)
 	errs = append(errs, validateBackup(&s.Backup, p.Child("backup"))...)
 	errs = append(errs, validateRestore(&s.Restore, p.Child("restore"))...)
 	return append(errs, validateImages(&s.Images, p.Child("images"))...)
@@ -54,32 +51,6 @@ func validateStorage(s *ferry.MigrationStorage, p *field.Path) field.ErrorList {
 	errs := registry.ValidateLocationURL(s.Location, p.Child("location"))
 	if s.CredentialRef != nil {
 		errs = append(errs, registry.ValidateReference(s.CredentialRef.Name, "Credential", p.Child("credentialRef", "name"))...)
-	}
-	return errs
-}
-
-// validateEncryption checks that the recipients are age public keys and
-// that recipients come with an identity to read the backup back.
-func validateEncryption(e *ferry.MigrationEncryption, p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	for i, r := range e.Recipients {
-		if _, err := store.ParseRecipients([]string{r}); err != nil || strings.TrimSpace(r) == "" {
-			errs = append(errs, field.Invalid(p.Child("recipients").Index(i), r, "not an age public key (age1...)"))
-		}
-	}
-	ref := e.IdentityRef
-	switch {
-	case ref == nil && len(e.Recipients) > 0:
-		errs = append(errs, field.Required(p.Child("identityRef"), "the Credential key holding an age identity for one of spec.encryption.recipients, to read the backup back for the restore"))
-	case ref != nil:
-		errs = append(errs, registry.ValidateReference(ref.Name, "Credential", p.Child("identityRef", "name"))...)
-		if ref.Key == "" {
-			errs = append(errs, field.Required(p.Child("identityRef", "key"), "the key of the Credential's data that holds the identity"))
-			break
-		}
-		for _, msg := range validation.IsConfigMapKey(ref.Key) {
-			errs = append(errs, field.Invalid(p.Child("identityRef", "key"), ref.Key, msg))
-		}
 	}
 	return errs
 }

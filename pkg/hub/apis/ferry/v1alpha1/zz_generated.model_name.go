@@ -96,6 +96,11 @@ func (in CredentialList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Encryption) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.Encryption"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Lease) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.Lease"
 }
@@ -118,11 +123,6 @@ func (in MigrationBackup) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationCounts) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationCounts"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in MigrationEncryption) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationEncryption"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -208,4 +208,9 @@ func (in ScheduleSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ScheduleStatus) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.ScheduleStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VerificationSummary) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.VerificationSummary"
 }

@@ -38,6 +38,17 @@ type BackupStorageLocationSpec struct {
 	// default 1m.
 	// +optional
 	ValidationFrequency *metav1.Duration `json:"validationFrequency,omitempty"`
+	// CredentialRef names the Credential, in the location's namespace,
+	// that holds its credentials (the keys of its scheme, as
+	// AWS_ACCESS_KEY_ID); empty: the hub's own (its environment or
+	// workload identity). The hub's checks, Backups, Restores and expiry
+	// use them, and so do the helper pods that move volume data.
+	// +optional
+	CredentialRef *LocalObjectReference `json:"credentialRef,omitempty"`
+	// Encryption encrypts the Backups written to the location for its
+	// recipients, and reads them back with its identity.
+	// +optional
+	Encryption Encryption `json:"encryption,omitempty"`
 }
 
 // LocationPhase says whether a location can be used: Available or
@@ -218,8 +229,7 @@ type PodVolumeCounts struct {
 	Total int64 `json:"total,omitempty"`
 	// +optional
 	Completed int64 `json:"completed,omitempty"`
-	// +optional
-	Failed int64 `json:"failed,omitempty"`
+	Failed    int64 `json:"failed"`
 	// +optional
 	Bytes int64 `json:"bytes,omitempty"`
 }
@@ -292,6 +302,13 @@ type RestoreSpec struct {
 	FromCloud string `json:"fromCloud,omitempty"`
 	// +optional
 	ToCloud string `json:"toCloud,omitempty"`
+	// Verify compares, after the restore, every object of the backup with
+	// the target (as a Migration's verify step) and keeps the report in
+	// the location; status.verification counts what it found. A
+	// difference it did not expect makes a Completed restore
+	// PartiallyFailed.
+	// +optional
+	Verify bool `json:"verify,omitempty"`
 }
 
 // RestoreStatus is what the hub reports of a Restore.
@@ -318,6 +335,10 @@ type RestoreStatus struct {
 	// PodVolumes counts the pod volumes whose data was restored.
 	// +optional
 	PodVolumes *PodVolumeCounts `json:"podVolumes,omitempty"`
+	// Verification counts what the verification spec.verify asked for
+	// found.
+	// +optional
+	Verification *VerificationSummary `json:"verification,omitempty"`
 	// Conditions: Succeeded, once the restore ended.
 	// +optional
 	// +listType=map
@@ -326,6 +347,26 @@ type RestoreStatus struct {
 	// Lease is held by the hub process running the restore.
 	// +optional
 	Lease *Lease `json:"lease,omitempty"`
+}
+
+// VerificationSummary counts what a verification compared (its report's
+// summary), and where its report is kept in the location.
+type VerificationSummary struct {
+	// Objects is how many objects of the backup were compared; Matched,
+	// Differ, Missing and Failed count them by outcome.
+	Objects int64 `json:"objects"`
+	Matched int64 `json:"matched"`
+	Differ  int64 `json:"differ"`
+	Missing int64 `json:"missing"`
+	Failed  int64 `json:"failed"`
+	// Unexpected counts the differences the restore did not expect.
+	Unexpected int64 `json:"unexpected"`
+	// Report are the keys of the report (JSON, HTML) in the location.
+	// +optional
+	Report []string `json:"report,omitempty"`
+	// Error says why the verification could not finish.
+	// +optional
+	Error string `json:"error,omitempty"`
 }
 
 // RestoreProgress counts a running restore's items: TotalItems planned,
@@ -347,8 +388,7 @@ type RestoreCounts struct {
 	Unchanged int64 `json:"unchanged,omitempty"`
 	// +optional
 	Skipped int64 `json:"skipped,omitempty"`
-	// +optional
-	Failed int64 `json:"failed,omitempty"`
+	Failed  int64 `json:"failed"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -101,6 +101,11 @@ func (in CredentialList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in Encryption) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.Encryption"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Lease) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.Lease"
 }
@@ -123,11 +128,6 @@ func (in MigrationBackup) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationCounts) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationCounts"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in MigrationEncryption) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationEncryption"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -213,4 +213,9 @@ func (in ScheduleSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ScheduleStatus) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.ScheduleStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in VerificationSummary) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.VerificationSummary"
 }

@@ -1,10 +1,11 @@
-package volumes
+package helperpod
 
 import (
 	"strings"
 	"testing"
 
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // TestHelperEnv: a helper pod's Secret holds the location, the password
@@ -25,7 +26,7 @@ func TestHelperEnv(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", u, err)
 		}
-		if env[store.EnvStorage] != u || env[EnvPassword] != "pw" || len(env) != 2+len(want) {
+		if env[store.EnvStorage] != u || env[volumes.EnvPassword] != "pw" || len(env) != 2+len(want) {
 			t.Errorf("%s: helper environment has keys %v, want the location, the password and %v", u, keys(env), want)
 		}
 		for _, k := range want {

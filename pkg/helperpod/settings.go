@@ -1,9 +1,10 @@
-// Package volumehelpers is the pod volume options of a backup or a restore
-// whose volume data moves through helper pods (pkg/volumes.Helpers) in the
-// cluster: `ferry backup create`, `ferry restore create` and `ferry
-// migrate` without a node agent, the hub's Migrations, Backups and
-// Restores, and server mode's claims (New).
-package volumehelpers
+package helperpod
+
+// This file is the one factory of volume helpers (New) and the pod volume
+// options of a backup or a restore whose data moves through them
+// (BackupOptions, RestoreOptions): `ferry backup create`, `ferry restore
+// create` and `ferry migrate` without a node agent, the hub's Migrations,
+// Backups and Restores, and server mode's claims.
 
 import (
 	"context"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/kubeferry/ferry/pkg/backup"
-	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -27,7 +27,7 @@ type Settings struct {
 	// Password is the volume repository's.
 	Password string
 	// NodePodsDir is the kubelet's pods directory on the cluster's nodes
-	// (default volumes.DefaultNodePodsDir).
+	// (default helperpod.DefaultNodePodsDir).
 	NodePodsDir string
 	// StartTimeout bounds each helper's start, and the wait for each
 	// restored pod; Unschedulable how long the scheduler may find no node.
@@ -46,7 +46,7 @@ type Settings struct {
 // credentials, if any), with the location's URL, its credentials and the
 // password in their Secret: the one factory of helper pods, for the CLI,
 // server mode and the hub.
-func New(ctx context.Context, url string, cluster *kube.Cluster, s Settings) (*volumes.Helpers, error) {
+func New(ctx context.Context, url string, cluster *kube.Cluster, s Settings) (*Helpers, error) {
 	creds := s.Credentials
 	if creds == nil {
 		var err error
@@ -56,19 +56,19 @@ func New(ctx context.Context, url string, cluster *kube.Cluster, s Settings) (*v
 			s.Log.Warn("no credentials to give the helper pods", "error", err)
 		}
 	}
-	env, err := volumes.HelperEnv(url, s.Password, creds)
+	env, err := HelperEnv(url, s.Password, creds)
 	if err != nil {
 		return nil, err
 	}
-	return &volumes.Helpers{Client: cluster.Typed, Run: helperpod.NewRun(cluster.Typed, s.Log), Image: s.Image, Env: env,
+	return &Helpers{Client: cluster.Typed, Run: NewRun(cluster.Typed, s.Log), Image: s.Image, Env: env,
 		NodePodsDir: s.NodePodsDir, StartTimeout: s.StartTimeout, Unschedulable: s.Unschedulable, Sparse: s.Sparse}, nil
 }
 
-// Backup returns the pod volume options of a backup of cluster through
+// BackupOptions returns the pod volume options of a backup of cluster through
 // helper pods, and the helpers (nil when they could not be made: then each
 // volume fails with the reason). closeAll removes the helpers and closes
 // the repository, which is created if missing.
-func Backup(ctx context.Context, loc *store.Location, cluster *kube.Cluster, s Settings) (*backup.PodVolumeOptions, *volumes.Helpers, func(), error) {
+func BackupOptions(ctx context.Context, loc *store.Location, cluster *kube.Cluster, s Settings) (*backup.PodVolumeOptions, *Helpers, func(), error) {
 	repo, err := volumes.Open(ctx, loc, s.Password, volumes.OpenOptions{Create: true})
 	if err != nil {
 		return nil, nil, nil, err
@@ -77,17 +77,17 @@ func Backup(ctx context.Context, loc *store.Location, cluster *kube.Cluster, s S
 	h, err := New(ctx, loc.SecretURL(), cluster, s)
 	if err != nil {
 		closeRepo()
-		return &backup.PodVolumeOptions{Backup: Fail(err)}, nil, func() {}, nil
+		return &backup.PodVolumeOptions{Backup: FailVolumes(err)}, nil, func() {}, nil
 	}
 	return &backup.PodVolumeOptions{Repository: repo, Backup: h.Backup, UnmountedClaims: true}, h,
 		func() { h.Run.Close(ctx); closeRepo() }, nil
 }
 
-// Restore returns the pod volume options of a restore into cluster through
+// RestoreOptions returns the pod volume options of a restore into cluster through
 // helper pods, which fill each claim before its workloads are created, and
 // the helpers (nil when they could not be made: then a restore of volume
 // data fails with the reason, in Check). closeAll removes the helpers.
-func Restore(ctx context.Context, loc *store.Location, cluster *kube.Cluster, s Settings) (*restore.PodVolumeOptions, *volumes.Helpers, func(), error) {
+func RestoreOptions(ctx context.Context, loc *store.Location, cluster *kube.Cluster, s Settings) (*restore.PodVolumeOptions, *Helpers, func(), error) {
 	h, err := New(ctx, loc.SecretURL(), cluster, s)
 	if err != nil {
 		// Only a backup with volume data needs the helpers.
@@ -104,8 +104,8 @@ func Restore(ctx context.Context, loc *store.Location, cluster *kube.Cluster, s 
 		func() { h.Run.Close(ctx) }, nil
 }
 
-// Fail backs up nothing: each volume fails with err.
-func Fail(err error) func(context.Context, string, []volumes.PodVolume, func(volumes.Totals)) []volumes.PodVolumeBackup {
+// FailVolumes backs up nothing: each volume fails with err.
+func FailVolumes(err error) func(context.Context, string, []volumes.PodVolume, func(volumes.Totals)) []volumes.PodVolumeBackup {
 	return func(_ context.Context, _ string, vols []volumes.PodVolume, _ func(volumes.Totals)) []volumes.PodVolumeBackup {
 		out := make([]volumes.PodVolumeBackup, len(vols))
 		for i, v := range vols {

@@ -1,4 +1,4 @@
-package volumes
+package helperpod
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 	utilwait "k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // DefaultNodePodsDir is the kubelet's pods directory on a node.
@@ -32,11 +32,11 @@ const DefaultNodePodsDir = "/var/lib/kubelet/pods"
 // repository password from a short-lived Secret.
 type Helpers struct {
 	Client kubernetes.Interface
-	Run    *helperpod.Run
+	Run    *Run
 	// Image is ferry's image, which the helper pods run.
 	Image string
 	// Env is the helpers' environment from their Secret: the location
-	// (store.EnvStorage), the password (EnvPassword) and credentials.
+	// (store.EnvStorage), the password (volumes.EnvPassword) and credentials.
 	Env map[string]string
 	// NodePodsDir is the kubelet pods directory on the nodes (default
 	// DefaultNodePodsDir).
@@ -50,7 +50,7 @@ type Helpers struct {
 	Parallel int
 	Sparse   bool
 	// OnVolume, if set, gets each volume's progress, and done at its end.
-	OnVolume func(key string, p HelperProgress, done bool)
+	OnVolume func(key string, p Progress, done bool)
 }
 
 // HelperEnv returns the Secret environment of helpers that use location
@@ -75,7 +75,7 @@ func HelperEnv(locURL, password string, credentials map[string]string) (map[stri
 			return nil, fmt.Errorf("backup storage location %s: endpoint %s is this machine's loopback address, which helper pods in the cluster cannot reach; give an address the cluster's nodes reach", store.Redact(locURL), ep)
 		}
 	}
-	env := map[string]string{store.EnvStorage: locURL, EnvPassword: password}
+	env := map[string]string{store.EnvStorage: locURL, volumes.EnvPassword: password}
 	for _, k := range store.CredentialKeys(u.Scheme) {
 		if v := credentials[k]; v != "" {
 			env[k] = v
@@ -106,23 +106,23 @@ func (h *Helpers) defaults() {
 type helperRun struct {
 	key       string // for progress and errors
 	namespace string
-	job       HelperJob
-	claim     string // mounted at HelperClaimDir when set
+	job       Job
+	claim     string // mounted at MountClaimDir when set
 	readOnly  bool
 	node      string // required node, if any
 	tolerate  bool   // tolerate every taint (the data is on that node)
 }
 
 // run starts the helper pod of hr and decodes its outcome into out.
-func (h *Helpers) run(ctx context.Context, hr helperRun, out *HelperOutcome, onBytes func(HelperProgress)) (*helperpod.Outcome, error) {
+func (h *Helpers) run(ctx context.Context, hr helperRun, out *JobOutcome, onBytes func(Progress)) (*Outcome, error) {
 	job, _ := json.Marshal(hr.job)
 	purpose := "volume-" + hr.job.Op
-	spec := helperpod.Spec{
+	spec := Spec{
 		Namespace: hr.namespace, Purpose: purpose, Target: hr.key, Secret: h.Env,
 		Pod:          h.podSpec(hr, string(job)),
 		StartTimeout: h.StartTimeout, Unschedulable: h.Unschedulable, StallTimeout: h.StallTimeout,
 		OnLine: func(line []byte) {
-			var p HelperProgress
+			var p Progress
 			if json.Unmarshal(line, &p) == nil {
 				onBytes(p)
 			}
@@ -131,13 +131,13 @@ func (h *Helpers) run(ctx context.Context, hr helperRun, out *HelperOutcome, onB
 	res, err := h.Run.Pod(ctx, spec)
 	if err != nil {
 		// A helper that failed may still have said why.
-		if res != nil && res.Message != "" && helperpod.DecodeMessage(res.Message, out) == nil {
+		if res != nil && res.Message != "" && DecodeMessage(res.Message, out) == nil {
 			return res, nil
 		}
 		return res, err
 	}
-	if err := helperpod.DecodeMessage(res.Message, out); err != nil {
-		return res, &helperpod.Error{Target: hr.key, Pod: res.Pod, Node: res.Node, Reason: err.Error()}
+	if err := DecodeMessage(res.Message, out); err != nil {
+		return res, &Error{Target: hr.key, Pod: res.Pod, Node: res.Node, Reason: err.Error()}
 	}
 	return res, nil
 }
@@ -147,9 +147,9 @@ func (h *Helpers) run(ctx context.Context, hr helperRun, out *HelperOutcome, onB
 func (h *Helpers) podSpec(hr helperRun, job string) corev1.PodSpec {
 	root, no := int64(0), false
 	c := corev1.Container{
-		Name: helperpod.ContainerName, Image: h.Image,
+		Name: ContainerName, Image: h.Image,
 		Command: []string{"/usr/local/bin/ferry", "volume-helper"},
-		Env:     []corev1.EnvVar{{Name: EnvHelperJob, Value: job}},
+		Env:     []corev1.EnvVar{{Name: EnvJob, Value: job}},
 		// Root, to read and write every file of a volume and keep owners
 		// and modes, with only the capabilities that takes (all within
 		// PodSecurity's baseline level).
@@ -166,12 +166,12 @@ func (h *Helpers) podSpec(hr helperRun, job string) corev1.PodSpec {
 	}
 	if hr.claim != "" {
 		ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: hr.claim, ReadOnly: hr.readOnly}}})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: HelperClaimDir, ReadOnly: hr.readOnly})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: MountClaimDir, ReadOnly: hr.readOnly})
 	} else {
 		dirType := corev1.HostPathDirectory
 		prop := corev1.MountPropagationHostToContainer
 		ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "pods", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: h.NodePodsDir, Type: &dirType}}})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "pods", MountPath: HelperPodsDir, ReadOnly: hr.job.Op == HelperBackup, MountPropagation: &prop})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "pods", MountPath: MountPodsDir, ReadOnly: hr.job.Op == OpBackup, MountPropagation: &prop})
 	}
 	if hr.node != "" {
 		ps.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
@@ -208,12 +208,12 @@ func (h *Helpers) each(n int, do func(i int)) {
 // totals sums the running progress of several volumes.
 type totals struct {
 	mu   sync.Mutex
-	base Totals
-	cur  map[int]HelperProgress
-	on   func(Totals)
+	base volumes.Totals
+	cur  map[int]Progress
+	on   func(volumes.Totals)
 }
 
-func (t *totals) set(i int, p HelperProgress, done bool) {
+func (t *totals) set(i int, p Progress, done bool) {
 	if t.on == nil {
 		return
 	}
@@ -241,14 +241,14 @@ func (t *totals) set(i int, p HelperProgress, done bool) {
 // can place it, when no pod runs); a ReadWriteOncePod claim, which no
 // second pod may mount, and any other volume are read in the kubelet pods
 // directory of the pod's node.
-func (h *Helpers) Backup(ctx context.Context, backup string, vols []PodVolume, onProgress func(Totals)) []PodVolumeBackup {
+func (h *Helpers) Backup(ctx context.Context, backup string, vols []volumes.PodVolume, onProgress func(volumes.Totals)) []volumes.PodVolumeBackup {
 	h.defaults()
-	out := make([]PodVolumeBackup, len(vols))
-	tot := &totals{base: Totals{Volumes: len(vols)}, cur: map[int]HelperProgress{}, on: onProgress}
+	out := make([]volumes.PodVolumeBackup, len(vols))
+	tot := &totals{base: volumes.Totals{Volumes: len(vols)}, cur: map[int]Progress{}, on: onProgress}
 	modes := h.accessModes(ctx, vols)
 	h.each(len(vols), func(i int) {
 		v := vols[i]
-		hr := helperRun{key: "volume " + v.Key(), namespace: v.Namespace, job: HelperJob{Op: HelperBackup, Backup: backup, Volume: v}, node: v.Node, tolerate: v.Node != ""}
+		hr := helperRun{key: "volume " + v.Key(), namespace: v.Namespace, job: Job{Op: OpBackup, Backup: backup, Volume: v}, node: v.Node, tolerate: v.Node != ""}
 		switch {
 		case v.ClaimName != "" && (!modes[v.Namespace+"/"+v.ClaimName] || v.Node == ""):
 			// A ReadWriteOncePod claim no pod runs on may be mounted too.
@@ -258,27 +258,27 @@ func (h *Helpers) Backup(ctx context.Context, backup string, vols []PodVolume, o
 			}
 			hr.claim, hr.readOnly = v.ClaimName, true
 		case v.Node == "":
-			out[i] = PodVolumeBackup{PodVolume: v, Error: fmt.Sprintf("volume %s: the pod is not running on a node, and the volume is not a claim a helper pod can mount", v.Key())}
+			out[i] = volumes.PodVolumeBackup{PodVolume: v, Error: fmt.Sprintf("volume %s: the pod is not running on a node, and the volume is not a claim a helper pod can mount", v.Key())}
 			return
 		default:
-			hr.job.PodsDir = HelperPodsDir
+			hr.job.PodsDir = MountPodsDir
 		}
-		var oc HelperOutcome
-		res, err := h.run(ctx, hr, &oc, func(p HelperProgress) { tot.set(i, p, false); h.progress(hr.key, p, false) })
+		var oc JobOutcome
+		res, err := h.run(ctx, hr, &oc, func(p Progress) { tot.set(i, p, false); h.progress(hr.key, p, false) })
 		switch {
 		case err != nil:
-			out[i] = PodVolumeBackup{PodVolume: v, Error: err.Error()}
+			out[i] = volumes.PodVolumeBackup{PodVolume: v, Error: err.Error()}
 		case oc.Backup == nil:
-			out[i] = PodVolumeBackup{PodVolume: v, Error: hr.key + ": the helper reported no backup"}
+			out[i] = volumes.PodVolumeBackup{PodVolume: v, Error: hr.key + ": the helper reported no backup"}
 		default:
 			out[i] = *oc.Backup
 			if out[i].Error != "" && !strings.HasPrefix(out[i].Error, hr.key) {
 				out[i].Error = hr.key + ": " + out[i].Error
 			}
 		}
-		var done HelperProgress
+		var done Progress
 		if out[i].SnapshotResult != nil {
-			done = HelperProgress{Bytes: out[i].Bytes, Files: out[i].Files}
+			done = Progress{Bytes: out[i].Bytes, Files: out[i].Files}
 		}
 		if res != nil {
 			out[i].HelperPod, out[i].HelperNode = res.Pod, res.Node
@@ -289,7 +289,7 @@ func (h *Helpers) Backup(ctx context.Context, backup string, vols []PodVolume, o
 	return out
 }
 
-func (h *Helpers) progress(key string, p HelperProgress, done bool) {
+func (h *Helpers) progress(key string, p Progress, done bool) {
 	if h.OnVolume != nil {
 		h.OnVolume(key, p, done)
 	}
@@ -297,7 +297,7 @@ func (h *Helpers) progress(key string, p HelperProgress, done bool) {
 
 // accessModes says, per claim (namespace/name), whether it is
 // ReadWriteOncePod: then only the kubelet pods directory reaches it.
-func (h *Helpers) accessModes(ctx context.Context, vols []PodVolume) map[string]bool {
+func (h *Helpers) accessModes(ctx context.Context, vols []volumes.PodVolume) map[string]bool {
 	out := map[string]bool{}
 	for _, v := range vols {
 		key := v.Namespace + "/" + v.ClaimName
@@ -321,38 +321,23 @@ func (h *Helpers) accessModes(ctx context.Context, vols []PodVolume) map[string]
 	return out
 }
 
-// ClaimRestore is the data of one claim to write before anything mounts it.
-type ClaimRestore struct {
-	// Namespace and Claim are the claim in the target.
-	Namespace, Claim string
-	SnapshotID       string
-	// Source is the volume the data was backed up from.
-	Source PodVolume
-	// Keep leaves a claim that does not hold the snapshot alone
-	// (ErrKeptExisting) instead of writing the snapshot into it.
-	Keep bool
-}
-
-// Key names the claim in errors.
-func (c ClaimRestore) Key() string { return "claim " + c.Namespace + "/" + c.Claim }
-
 // RestoreClaims writes each claim's snapshot into it through a helper pod
 // that mounts it (the claim's first consumer, which also binds a
 // WaitForFirstConsumer claim), followed by the done-marker of restoreUID
 // (Repository.RestoreClaim). A claim that holds the snapshot's done-marker
 // already, whichever restore wrote it, is left as it is (AlreadyRestored);
-// any other is written, unless the ClaimRestore keeps it.
-func (h *Helpers) RestoreClaims(ctx context.Context, restoreUID string, claims []ClaimRestore, onProgress func(Totals)) []PodVolumeRestore {
+// any other is written, unless the volumes.ClaimRestore keeps it.
+func (h *Helpers) RestoreClaims(ctx context.Context, restoreUID string, claims []volumes.ClaimRestore, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore {
 	h.defaults()
-	out := make([]PodVolumeRestore, len(claims))
-	tot := &totals{base: Totals{Volumes: len(claims)}, cur: map[int]HelperProgress{}, on: onProgress}
+	out := make([]volumes.PodVolumeRestore, len(claims))
+	tot := &totals{base: volumes.Totals{Volumes: len(claims)}, cur: map[int]Progress{}, on: onProgress}
 	h.each(len(claims), func(i int) {
 		c := claims[i]
 		v := c.Source
 		v.Namespace, v.ClaimName = c.Namespace, c.Claim
-		target := RestoreTarget{PodVolume: v, SnapshotID: c.SnapshotID}
+		target := volumes.RestoreTarget{PodVolume: v, SnapshotID: c.SnapshotID}
 		hr := helperRun{key: c.Key(), namespace: c.Namespace, claim: c.Claim,
-			job: HelperJob{Op: HelperRestore, Volume: v, SnapshotID: c.SnapshotID, RestoreUID: restoreUID, Sparse: h.Sparse, Claim: true, KeepExisting: c.Keep}}
+			job: Job{Op: OpRestore, Volume: v, SnapshotID: c.SnapshotID, RestoreUID: restoreUID, Sparse: h.Sparse, Claim: true, KeepExisting: c.Keep}}
 		out[i] = h.restoreOne(ctx, i, hr, target, tot)
 	})
 	return out
@@ -364,13 +349,13 @@ func (h *Helpers) RestoreClaims(ctx context.Context, restoreUID string, claims [
 // their ferry-restore-wait init container (the signature of
 // restore.PodVolumeOptions.Restore). MarkerOnly targets are not expected
 // here: claims are restored before their pods exist (RestoreClaims).
-func (h *Helpers) RestorePodVolumes(ctx context.Context, restoreUID string, targets []RestoreTarget, wait time.Duration, onProgress func(Totals)) []PodVolumeRestore {
+func (h *Helpers) RestorePodVolumes(ctx context.Context, restoreUID string, targets []volumes.RestoreTarget, wait time.Duration, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore {
 	h.defaults()
-	out := make([]PodVolumeRestore, len(targets))
-	tot := &totals{base: Totals{Volumes: len(targets)}, cur: map[int]HelperProgress{}, on: onProgress}
+	out := make([]volumes.PodVolumeRestore, len(targets))
+	tot := &totals{base: volumes.Totals{Volumes: len(targets)}, cur: map[int]Progress{}, on: onProgress}
 	h.each(len(targets), func(i int) {
 		t := targets[i]
-		out[i] = PodVolumeRestore{RestoreTarget: t}
+		out[i] = volumes.PodVolumeRestore{RestoreTarget: t}
 		node, err := h.waitScheduled(ctx, t.Namespace, t.Pod, wait)
 		if err != nil {
 			out[i].Error = fmt.Sprintf("volume %s: %v", t.Key(), err)
@@ -378,7 +363,7 @@ func (h *Helpers) RestorePodVolumes(ctx context.Context, restoreUID string, targ
 		}
 		v := t.PodVolume
 		hr := helperRun{key: "volume " + t.Key(), namespace: t.Namespace, node: node, tolerate: true,
-			job: HelperJob{Op: HelperRestore, Volume: v, PodsDir: HelperPodsDir, SnapshotID: t.SnapshotID, RestoreUID: t.MarkerUID(restoreUID), Sparse: h.Sparse}}
+			job: Job{Op: OpRestore, Volume: v, PodsDir: MountPodsDir, SnapshotID: t.SnapshotID, RestoreUID: t.MarkerUID(restoreUID), Sparse: h.Sparse}}
 		out[i] = h.restoreOne(ctx, i, hr, t, tot)
 	})
 	return out
@@ -386,10 +371,10 @@ func (h *Helpers) RestorePodVolumes(ctx context.Context, restoreUID string, targ
 
 // restoreOne runs the restore helper pod of hr for target (the i-th of
 // tot) and returns its outcome, errors prefixed with what it restores.
-func (h *Helpers) restoreOne(ctx context.Context, i int, hr helperRun, target RestoreTarget, tot *totals) PodVolumeRestore {
-	out := PodVolumeRestore{RestoreTarget: target}
-	var oc HelperOutcome
-	res, err := h.run(ctx, hr, &oc, func(p HelperProgress) { tot.set(i, p, false); h.progress(hr.key, p, false) })
+func (h *Helpers) restoreOne(ctx context.Context, i int, hr helperRun, target volumes.RestoreTarget, tot *totals) volumes.PodVolumeRestore {
+	out := volumes.PodVolumeRestore{RestoreTarget: target}
+	var oc JobOutcome
+	res, err := h.run(ctx, hr, &oc, func(p Progress) { tot.set(i, p, false); h.progress(hr.key, p, false) })
 	switch {
 	case err != nil:
 		out.Error = err.Error()
@@ -404,9 +389,9 @@ func (h *Helpers) restoreOne(ctx context.Context, i int, hr helperRun, target Re
 	if res != nil {
 		out.HelperPod, out.HelperNode = res.Pod, res.Node
 	}
-	var done HelperProgress
+	var done Progress
 	if out.RestoreResult != nil {
-		done = HelperProgress{Bytes: out.Bytes, Files: out.Files}
+		done = Progress{Bytes: out.Bytes, Files: out.Files}
 	}
 	tot.set(i, done, true)
 	h.progress(hr.key, done, true)

@@ -1,4 +1,4 @@
-package volumes
+package helperpod
 
 import (
 	"context"
@@ -11,41 +11,42 @@ import (
 	"time"
 
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
-// EnvHelperJob is the environment variable that holds a volume helper
-// pod's job (HelperJob, JSON). The location's URL is in store.EnvStorage,
-// the repository password in EnvPassword and the credentials under the
+// EnvJob is the environment variable that holds a volume helper
+// pod's job (Job, JSON). The location's URL is in store.EnvStorage,
+// the repository password in volumes.EnvPassword and the credentials under the
 // keys of the location's scheme (store.CredentialKeys: AWS_ACCESS_KEY_ID,
 // AZURE_STORAGE_KEY, GOOGLE_APPLICATION_CREDENTIALS_JSON, ...), all from
 // the pod's Secret.
-const EnvHelperJob = "FERRY_VOLUME_JOB"
+const EnvJob = "FERRY_VOLUME_JOB"
 
 // Where a helper pod mounts what it works on.
 const (
-	// HelperClaimDir is where the claim is mounted.
-	HelperClaimDir = "/ferry/volume"
-	// HelperPodsDir is where the node's kubelet pods directory is mounted.
-	HelperPodsDir = "/ferry/pods"
+	// MountClaimDir is where the claim is mounted.
+	MountClaimDir = "/ferry/volume"
+	// MountPodsDir is where the node's kubelet pods directory is mounted.
+	MountPodsDir = "/ferry/pods"
 )
 
-// Operations of a HelperJob.
+// Operations of a Job.
 const (
-	HelperBackup  = "backup"
-	HelperRestore = "restore"
+	OpBackup  = "backup"
+	OpRestore = "restore"
 )
 
-// HelperJob is the work of one volume helper pod: back up one volume, or
-// restore one snapshot. A claim is mounted at HelperClaimDir; with PodsDir
+// Job is the work of one volume helper pod: back up one volume, or
+// restore one snapshot. A claim is mounted at MountClaimDir; with PodsDir
 // set, the volume is found in the node's kubelet pods directory mounted
 // there instead (a volume that is not a claim, or a claim that another pod
 // may not mount).
-type HelperJob struct {
+type Job struct {
 	Op     string `json:"op"`
 	Backup string `json:"backup,omitempty"`
 	// Volume is the volume to back up, or (restore) the target's.
-	Volume  PodVolume `json:"volume"`
-	PodsDir string    `json:"podsDir,omitempty"`
+	Volume  volumes.PodVolume `json:"volume"`
+	PodsDir string            `json:"podsDir,omitempty"`
 	// SnapshotID and RestoreUID are the restore's snapshot and done-marker.
 	SnapshotID string `json:"snapshotID,omitempty"`
 	RestoreUID string `json:"restoreUID,omitempty"`
@@ -57,14 +58,14 @@ type HelperJob struct {
 	KeepExisting bool `json:"keepExisting,omitempty"`
 }
 
-// HelperOutcome is what a helper pod reports in its termination message.
-type HelperOutcome struct {
-	Backup  *PodVolumeBackup  `json:"backup,omitempty"`
-	Restore *PodVolumeRestore `json:"restore,omitempty"`
+// JobOutcome is what a helper pod reports in its termination message.
+type JobOutcome struct {
+	Backup  *volumes.PodVolumeBackup  `json:"backup,omitempty"`
+	Restore *volumes.PodVolumeRestore `json:"restore,omitempty"`
 }
 
-// HelperProgress is one line a helper prints on stdout while it works.
-type HelperProgress struct {
+// Progress is one line a helper prints on stdout while it works.
+type Progress struct {
 	Bytes int64 `json:"bytes"`
 	Files int64 `json:"files"`
 }
@@ -72,38 +73,38 @@ type HelperProgress struct {
 // maxMessage keeps a termination message under the kubelet's 4096 bytes.
 const maxMessage = 1500
 
-// RunHelperJob does job inside a helper pod: it opens the location and its
-// repository from the environment, prints a HelperProgress line to
+// RunJob does job inside a helper pod: it opens the location and its
+// repository from the environment, prints a Progress line to
 // progress every second, and returns the outcome (errors in it, per
 // volume, as the other paths report them).
-func RunHelperJob(ctx context.Context, job HelperJob, progress io.Writer) HelperOutcome {
-	var out HelperOutcome
-	fail := func(err error) HelperOutcome {
+func RunJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
+	var out JobOutcome
+	fail := func(err error) JobOutcome {
 		msg := err.Error()
 		if len(msg) > maxMessage {
 			msg = msg[:maxMessage] + "..."
 		}
-		if job.Op == HelperBackup {
-			out.Backup = &PodVolumeBackup{PodVolume: job.Volume, Error: msg}
+		if job.Op == OpBackup {
+			out.Backup = &volumes.PodVolumeBackup{PodVolume: job.Volume, Error: msg}
 		} else {
-			out.Restore = &PodVolumeRestore{RestoreTarget: RestoreTarget{PodVolume: job.Volume, SnapshotID: job.SnapshotID}, Error: msg}
+			out.Restore = &volumes.PodVolumeRestore{RestoreTarget: volumes.RestoreTarget{PodVolume: job.Volume, SnapshotID: job.SnapshotID}, Error: msg}
 		}
 		return out
 	}
-	if job.Op != HelperBackup && job.Op != HelperRestore {
+	if job.Op != OpBackup && job.Op != OpRestore {
 		return fail(fmt.Errorf("volume helper: unknown op %q", job.Op))
 	}
 	locURL := os.Getenv(store.EnvStorage)
-	loc, err := store.Open(ctx, locURL, store.WithCredentials(helperCredentials(locURL)))
+	loc, err := store.Open(ctx, locURL, store.WithCredentials(jobCredentials(locURL)))
 	if err != nil {
 		return fail(err)
 	}
 	defer loc.Close()
-	pw, err := ReadPassword("")
+	pw, err := volumes.ReadPassword("")
 	if err != nil {
 		return fail(err)
 	}
-	repo, err := Open(ctx, loc, pw, OpenOptions{Create: job.Op == HelperBackup})
+	repo, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{Create: job.Op == OpBackup})
 	if err != nil {
 		return fail(fmt.Errorf("volume %s: %w", job.Volume.Key(), err))
 	}
@@ -111,44 +112,44 @@ func RunHelperJob(ctx context.Context, job HelperJob, progress io.Writer) Helper
 	repo.SparseFiles = job.Sparse
 	rep := newProgressPrinter(progress)
 	defer rep.stop()
-	dir := HelperClaimDir
+	dir := MountClaimDir
 	if job.PodsDir != "" {
-		if job.Op == HelperRestore {
-			dir, err = waitHostPath(ctx, job.PodsDir, job.Volume, time.Minute)
+		if job.Op == OpRestore {
+			dir, err = volumes.WaitHostPath(ctx, job.PodsDir, job.Volume, time.Minute)
 		} else {
-			dir, err = HostPath(job.PodsDir, job.Volume.PodUID, job.Volume)
+			dir, err = volumes.HostPath(job.PodsDir, job.Volume.PodUID, job.Volume)
 		}
 		if err != nil {
 			return fail(err)
 		}
 	}
-	if job.Op == HelperBackup {
-		tags := map[string]string{TagBackup: job.Backup, "ferry-pod": job.Volume.Namespace + "/" + job.Volume.Pod, "ferry-pod-volume": job.Volume.Volume}
+	if job.Op == OpBackup {
+		tags := map[string]string{volumes.TagBackup: job.Backup, "ferry-pod": job.Volume.Namespace + "/" + job.Volume.Pod, "ferry-pod-volume": job.Volume.Volume}
 		res, err := repo.Snapshot(ctx, dir, job.Volume.Identity, tags, rep.update)
 		if err != nil {
 			return fail(fmt.Errorf("volume %s: %w", job.Volume.Key(), err))
 		}
-		out.Backup = &PodVolumeBackup{PodVolume: job.Volume, Path: dir, SnapshotResult: res}
+		out.Backup = &volumes.PodVolumeBackup{PodVolume: job.Volume, Path: dir, SnapshotResult: res}
 		return out
 	}
-	var res *RestoreResult
+	var res *volumes.RestoreResult
 	if job.Claim {
-		res, err = repo.RestoreClaim(ctx, job.SnapshotID, dir, job.RestoreUID, ClaimPolicy{Keep: job.KeepExisting}, rep.update)
+		res, err = repo.RestoreClaim(ctx, job.SnapshotID, dir, job.RestoreUID, volumes.ClaimPolicy{Keep: job.KeepExisting}, rep.update)
 	} else {
 		res, err = repo.Restore(ctx, job.SnapshotID, dir, job.RestoreUID, rep.update)
 	}
 	if err != nil {
 		return fail(fmt.Errorf("volume %s: %w", job.Volume.Key(), err))
 	}
-	out.Restore = &PodVolumeRestore{RestoreTarget: RestoreTarget{PodVolume: job.Volume, SnapshotID: job.SnapshotID}, Path: dir, RestoreResult: res}
+	out.Restore = &volumes.PodVolumeRestore{RestoreTarget: volumes.RestoreTarget{PodVolume: job.Volume, SnapshotID: job.SnapshotID}, Path: dir, RestoreResult: res}
 	return out
 }
 
-// helperCredentials are the credentials of the location at locURL in a
+// jobCredentials are the credentials of the location at locURL in a
 // helper's environment: its scheme's keys (store.CredentialKeys) that are
 // set. GOOGLE_APPLICATION_CREDENTIALS_JSON is no variable the Google
 // libraries read themselves, so the store is given them explicitly.
-func helperCredentials(locURL string) map[string]string {
+func jobCredentials(locURL string) map[string]string {
 	u, err := url.Parse(locURL)
 	if err != nil {
 		return nil
@@ -166,7 +167,7 @@ func helperCredentials(locURL string) map[string]string {
 // did not change: the line says the helper is alive).
 type progressPrinter struct {
 	mu    sync.Mutex
-	cur   HelperProgress
+	cur   Progress
 	w     io.Writer
 	quit  chan struct{}
 	ended chan struct{}
@@ -192,7 +193,7 @@ func newProgressPrinter(w io.Writer) *progressPrinter {
 
 func (p *progressPrinter) update(bytes, files int64) {
 	p.mu.Lock()
-	p.cur = HelperProgress{Bytes: bytes, Files: files}
+	p.cur = Progress{Bytes: bytes, Files: files}
 	p.mu.Unlock()
 }
 
