@@ -69,8 +69,8 @@ generate: tools
 	$(OPENAPI_GEN) $(GEN_HEADER) --output-file zz_generated.openapi.go --output-dir pkg/hub/openapi \
 	  --output-pkg github.com/kubeferry/ferry/pkg/hub/openapi --report-filename /dev/null \
 	  --output-model-name-file zz_generated.model_name.go \
-	  --readonly-pkg k8s.io/apimachinery/pkg/apis/meta/v1 --readonly-pkg k8s.io/apimachinery/pkg/runtime --readonly-pkg k8s.io/apimachinery/pkg/version \
-	  k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version $(HUB_APIS)
+	  --readonly-pkg k8s.io/apimachinery/pkg/apis/meta/v1 --readonly-pkg k8s.io/apimachinery/pkg/runtime --readonly-pkg k8s.io/apimachinery/pkg/version --readonly-pkg k8s.io/api/core/v1 --readonly-pkg k8s.io/apimachinery/pkg/api/resource --readonly-pkg k8s.io/apimachinery/pkg/util/intstr \
+	  k8s.io/apimachinery/pkg/apis/meta/v1 k8s.io/apimachinery/pkg/runtime k8s.io/apimachinery/pkg/version k8s.io/apimachinery/pkg/api/resource k8s.io/apimachinery/pkg/util/intstr k8s.io/api/core/v1 $(HUB_APIS)
 
 # The command reference in docs/cli, one Markdown page per command, from
 # the cobra tree (hack/gen-cli-docs). `make lint` fails when it is stale

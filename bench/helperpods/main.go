@@ -1,5 +1,5 @@
 // Command helperpods benchmarks ferry's helper-pod path for volume data
-// (pkg/volumes Helpers.Backup and Helpers.RestoreClaims: a short-lived pod
+// (pkg/helperpod Helpers.Backup and Helpers.RestoreClaims: a short-lived pod
 // running ferry's image mounts the claim and moves its data to or from
 // the backup storage location, what "ferry backup create" and "ferry
 // restore create" start when nothing of ferry is installed in the

@@ -43,8 +43,9 @@ It needs no Kubernetes cluster: its objects are kept in an etcd embedded in the 
 DIR/etcd, on loopback ports), or in --etcd-servers. Its controllers (--controllers) carry
 Migrations, Backups and Restores out, create Schedules' Backups, expire Backups past their TTL
 and check the locations: they reach the member clusters through their ClusterCredentials'
-kubeconfigs and the backup storage location with a Migration's Credential
-(spec.storage.credentialRef) or this process's credentials (its environment, as ferry backup's),
+kubeconfigs and the backup storage locations with their Credentials (a Migration's
+spec.storage.credentialRef, a BackupStorageLocation's spec.credentialRef) or this process's
+credentials (its environment, as ferry backup's),
 and installs nothing in the clusters. Pod volume data moves through helper
 pods running --helper-image in both clusters, with the repository password of
 --repository-password-file (or $FERRY_REPOSITORY_PASSWORD); without one, the hub moves none.

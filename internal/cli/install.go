@@ -41,7 +41,7 @@ func (f *installFlags) register(cmd *cobra.Command, render bool) {
 	fl.StringVar(&f.serverLimits, "server-limits", "memory=1Gi", "the server's resource limits: cpu=Q,memory=Q")
 	fl.StringVar(&f.nodeAgentRequests, "node-agent-requests", "cpu=100m,memory=128Mi", "the node agent's resource requests")
 	fl.StringVar(&f.nodeAgentLimits, "node-agent-limits", "memory=1Gi", "the node agent's resource limits")
-	fl.StringVar(&f.hostPodsDir, "host-pods-dir", install.DefaultHostPodsDir, "the kubelet's pods directory on the nodes, mounted into the node agent")
+	fl.StringVar(&f.hostPodsDir, "host-pods-dir", install.DefaultHostPodsDir, "the kubelet's pods directory on the nodes, mounted into the node agent and into the server's helper pods (its --node-pods-dir)")
 	fl.StringVar(&f.locationURL, "location-url", "", "render BackupStorageLocation \"default\" with this URL (as --storage: s3://bucket?endpoint=...&region=...)")
 	fl.StringVar(&f.credentialsFile, "credentials-file", "", "render Secret ferry-credentials for the location from this file: KEY=VALUE lines of the location's scheme (s3: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, optional AWS_SESSION_TOKEN, AWS_REGION; azblob: AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY, or AZURE_STORAGE_CONNECTION_STRING), or for gs a service-account key JSON file as downloaded")
 	fl.StringVar(&f.repositoryPasswordFile, "repository-password-file", "", "render Secret ferry-repository with the volume repository password from this file, for pod volume data (source and target need the same one); without it, volume backups fail with the reason")

@@ -114,6 +114,7 @@ func TestHub(t *testing.T) {
 	t.Run("auth", func(t *testing.T) { testAuth(t, h, dir) })
 	t.Run("encryption", func(t *testing.T) { testEncryption(t, c, h.EtcdServers) })
 	t.Run("metrics and handlers", func(t *testing.T) { testNonResource(t, h.admin) })
+	t.Run("events", func(t *testing.T) { testEvents(t, h.admin, withToken(h.admin, "viewer-token")) })
 }
 
 func testDiscovery(t *testing.T, cfg *rest.Config) {

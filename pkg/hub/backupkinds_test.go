@@ -49,6 +49,9 @@ func testBackupKinds(t *testing.T, c dynamic.Interface) {
 	}{
 		{"backupstoragelocations", mk("BackupStorageLocation", "second-default", map[string]any{"url": "file:///x", "default": true}), "spec.default"},
 		{"backupstoragelocations", mk("BackupStorageLocation", "ftp", map[string]any{"url": "ftp://x"}), "spec.url"},
+		{"backupstoragelocations", mk("BackupStorageLocation", "file-keys", map[string]any{"url": "file:///x", "credentialRef": map[string]any{"name": "keys"}}), "spec.credentialRef"},
+		{"backupstoragelocations", mk("BackupStorageLocation", "no-identity", map[string]any{"url": "s3://b", "encryption": map[string]any{"recipients": []any{"age1ql3z7hjy54pw3hyww5ayyfg7zqgvc7w3j2elw8zmrj2kg5sfn9aqmcac8p"}}}), "spec.encryption.identityRef"},
+		{"backupstoragelocations", mk("BackupStorageLocation", "bad-recipient", map[string]any{"url": "s3://b", "encryption": map[string]any{"recipients": []any{"age1nope"}, "identityRef": map[string]any{"name": "k", "key": "key.txt"}}}), "spec.encryption.recipients[0]"},
 		{"backups", mk("Backup", "unknown-cluster", map[string]any{"cluster": "nowhere"}), "spec.cluster"},
 		{"backups", mk("Backup", "unknown-location", map[string]any{"cluster": "old", "storageLocationName": "nowhere"}), "spec.storageLocationName"},
 		{"backups", mk("Backup", "ttl", map[string]any{"cluster": "old", "ttl": "-1h"}), "spec.ttl"},

@@ -1,12 +1,14 @@
 package hub
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/install"
+	"github.com/kubeferry/ferry/pkg/hub/registry/event"
 )
 
 var (
@@ -22,5 +24,13 @@ func init() {
 	// wants them (as sample-apiserver registers them).
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
 	Scheme.AddUnversionedTypes(schema.GroupVersion{Group: "", Version: "v1"},
-		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
+		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIResourceList{}, &metav1.APIGroup{})
+	// core/v1 Events, which the hub serves (pkg/hub/registry/event). They
+	// have no internal version of their own: the same type is registered
+	// as the internal one, so that no conversion is needed.
+	Scheme.AddKnownTypes(corev1.SchemeGroupVersion, &corev1.Event{}, &corev1.EventList{})
+	Scheme.AddKnownTypes(schema.GroupVersion{Version: runtime.APIVersionInternal}, &corev1.Event{}, &corev1.EventList{})
+	if err := Scheme.AddFieldLabelConversionFunc(corev1.SchemeGroupVersion.WithKind("Event"), event.ConvertFieldLabel); err != nil {
+		panic(err)
+	}
 }

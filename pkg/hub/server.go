@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
@@ -33,6 +34,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/hub/registry/cluster"
 	"github.com/kubeferry/ferry/pkg/hub/registry/clustercredential"
 	"github.com/kubeferry/ferry/pkg/hub/registry/credential"
+	"github.com/kubeferry/ferry/pkg/hub/registry/event"
 	"github.com/kubeferry/ferry/pkg/hub/registry/migration"
 	"github.com/kubeferry/ferry/pkg/hub/registry/restore"
 	"github.com/kubeferry/ferry/pkg/hub/registry/schedule"
@@ -173,8 +175,9 @@ func (s *Server) Close() {
 // API, no admission, no priority and fairness (they all need a
 // kube-apiserver behind), the hub's etcd, certificate and encryption.
 func recommendedOptions(o Options, d dataDir, servers []string, listener net.Listener) *genericoptions.RecommendedOptions {
-	ro := genericoptions.NewRecommendedOptions(etcdPrefix, Codecs.LegacyCodec(v1beta1.SchemeGroupVersion))
-	ro.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(v1beta1.SchemeGroupVersion, schema.GroupKind{Group: ferry.GroupName})
+	ro := genericoptions.NewRecommendedOptions(etcdPrefix, Codecs.LegacyCodec(v1beta1.SchemeGroupVersion, corev1.SchemeGroupVersion))
+	// ferry.dev kinds are stored at v1beta1, Events at core/v1.
+	ro.Etcd.StorageConfig.EncodeVersioner = schema.GroupVersions{v1beta1.SchemeGroupVersion, corev1.SchemeGroupVersion}
 	ro.Etcd.StorageConfig.Transport.ServerList = servers
 	ro.Etcd.EncryptionProviderConfigFilepath = d.encryption()
 	ro.SecureServing.BindAddress = o.BindAddress
@@ -269,6 +272,17 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 	group.VersionedResourcesStorageMap["v1beta1"] = storage
 	group.VersionedResourcesStorageMap["v1alpha1"] = storage
 	if err := g.InstallAPIGroup(&group); err != nil {
+		return nil, err
+	}
+	// core/v1 Events, at /api/v1, where kubectl describe and kubectl
+	// events look for them.
+	events, err := event.NewREST(Scheme, c.RESTOptionsGetter)
+	if err != nil {
+		return nil, err
+	}
+	core := genericapiserver.NewDefaultAPIGroupInfo("", Scheme, metav1.ParameterCodec, Codecs)
+	core.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{"events": events}
+	if err := g.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &core); err != nil {
 		return nil, err
 	}
 	for path, h := range handlers {

@@ -308,7 +308,7 @@ func deployment(o Options, m metav1.ObjectMeta) *appsv1.Deployment {
 					Name: "ferry", Image: o.Image,
 					// The ferry image has a shell: it also runs the
 					// ferry-restore-wait init container of restored pods.
-					Args: commandLine("server", [2]string{"restore-helper-image", o.Image}),
+					Args: serverArgs(o),
 					Env:  []corev1.EnvVar{nsEnv(), passwordEnv()},
 					Ports: []corev1.ContainerPort{
 						{Name: "metrics", ContainerPort: 8085}, {Name: "probes", ContainerPort: 8086},
@@ -324,6 +324,17 @@ func deployment(o Options, m metav1.ObjectMeta) *appsv1.Deployment {
 			},
 		},
 	}}
+}
+
+// serverArgs are the server's flags: its image for the helper pods and
+// init containers, and the kubelet's pods directory (--host-pods-dir)
+// that its helper pods mount, as the node agents do.
+func serverArgs(o Options) []string {
+	flags := [][2]string{{"restore-helper-image", o.Image}}
+	if o.HostPodsDir != "" && o.HostPodsDir != DefaultHostPodsDir {
+		flags = append(flags, [2]string{"node-pods-dir", o.HostPodsDir})
+	}
+	return commandLine("server", flags...)
 }
 
 func daemonSet(o Options, m metav1.ObjectMeta) *appsv1.DaemonSet {

@@ -55,6 +55,15 @@ func TestRenderRBAC(t *testing.T) {
 			}
 		}
 	}
+	// The kubelet's pods directory of --host-pods-dir is the server's
+	// helper pods' too, not only the node agents'.
+	for _, o := range Render(Options{Namespace: "ns1", Image: "registry.example/ferry:1", HostPodsDir: "/var/lib/k0s/kubelet/pods"}) {
+		if d, ok := o.(*appsv1.Deployment); ok {
+			if got := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " "); got != "server --restore-helper-image registry.example/ferry:1 --node-pods-dir /var/lib/k0s/kubelet/pods" {
+				t.Errorf("server args %q: want the install's pods directory as --node-pods-dir", got)
+			}
+		}
+	}
 }
 
 func TestFlagsParsing(t *testing.T) {

@@ -13,13 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/client-go/tools/events"
+	kevents "k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/install"
 	"github.com/kubeferry/ferry/pkg/kube"
@@ -58,7 +59,7 @@ type BackupReconciler struct {
 	// node agent can read.
 	Helpers helperpod.Settings
 	// Events, if set, records Started and how each Backup ended.
-	Events events.EventRecorder
+	Events kevents.EventRecorder
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -98,7 +99,7 @@ func (r *BackupReconciler) orphaned(ctx context.Context, req reconcile.Request) 
 	meta.SetStatusCondition(&b.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionSucceeded, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonServerStopped, Message: "the ferry server running it stopped before it finished"})
 	b.Status.FailureReason = "the ferry server running this backup stopped before it finished (found InProgress at server start); its store folder is Incomplete and never restorable: remove it with `ferry backup delete " + b.Name + "`"
 	r.Log.Warn("backup left InProgress by a stopped server: marked Failed", "backup", b.Name)
-	endEvent(r.Events, b, "Backup", v1alpha1.PhaseFailed, b.Status.Warnings, b.Status.Errors, b.Status.FailureReason)
+	events.End(r.Events, b, "Backup", string(v1alpha1.PhaseFailed), b.Status.Warnings, b.Status.Errors, b.Status.FailureReason)
 	metrics.BackupFailed()
 	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, b, orig))
 }
@@ -139,7 +140,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	}
 	metrics.BackupsInProgress.Inc()
 	defer metrics.BackupsInProgress.Dec()
-	event(r.Events, b, false, EventStarted, "Backup", "backing up into location %s", bsl.Name)
+	events.Record(r.Events, b, false, events.Started, "Backup", "backing up into location %s", bsl.Name)
 
 	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err != nil {
@@ -189,7 +190,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 		return err
 	}
 	metrics.BackupFinished(&b.Status)
-	endEvent(r.Events, b, "Backup", b.Status.Phase, b.Status.Warnings, b.Status.Errors, b.Status.FailureReason)
+	events.End(r.Events, b, "Backup", string(b.Status.Phase), b.Status.Warnings, b.Status.Errors, b.Status.FailureReason)
 	return nil
 }
 
@@ -293,7 +294,7 @@ func (r *BackupReconciler) fail(ctx context.Context, b *v1alpha1.Backup, why, re
 	st := &b.Status
 	runStatus{&st.StartTimestamp, &st.CompletionTimestamp, &st.Phase, &st.FailureReason, &st.Errors, &st.Conditions}.fail(metav1.NewTime(r.Clock.Now()), why, reason)
 	r.Log.Warn("backup failed", "backup", b.Name, "reason", reason)
-	event(r.Events, b, true, why, "Backup", "%s", reason)
+	events.Record(r.Events, b, true, why, "Backup", "%s", reason)
 	metrics.BackupFailed()
 	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, b, orig))
 }

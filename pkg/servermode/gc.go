@@ -8,12 +8,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
+	kevents "k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/retention"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -47,7 +48,7 @@ type GCReconciler struct {
 	// RepositoryPassword, if set, opens the volume repository to delete
 	// the expired backup's snapshots.
 	RepositoryPassword string
-	Events             events.EventRecorder
+	Events             kevents.EventRecorder
 }
 
 // Expiration returns when b expires, or nil (retention.Expiration).
@@ -91,10 +92,10 @@ func (r *GCReconciler) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, fmt.Errorf("expired backup %s: %w", b.Name, err)
 	case res.Folder == retention.FolderKeptOther:
 		r.Log.Warn("expired backup: the store folder of that name holds another backup; only the Backup object is deleted", "backup", b.Name, "storeUID", res.Stored.UID, "uid", b.UID)
-		event(r.Events, b, true, "StoreFolderKept", "Expire", "expired; the store folder %s holds another backup of the same name (UID %s), which is kept", b.Name, res.Stored.UID)
+		events.Record(r.Events, b, true, "StoreFolderKept", "Expire", "expired; the store folder %s holds another backup of the same name (UID %s), which is kept", b.Name, res.Stored.UID)
 	case res.VolumeError != nil:
 		r.Log.Warn("expired backup: volume snapshots not deleted", "backup", b.Name, "err", res.VolumeError)
-		event(r.Events, b, true, "VolumeDataKept", "Expire", "%v", res.VolumeError)
+		events.Record(r.Events, b, true, "VolumeDataKept", "Expire", "%v", res.VolumeError)
 	case res.Snapshots > 0:
 		r.Log.Info("expired backup: volume snapshots deleted", "backup", b.Name, "snapshots", res.Snapshots)
 	}

@@ -7,12 +7,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
+	kevents "k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/storagelocation"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -33,7 +34,7 @@ type LocationReconciler struct {
 	Period    time.Duration
 	Log       *slog.Logger
 	// Events, if set, records each change between Available and Unavailable.
-	Events events.EventRecorder
+	Events kevents.EventRecorder
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -49,7 +50,7 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		bsl.Status.Phase = v1alpha1.LocationAvailable
 		bsl.Status.Message = ""
 		if orig.Status.Phase != v1alpha1.LocationAvailable {
-			event(r.Events, bsl, false, EventAvailable, "Validate", "the store %s can be listed", bsl.Spec.URL)
+			events.Record(r.Events, bsl, false, events.Available, "Validate", "the store %s can be listed", bsl.Spec.URL)
 		}
 		metrics.LocationChecked(bsl.Name, true)
 	} else {
@@ -58,7 +59,7 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		metrics.LocationChecked(bsl.Name, false)
 		if orig.Status.Phase != v1alpha1.LocationUnavailable {
 			r.Log.Warn("backup storage location unavailable", "location", bsl.Name, "reason", err)
-			event(r.Events, bsl, true, EventUnavailable, "Validate", "%v", err)
+			events.Record(r.Events, bsl, true, events.Unavailable, "Validate", "%v", err)
 		}
 	}
 	now := metav1.NewTime(r.Clock.Now())

@@ -13,12 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
+	kevents "k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/metrics"
@@ -51,7 +52,7 @@ type RestoreReconciler struct {
 	// Helpers are the settings of the helper pods that fill claims.
 	Helpers helperpod.Settings
 	// Events, if set, records Started and how each Restore ended.
-	Events events.EventRecorder
+	Events kevents.EventRecorder
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -99,7 +100,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	}
 	metrics.RestoresInProgress.Inc()
 	defer metrics.RestoresInProgress.Dec()
-	event(r.Events, rs, false, EventStarted, "Restore", "restoring backup %s from location %s", rs.Spec.BackupName, bsl.Name)
+	events.Record(r.Events, rs, false, events.Started, "Restore", "restoring backup %s from location %s", rs.Spec.BackupName, bsl.Name)
 	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err != nil {
 		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, err.Error())
@@ -170,7 +171,7 @@ func (r *RestoreReconciler) verify(ctx context.Context, rs *v1alpha1.Restore, lo
 	if sum == nil {
 		return
 	}
-	event(r.Events, rs, sum.Error != "" || sum.Unexpected > 0, "Verified", "Verify", "%d of %d object(s) match the backup, %d unexpected", sum.Matched, sum.Objects, sum.Unexpected)
+	events.Record(r.Events, rs, sum.Error != "" || sum.Unexpected > 0, events.Verified, "Verify", "%d of %d object(s) match the backup, %d unexpected", sum.Matched, sum.Objects, sum.Unexpected)
 }
 
 // finish writes the outcome res of rs's run (started at start) into its
@@ -189,7 +190,7 @@ func (r *RestoreReconciler) finish(ctx context.Context, rs *v1alpha1.Restore, st
 		return err
 	}
 	metrics.RestoreFinished(&rs.Status)
-	endEvent(r.Events, rs, "Restore", rs.Status.Phase, rs.Status.Warnings, rs.Status.Errors, rs.Status.FailureReason)
+	events.End(r.Events, rs, "Restore", string(rs.Status.Phase), rs.Status.Warnings, rs.Status.Errors, rs.Status.FailureReason)
 	return nil
 }
 
@@ -250,7 +251,7 @@ func (r *RestoreReconciler) fail(ctx context.Context, rs *v1alpha1.Restore, why,
 	st := &rs.Status
 	runStatus{&st.StartTimestamp, &st.CompletionTimestamp, &st.Phase, &st.FailureReason, &st.Errors, &st.Conditions}.fail(metav1.NewTime(r.Clock.Now()), why, reason)
 	r.Log.Warn("restore failed", "restore", rs.Name, "reason", reason)
-	event(r.Events, rs, true, why, "Restore", "%s", reason)
+	events.Record(r.Events, rs, true, why, "Restore", "%s", reason)
 	metrics.RestoreFailed()
 	return ignoreGone(patchStatus(ctx, r.Client, r.APIReader, rs, orig))
 }

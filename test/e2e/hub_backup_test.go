@@ -10,11 +10,15 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"filippo.io/age"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/internal/testenv"
@@ -223,7 +227,7 @@ func checkHubLocationAccess(t *testing.T, c crclient.WithWatch, e *env, namespac
 		&v1beta1.Credential{ObjectMeta: hubMeta("sealed-age"), Data: map[string][]byte{"key.txt": []byte(id.String() + "\n")}},
 		&v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("sealed"), Spec: v1beta1.BackupStorageLocationSpec{URL: s3.URL(bucket),
 			CredentialRef: &v1beta1.LocalObjectReference{Name: "sealed-s3"}, ValidationFrequency: &metav1.Duration{Duration: 2 * time.Second},
-			Encryption: v1beta1.Encryption{Recipients: []string{id.Recipient().String()}, IdentityRef: &v1beta1.CredentialKeyReference{Name: "sealed-age", Key: "key.txt"}}}},
+			Encryption: &v1beta1.Encryption{Recipients: []string{id.Recipient().String()}, IdentityRef: &v1beta1.CredentialKeyReference{Name: "sealed-age", Key: "key.txt"}}}},
 		&v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("wrong-keys"), Spec: v1beta1.BackupStorageLocationSpec{URL: s3.URL(bucket),
 			CredentialRef: &v1beta1.LocalObjectReference{Name: "wrong-s3"}}},
 	} {
@@ -233,9 +237,21 @@ func checkHubLocationAccess(t *testing.T, c crclient.WithWatch, e *env, namespac
 	}
 	loc := waitFor(t, c, &v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("sealed")}, time.Minute, func(l *v1beta1.BackupStorageLocation) bool { return l.Status.Phase != "" })
 	wrong := waitFor(t, c, &v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("wrong-keys")}, time.Minute, func(l *v1beta1.BackupStorageLocation) bool { return l.Status.Phase != "" })
-	if loc.Status.Phase != v1beta1.LocationAvailable || wrong.Status.Phase != v1beta1.LocationUnavailable || !strings.Contains(wrong.Status.Message, "access denied") {
-		t.Fatalf("locations: sealed %s %q; wrong-keys %s %q; want Available, and Unavailable for access denied", loc.Status.Phase, loc.Status.Message, wrong.Status.Phase, wrong.Status.Message)
+	if loc.Status.Phase != v1beta1.LocationAvailable || wrong.Status.Phase != v1beta1.LocationUnavailable || !strings.Contains(wrong.Status.Message, "access denied") ||
+		!strings.Contains(wrong.Status.Message, `Credential "wrong-s3" (spec.credentialRef)`) {
+		t.Fatalf("locations: sealed %s %q; wrong-keys %s %q; want Available, and Unavailable for access denied with the keys of Credential wrong-s3", loc.Status.Phase, loc.Status.Message, wrong.Status.Phase, wrong.Status.Message)
 	}
+	// Its Credential fixed, the location is checked again at once (it
+	// checks every minute otherwise).
+	cred := &v1beta1.Credential{ObjectMeta: hubMeta("wrong-s3")}
+	if err := c.Get(ctx, crclient.ObjectKeyFromObject(cred), cred); err != nil {
+		t.Fatal(err)
+	}
+	cred.Data[store.EnvAWSSecretAccessKey] = []byte(s3.SecretKey)
+	if err := c.Update(ctx, cred); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, c, wrong, 20*time.Second, func(l *v1beta1.BackupStorageLocation) bool { return l.Status.Phase == v1beta1.LocationAvailable })
 
 	b := &v1beta1.Backup{ObjectMeta: hubMeta("sealed"), Spec: v1beta1.BackupSpec{Cluster: "src", StorageLocationName: "sealed", IncludedNamespaces: []string{namespace}}}
 	if err := c.Create(ctx, b); err != nil {
@@ -285,5 +301,35 @@ func checkHubLocationAccess(t *testing.T, c crclient.WithWatch, e *env, namespac
 	sl.SetEncryption(enc)
 	if raw, err := migration.OpenReport(ctx, sl, "sealed", false); err != nil || !strings.Contains(string(raw), `"summary"`) {
 		t.Errorf("the restore's report in the bucket, with the identity: %v (%d bytes)", err, len(raw))
+	}
+}
+
+// checkHubEvents: the hub records Events on what its controllers run, as
+// server mode does in its cluster (pkg/events), in core/v1 Events that
+// kubectl describe finds by the involved object: each (kind, name) has
+// Events of the given reasons, in order.
+func checkHubEvents(t *testing.T, cfg *rest.Config, want map[[2]string][]string) {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	for obj, reasons := range want {
+		sel := "involvedObject.kind=" + obj[0] + ",involvedObject.name=" + obj[1]
+		var got []string
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+			l, err := cs.CoreV1().Events("default").List(context.Background(), metav1.ListOptions{FieldSelector: sel})
+			if err != nil {
+				t.Fatalf("Events of %s %s: %v", obj[0], obj[1], err)
+			}
+			slices.SortFunc(l.Items, func(a, b corev1.Event) int { return a.FirstTimestamp.Compare(b.FirstTimestamp.Time) })
+			got = got[:0]
+			for _, e := range l.Items {
+				got = append(got, e.Reason)
+			}
+			if slices.Equal(got, reasons) {
+				break
+			}
+		}
+		if !slices.Equal(got, reasons) {
+			t.Errorf("Events of %s %s: reasons %v, want %v", obj[0], obj[1], got, reasons)
+		}
 	}
 }

@@ -252,6 +252,14 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 			checkHubLocationAccess(t, c, e, sets[1].namespace, objsIn(objs, sets[1].namespace))
 		})
 		t.Run("metrics", func(t *testing.T) { checkHubMetrics(t, cfg) })
+		t.Run("events", func(t *testing.T) {
+			checkHubEvents(t, cfg, map[[2]string][]string{
+				{"Migration", "corpus"}:             {"Started", "Completed"},
+				{"Backup", "sealed"}:                {"Started", "Completed"},
+				{"Restore", "sealed"}:               {"Started", "Verified", "Completed"},
+				{"BackupStorageLocation", "broken"}: {"Unavailable"},
+			})
+		})
 	}
 }
 

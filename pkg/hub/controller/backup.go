@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/metrics"
@@ -71,9 +72,13 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if url := b.Status.StorageLocation; url != "" {
 			msg = fmt.Sprintf("%s stopped while the backup ran%s; its store folder is incomplete and never restorable: remove it (ferry backup delete %s --storage %s) before creating a Backup of that name again", who, ago, b.Name, store.Redact(url))
 		}
-		return reconcile.Result{}, k.interrupted(ctx, &b,
+		err := k.interrupted(ctx, &b,
 			func(cur *v1beta1.Backup) bool { return runEnded(cur.Status.Phase) },
 			func(cur *v1beta1.Backup) { endBackup(&cur.Status, v1beta1.RunFailed, "HubInterrupted", msg, r.now()) })
+		if err == nil {
+			events.End(r.Events, &b, "Backup", string(v1beta1.RunFailed), 0, 0, msg)
+		}
+		return reconcile.Result{}, err
 	}
 	err := k.claim(ctx, &b, func(b *v1beta1.Backup) {
 		now := r.now()
@@ -136,6 +141,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1beta1.Backup) {
 	}
 	metrics.BackupsInProgress.Inc()
 	defer metrics.BackupsInProgress.Dec()
+	events.Record(r.Events, b, false, events.Started, "Backup", "backing up cluster %s", b.Spec.Cluster)
 	res, err := runLeased(ctx, r.leased(), key, apply, func(ctx context.Context) (*v1alpha1.Backup, error) {
 		return r.backup(ctx, b, func(done, total int) {
 			mu.Lock()
@@ -152,14 +158,27 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1beta1.Backup) {
 	} else {
 		metrics.BackupFailed()
 	}
+	phase, reason, msg := runOutcome(phaseOf(res), failureOf(res), err)
 	r.record(ctx, key, func(cur *v1beta1.Backup) {
 		apply(cur)
 		if res != nil {
 			backupStatus(&cur.Status, res)
 		}
-		phase, reason, msg := runOutcome(phaseOf(res), failureOf(res), err)
 		endBackup(&cur.Status, phase, reason, msg, r.now())
 	})
+	var warnings, errs int
+	if res != nil {
+		warnings, errs = res.Status.Warnings, res.Status.Errors
+	}
+	events.End(r.Events, b, "Backup", string(phase), warnings, errs, failureMessage(phase, msg))
+}
+
+// failureMessage is msg when phase is not Completed.
+func failureMessage[P ~string](phase P, msg string) string {
+	if phase == "Completed" {
+		return ""
+	}
+	return msg
 }
 
 // record writes how a run ended, even as the hub stops, within a short

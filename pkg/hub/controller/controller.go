@@ -18,10 +18,16 @@ import (
 	"os"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	kevents "k8s.io/client-go/tools/events"
+
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -60,7 +66,11 @@ type Options struct {
 	// volume data is moved: a Migration with spec.volumes fails, and a
 	// volume a pod asks for fails with the reason.
 	Volumes helperpod.Settings
-	Log     *slog.Logger
+	// Events records Events on the objects the controllers run (the
+	// hub's core/v1 Events, pkg/events' reasons, as server mode's); Run
+	// sets it when nil.
+	Events kevents.EventRecorder
+	Log    *slog.Logger
 	// Clock is the controllers' time (timestamps, leases, expiry,
 	// Schedules); default the real clock.
 	Clock clock.PassiveClock
@@ -108,6 +118,20 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
+// startEvents sets o.Events to a recorder that writes core/v1 Events into
+// the hub (which serves no events.k8s.io), as component ferry-hub; stop
+// flushes and ends it.
+func (o *Options) startEvents(ctx context.Context) (stop func(), err error) {
+	cs, err := kubernetes.NewForConfig(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cs.CoreV1().Events("")})
+	o.Events = record.NewEventRecorderAdapter(b.NewRecorder(Scheme(), corev1.EventSource{Component: "ferry-hub"}))
+	return b.Shutdown, nil
+}
+
 // Run runs the controllers until ctx is done.
 func Run(ctx context.Context, o Options) error {
 	metrics.Register(legacyregistry.Registerer())
@@ -120,6 +144,13 @@ func Run(ctx context.Context, o Options) error {
 	})
 	if err != nil {
 		return fmt.Errorf("hub controllers: %w", err)
+	}
+	if o.Events == nil {
+		stop, err := o.startEvents(ctx)
+		if err != nil {
+			return fmt.Errorf("hub controllers: %w", err)
+		}
+		defer stop()
 	}
 	r := &MigrationReconciler{Client: mgr.GetClient(), Options: o, Reader: mgr.GetAPIReader()}
 	err = ctrl.NewControllerManagedBy(mgr).
@@ -152,8 +183,14 @@ func addBackupControllers(mgr ctrl.Manager, o Options) error {
 	c, reader := mgr.GetClient(), mgr.GetAPIReader()
 	// Their own status updates do not bring a location or a Schedule back.
 	changed := builder.WithPredicates(predicate.GenerationChangedPredicate{})
+	lr := &LocationReconciler{Client: c, Reader: reader, Options: o}
+	// A changed Credential is checked at once in the locations using it;
+	// a location that does not answer (up to ConnectTimeout) holds up
+	// only its own worker.
 	err := ctrl.NewControllerManagedBy(mgr).For(&v1beta1.BackupStorageLocation{}, changed).
-		Complete(&LocationReconciler{Client: c, Reader: reader, Options: o})
+		Watches(&v1beta1.Credential{}, handler.EnqueueRequestsFromMapFunc(lr.locationsOf)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers}).
+		Complete(lr)
 	if err != nil {
 		return err
 	}

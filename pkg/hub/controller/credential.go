@@ -55,8 +55,11 @@ func migrationAccess(m *v1beta1.Migration) access {
 // spec.credentialRef and spec.encryption, named in errors when it is
 // another object's (a Backup's, a Restore's).
 func locationAccess(l *v1beta1.BackupStorageLocation, another bool) access {
-	a := access{namespace: l.Namespace, url: l.Spec.URL, credentialRef: l.Spec.CredentialRef, encryption: l.Spec.Encryption,
+	a := access{namespace: l.Namespace, url: l.Spec.URL, credentialRef: l.Spec.CredentialRef,
 		urlField: "spec.url", credentialField: "spec.credentialRef", encryptionField: "spec.encryption"}
+	if e := l.Spec.Encryption; e != nil {
+		a.encryption = *e
+	}
 	if another {
 		a.what = fmt.Sprintf("BackupStorageLocation %q: ", l.Name)
 	}
@@ -138,6 +141,9 @@ func (a access) open(ctx context.Context, reader client.Reader, unavailable stri
 		open = append(open, store.WithCredentials(creds))
 	}
 	loc, err := store.Open(ctx, a.url, open...)
+	if err != nil && creds != nil {
+		return nil, nil, fail(unavailable, "%s%s, with the keys of Credential %q (%s): %w", a.what, a.urlField, a.credentialRef.Name, a.credentialField, err)
+	}
 	if err != nil {
 		return nil, nil, fail(unavailable, "%s%s: %w", a.what, a.urlField, err)
 	}

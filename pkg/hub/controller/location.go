@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/retention"
@@ -21,10 +22,11 @@ import (
 	"github.com/kubeferry/ferry/pkg/storesync"
 )
 
-// LocationReconciler checks each BackupStorageLocation when it changes and
-// every spec.validationFrequency (default ValidationPeriod): the hub opens
-// the store with its own credentials and lists it (storagelocation.Check,
-// as server mode does). The
+// LocationReconciler checks each BackupStorageLocation when it or a
+// Credential it names changes, and every spec.validationFrequency
+// (default ValidationPeriod): the hub opens the store with the location's
+// Credential, or its own credentials, and its encryption, and lists it
+// (storagelocation.Check, as server mode does). The
 // result is status.phase Available or Unavailable, status.message with
 // pkg/store's reason (access denied, bucket not found, unreachable), and
 // the condition Available. An Available location is then synced into the
@@ -60,6 +62,13 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		}
 	}
 	metrics.LocationChecked(req.String(), err == nil)
+	if l.Status.Phase != orig.Status.Phase {
+		if err == nil {
+			events.Record(r.Events, &l, false, events.Available, "Validate", "the store %s can be listed", store.Redact(l.Spec.URL))
+		} else {
+			events.Record(r.Events, &l, true, events.Unavailable, "Validate", "%v", err)
+		}
+	}
 	now := r.now()
 	l.Status.LastValidationTime, l.Status.ObservedGeneration = &now, l.Generation
 	meta.SetStatusCondition(&l.Status.Conditions, cond)
@@ -72,6 +81,26 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		}
 	}
 	return reconcile.Result{RequeueAfter: storagelocation.NextCheck(l.Spec.ValidationFrequency, r.ValidationPeriod)}, nil
+}
+
+// locationsOf are the locations of o's namespace that use the Credential
+// o (spec.credentialRef or spec.encryption.identityRef).
+func (r *LocationReconciler) locationsOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1beta1.BackupStorageLocationList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, l := range list.Items {
+		uses := l.Spec.CredentialRef != nil && l.Spec.CredentialRef.Name == o.GetName()
+		if e := l.Spec.Encryption; e != nil && e.IdentityRef != nil && e.IdentityRef.Name == o.GetName() {
+			uses = true
+		}
+		if uses {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: l.Namespace, Name: l.Name}})
+		}
+	}
+	return out
 }
 
 // defaultValidationPeriod is how often a location is checked by default.
@@ -178,28 +207,36 @@ func hubBackupSpec(s v1alpha1.BackupSpec, location string) v1beta1.BackupSpec {
 }
 
 // backupAccess is how the location of an ended Backup b is opened: through
-// the BackupStorageLocation it was written to (spec.storageLocationName,
-// or else the namespace's location at the same URL), whose Credential and
-// encryption apply; with the hub's own credentials when none is left.
+// the BackupStorageLocation it was written to, whose Credential and
+// encryption apply: the one spec.storageLocationName names, else (it named
+// none, as the Backup resolved it, or that one moved) the namespace's
+// default at the same URL, else another at that URL; with the hub's own
+// credentials when none is left.
 func backupAccess(ctx context.Context, reader client.Reader, b *v1beta1.Backup) (access, error) {
 	url := b.Status.StorageLocation
 	var list v1beta1.BackupStorageLocationList
 	if err := reader.List(ctx, &list, client.InNamespace(b.Namespace)); err != nil {
 		return access{}, err
 	}
-	var same *v1beta1.BackupStorageLocation
-	for i := range list.Items {
-		l := &list.Items[i]
+	var best *v1beta1.BackupStorageLocation
+	rank := func(l *v1beta1.BackupStorageLocation) int {
 		switch {
 		case l.Spec.URL != url:
+			return 0
 		case l.Name == b.Spec.StorageLocationName:
-			return locationAccess(l, true), nil
-		case same == nil:
-			same = l
+			return 3
+		case l.Spec.Default:
+			return 2
+		}
+		return 1
+	}
+	for i := range list.Items {
+		if l := &list.Items[i]; rank(l) > 0 && (best == nil || rank(l) > rank(best)) {
+			best = l
 		}
 	}
-	if same != nil {
-		return locationAccess(same, true), nil
+	if best != nil {
+		return locationAccess(best, true), nil
 	}
 	return access{namespace: b.Namespace, url: url, urlField: "status.storageLocation", what: fmt.Sprintf("Backup %q: ", b.Name)}, nil
 }

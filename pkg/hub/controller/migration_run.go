@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/metrics"
 	"github.com/kubeferry/ferry/pkg/migration"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // progress is what a running Migration has done so far, written into its
@@ -45,6 +47,7 @@ func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
 	started := r.Clock.Now()
 	metrics.MigrationsInProgress.Inc()
 	defer metrics.MigrationsInProgress.Dec()
+	events.Record(r.Events, m, false, events.Started, "Migrate", "migrating from cluster %s to cluster %s through %s", m.Spec.Source.Cluster, m.Spec.Target.Cluster, store.Redact(m.Spec.Storage.Location))
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -84,6 +87,11 @@ func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
 	if err != nil {
 		log.Error("recording the end of the migration", "error", err)
 	}
+	var warnings, errs int
+	if res != nil && res.Restore != nil {
+		warnings, errs = res.Restore.Status.Warnings, res.Restore.Status.Errors
+	}
+	events.End(r.Events, m, "Migrate", string(phase), warnings, errs, failureMessage(phase, msg))
 }
 
 // renew renews the lease every third of its duration until ctx is done;

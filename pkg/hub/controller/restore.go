@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/metrics"
@@ -54,9 +55,13 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if rs.Status.Phase == v1beta1.RunInProgress {
 		who, ago := stoppedBy(rs.Status.Lease)
 		msg := fmt.Sprintf("%s stopped while the restore ran%s; cluster %s may hold part of it (objects labelled %s=%s)", who, ago, rs.Spec.Cluster, v1alpha1.LabelRestore, rs.Name)
-		return reconcile.Result{}, k.interrupted(ctx, &rs,
+		err := k.interrupted(ctx, &rs,
 			func(cur *v1beta1.Restore) bool { return runEnded(cur.Status.Phase) },
 			func(cur *v1beta1.Restore) { endRestore(&cur.Status, v1beta1.RunFailed, "HubInterrupted", msg, r.now()) })
+		if err == nil {
+			events.End(r.Events, &rs, "Restore", string(v1beta1.RunFailed), 0, 0, msg)
+		}
+		return reconcile.Result{}, err
 	}
 	err := k.claim(ctx, &rs, func(rs *v1beta1.Restore) {
 		now := r.now()
@@ -91,6 +96,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1beta1.Restore) {
 	}
 	metrics.RestoresInProgress.Inc()
 	defer metrics.RestoresInProgress.Dec()
+	events.Record(r.Events, rs, false, events.Started, "Restore", "restoring backup %s into cluster %s", rs.Spec.BackupName, rs.Spec.Cluster)
 	res, err := runLeased(ctx, r.leased(), key, apply, func(ctx context.Context) (*v1alpha1.Restore, error) {
 		return r.restore(ctx, rs, func(d, t int) {
 			mu.Lock()
@@ -109,21 +115,25 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1beta1.Restore) {
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
+	var phase v1alpha1.Phase
+	var why string
+	var warnings, errs int
+	if res != nil {
+		phase, why, warnings, errs = res.Status.Phase, res.Status.FailureReason, res.Status.Warnings, res.Status.Errors
+	}
+	p, reason, msg := runOutcome(phase, why, err)
 	err = r.leased().update(wctx, key, func(cur *v1beta1.Restore) {
 		apply(cur)
-		var phase v1alpha1.Phase
-		var why string
 		if res != nil {
 			c := res.Status.Counts
 			cur.Status.Counts = v1beta1.RestoreCounts{Created: int64(c.Created), Updated: int64(c.Updated), Unchanged: int64(c.Unchanged), Skipped: int64(c.Skipped), Failed: int64(c.Failed)}
 			cur.Status.Warnings, cur.Status.Errors = int64(res.Status.Warnings), int64(res.Status.Errors)
 			cur.Status.PodVolumes = podVolumeCounts(res.Status.PodVolumes)
 			cur.Status.Verification = verificationSummary(res.Status.Verification)
-			phase, why = res.Status.Phase, res.Status.FailureReason
 		}
-		p, reason, msg := runOutcome(phase, why, err)
 		endRestore(&cur.Status, p, reason, msg, r.now())
 	})
+	events.End(r.Events, rs, "Restore", string(p), warnings, errs, failureMessage(p, msg))
 	if err != nil {
 		r.Log.Error("recording the end of the restore", "restore", key.String(), "error", err)
 	}
@@ -178,6 +188,9 @@ func (r *RestoreReconciler) restore(ctx context.Context, rs *v1beta1.Restore, on
 	// PartiallyFailed.
 	if err := migration.VerifyAndRecord(ctx, cl, loc, opts, res, nil); err != nil {
 		r.Log.Warn("restore verified, but its record was not rewritten", "restore", rs.Namespace+"/"+rs.Name, "error", err)
+	}
+	if v := res.Status.Verification; v != nil {
+		events.Record(r.Events, rs, v.Error != "" || v.Unexpected > 0, events.Verified, "Verify", "%d of %d object(s) match the backup, %d unexpected", v.Matched, v.Objects, v.Unexpected)
 	}
 	return res, nil
 }

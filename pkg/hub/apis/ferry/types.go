@@ -85,13 +85,15 @@ type ClusterCredentialList struct {
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
-// Credential holds credentials the hub uses for a Migration, like a Secret
-// of the hub's own: a backup storage location's (spec.storage.credentialRef;
+// Credential holds credentials the hub uses, like a Secret of the hub's
+// own: a backup storage location's (a Migration's
+// spec.storage.credentialRef, a BackupStorageLocation's spec.credentialRef;
 // its keys are those of the location's scheme, as a server-mode location's
 // Secret holds them: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY for s3://,
 // AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY for azblob://,
 // GOOGLE_APPLICATION_CREDENTIALS_JSON for gs://) or an age identity
-// (spec.encryption.identityRef). The hub stores it encrypted at rest.
+// (spec.encryption.identityRef of either). The hub stores it encrypted at
+// rest. data holds bytes (base64 in YAML and JSON).
 type Credential struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

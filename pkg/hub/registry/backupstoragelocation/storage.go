@@ -6,6 +6,7 @@ package backupstoragelocation
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/registry"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 type location = ferry.BackupStorageLocation
@@ -56,8 +58,13 @@ func Validate(l *location) field.ErrorList {
 	}
 	if l.Spec.CredentialRef != nil {
 		errs = append(errs, registry.ValidateReference(l.Spec.CredentialRef.Name, "Credential", p.Child("credentialRef", "name"))...)
+		if scheme, _, _ := strings.Cut(l.Spec.URL, "://"); len(store.CredentialKeys(scheme)) == 0 {
+			errs = append(errs, field.Invalid(p.Child("credentialRef"), l.Spec.CredentialRef.Name, "a "+scheme+":// location takes no credentials"))
+		}
 	}
-	errs = append(errs, registry.ValidateEncryption(&l.Spec.Encryption, p.Child("encryption"))...)
+	if l.Spec.Encryption != nil {
+		errs = append(errs, registry.ValidateEncryption(l.Spec.Encryption, p.Child("encryption"))...)
+	}
 	return errs
 }
 

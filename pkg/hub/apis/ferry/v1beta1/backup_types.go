@@ -14,8 +14,10 @@ import (
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // BackupStorageLocation is an object store the hub keeps backups in. The
-// hub opens it with its own credentials (its environment, or workload
-// identity), and checks it every spec.validationFrequency.
+// hub opens it with the keys of the Credential spec.credentialRef names,
+// or else its own credentials (its environment, or workload identity),
+// seals what it writes there when spec.encryption says so, and checks it
+// every spec.validationFrequency (and when its Credentials change).
 type BackupStorageLocation struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -48,7 +50,7 @@ type BackupStorageLocationSpec struct {
 	// Encryption encrypts the Backups written to the location for its
 	// recipients, and reads them back with its identity.
 	// +optional
-	Encryption Encryption `json:"encryption,omitempty"`
+	Encryption *Encryption `json:"encryption,omitempty"`
 }
 
 // LocationPhase says whether a location can be used: Available or
@@ -229,7 +231,8 @@ type PodVolumeCounts struct {
 	Total int64 `json:"total,omitempty"`
 	// +optional
 	Completed int64 `json:"completed,omitempty"`
-	Failed    int64 `json:"failed"`
+	// +optional
+	Failed int64 `json:"failed,omitempty"`
 	// +optional
 	Bytes int64 `json:"bytes,omitempty"`
 }
@@ -388,7 +391,8 @@ type RestoreCounts struct {
 	Unchanged int64 `json:"unchanged,omitempty"`
 	// +optional
 	Skipped int64 `json:"skipped,omitempty"`
-	Failed  int64 `json:"failed"`
+	// +optional
+	Failed int64 `json:"failed,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -253,7 +253,11 @@ func (in *BackupStorageLocationSpec) DeepCopyInto(out *BackupStorageLocationSpec
 		*out = new(LocalObjectReference)
 		**out = **in
 	}
-	in.Encryption.DeepCopyInto(&out.Encryption)
+	if in.Encryption != nil {
+		in, out := &in.Encryption, &out.Encryption
+		*out = new(Encryption)
+		(*in).DeepCopyInto(*out)
+	}
 	return
 }
 
