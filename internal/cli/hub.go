@@ -38,7 +38,8 @@ func newHubCmd(g *globals) *cobra.Command {
 		Short: "Run the hub: ferry's own API server for Clusters, Migrations, Backups, Restores and Schedules (group ferry.dev)",
 		Long: `hub serves ferry's own Kubernetes-style API (group ferry.dev, versions v1beta1 and
 v1alpha1: Clusters, ClusterCredentials, Credentials, Migrations, and server mode's BackupStorageLocations,
-Backups, Restores and Schedules) over HTTPS on --bind-address:--secure-port.
+Backups, Restores and Schedules; and core/v1 Events, in which its controllers record what they run)
+over HTTPS on --bind-address:--secure-port.
 It needs no Kubernetes cluster: its objects are kept in an etcd embedded in the process (data in
 DIR/etcd, on loopback ports), or in --etcd-servers. Its controllers (--controllers) carry
 Migrations, Backups and Restores out, create Schedules' Backups, expire Backups past their TTL
@@ -89,7 +90,7 @@ SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 	fl.StringSliceVar(&o.tokenAuthFiles, "token-auth-file", nil, "more static-token files (kube-apiserver's CSV format), besides DIR/tokens.csv")
 	fl.BoolVar(&o.controllers, "controllers", true, "run the controllers, which carry Migrations, Backups, Restores and Schedules out against their member clusters")
 	fl.DurationVar(&o.leaseDuration, "migration-lease-duration", 30*time.Second, "how long a Migration's lease lasts unrenewed: after a hub stops, another hub (or its restart) fails the Migrations it was running once their leases expire")
-	fl.IntVar(&o.workers, "migration-workers", 4, "how many Migrations run at once")
+	fl.IntVar(&o.workers, "migration-workers", 4, "how many Migrations run at once (and as many Backups, Restores and location checks)")
 	o.volumes.registerPassword(cmd)
 	fl.StringVar(&o.volumes.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move Migrations' volume data in the member clusters (and by the ferry-restore-wait init container); the only image a target needs to pull")
 	fl.DurationVar(&o.volumes.wait, "volume-timeout", 10*time.Minute, "how long each helper pod may take to start, and how long to wait for each restored pod, before that volume fails")

@@ -7,6 +7,7 @@ package events
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -36,7 +37,7 @@ func Record(rec kevents.EventRecorder, o runtime.Object, warning bool, reason, a
 	}
 	msg := fmt.Sprintf(note, args...)
 	if len(msg) > maxNote {
-		msg = msg[:maxNote-3] + "..."
+		msg = strings.ToValidUTF8(msg[:maxNote-3], "") + "..."
 	}
 	rec.Eventf(o, nil, typ, reason, action, "%s", msg)
 }

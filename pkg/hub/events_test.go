@@ -46,6 +46,11 @@ func testEvents(t *testing.T, admin, viewer *rest.Config) {
 	if _, err := cs.CoreV1().Events(ns).Create(ctx, ev("elsewhere.1", "shop", "kube-system"), metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
 		t.Errorf("an Event of an object in another namespace: %v, want Invalid", err)
 	}
+	series := ev("series.1", "shop", ns)
+	series.EventTime = metav1.NewMicroTime(time.Now())
+	if _, err := cs.CoreV1().Events(ns).Create(ctx, series, metav1.CreateOptions{}); !apierrors.IsInvalid(err) {
+		t.Errorf("an Event with eventTime and no reporting controller, instance or action: %v, want Invalid", err)
+	}
 	if _, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "spec.nope=x"}); !apierrors.IsBadRequest(err) {
 		t.Errorf("a field selector on a field Events do not have: %v, want BadRequest", err)
 	}

@@ -171,9 +171,11 @@ func (s *Server) Close() {
 }
 
 // recommendedOptions are k8s.io/apiserver's RecommendedOptions for a
-// server of its own: no delegated authentication or authorization, no core
-// API, no admission, no priority and fairness (they all need a
-// kube-apiserver behind), the hub's etcd, certificate and encryption.
+// server of its own: no delegated authentication or authorization, no
+// kube-apiserver core API client (CoreAPI: the hub serves its own core/v1
+// Events, newGeneric), no admission, no priority and fairness (they all
+// need a kube-apiserver behind), the hub's etcd, certificate and
+// encryption.
 func recommendedOptions(o Options, d dataDir, servers []string, listener net.Listener) *genericoptions.RecommendedOptions {
 	ro := genericoptions.NewRecommendedOptions(etcdPrefix, Codecs.LegacyCodec(v1beta1.SchemeGroupVersion, corev1.SchemeGroupVersion))
 	// ferry.dev kinds are stored at v1beta1, Events at core/v1.
@@ -281,7 +283,7 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 		return nil, err
 	}
 	core := genericapiserver.NewDefaultAPIGroupInfo("", Scheme, metav1.ParameterCodec, Codecs)
-	core.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{"events": events}
+	core.VersionedResourcesStorageMap["v1"] = map[string]rest.Storage{"events": registry.WithShortNames{Store: events, Names: []string{"ev"}}}
 	if err := g.InstallLegacyAPIGroup(genericapiserver.DefaultLegacyAPIPrefix, &core); err != nil {
 		return nil, err
 	}

@@ -307,7 +307,8 @@ func checkHubLocationAccess(t *testing.T, c crclient.WithWatch, e *env, namespac
 // checkHubEvents: the hub records Events on what its controllers run, as
 // server mode does in its cluster (pkg/events), in core/v1 Events that
 // kubectl describe finds by the involved object: each (kind, name) has
-// Events of the given reasons, in order.
+// Events of the given reasons, in order (repeats of one reason, such as a
+// location unavailable for another reason, counted once).
 func checkHubEvents(t *testing.T, cfg *rest.Config, want map[[2]string][]string) {
 	t.Helper()
 	cs := kubernetes.NewForConfigOrDie(cfg)
@@ -322,7 +323,9 @@ func checkHubEvents(t *testing.T, cfg *rest.Config, want map[[2]string][]string)
 			slices.SortFunc(l.Items, func(a, b corev1.Event) int { return a.FirstTimestamp.Compare(b.FirstTimestamp.Time) })
 			got = got[:0]
 			for _, e := range l.Items {
-				got = append(got, e.Reason)
+				if len(got) == 0 || got[len(got)-1] != e.Reason {
+					got = append(got, e.Reason)
+				}
 			}
 			if slices.Equal(got, reasons) {
 				break

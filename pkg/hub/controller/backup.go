@@ -72,10 +72,10 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		if url := b.Status.StorageLocation; url != "" {
 			msg = fmt.Sprintf("%s stopped while the backup ran%s; its store folder is incomplete and never restorable: remove it (ferry backup delete %s --storage %s) before creating a Backup of that name again", who, ago, b.Name, store.Redact(url))
 		}
-		err := k.interrupted(ctx, &b,
+		ended, err := k.interrupted(ctx, &b,
 			func(cur *v1beta1.Backup) bool { return runEnded(cur.Status.Phase) },
 			func(cur *v1beta1.Backup) { endBackup(&cur.Status, v1beta1.RunFailed, "HubInterrupted", msg, r.now()) })
-		if err == nil {
+		if ended {
 			events.End(r.Events, &b, "Backup", string(v1beta1.RunFailed), 0, 0, msg)
 		}
 		return reconcile.Result{}, err
@@ -159,13 +159,16 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1beta1.Backup) {
 		metrics.BackupFailed()
 	}
 	phase, reason, msg := runOutcome(phaseOf(res), failureOf(res), err)
-	r.record(ctx, key, func(cur *v1beta1.Backup) {
+	recorded := r.record(ctx, key, func(cur *v1beta1.Backup) {
 		apply(cur)
 		if res != nil {
 			backupStatus(&cur.Status, res)
 		}
 		endBackup(&cur.Status, phase, reason, msg, r.now())
 	})
+	if !recorded {
+		return // the next holder ends it, and says so
+	}
 	var warnings, errs int
 	if res != nil {
 		warnings, errs = res.Status.Warnings, res.Status.Errors
@@ -182,13 +185,15 @@ func failureMessage[P ~string](phase P, msg string) string {
 }
 
 // record writes how a run ended, even as the hub stops, within a short
-// deadline.
-func (r *BackupReconciler) record(ctx context.Context, key types.NamespacedName, change func(*v1beta1.Backup)) {
+// deadline, and says whether it did.
+func (r *BackupReconciler) record(ctx context.Context, key types.NamespacedName, change func(*v1beta1.Backup)) bool {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	if err := r.leased().update(wctx, key, change); err != nil {
 		r.Log.Error("recording the end of the backup", "backup", key.String(), "error", err)
+		return false
 	}
+	return true
 }
 
 func phaseOf(b *v1alpha1.Backup) v1alpha1.Phase {

@@ -118,11 +118,12 @@ func (k leased[T]) renew(ctx context.Context, key types.NamespacedName, change f
 
 // interrupted ends obj, whose holder stopped while it ran, with end
 // (which also releases the lease), unless it ended or was taken over
-// meanwhile.
-func (k leased[T]) interrupted(ctx context.Context, obj T, terminal func(T) bool, end func(T)) error {
+// meanwhile; ended says whether this call ended it.
+func (k leased[T]) interrupted(ctx context.Context, obj T, terminal func(T) bool, end func(T)) (ended bool, err error) {
 	key := client.ObjectKeyFromObject(obj)
 	was := holder(*k.lease(obj))
-	return client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ended = false
 		cur := k.new()
 		if err := k.reader.Get(ctx, key, cur); err != nil {
 			return err
@@ -131,8 +132,13 @@ func (k leased[T]) interrupted(ctx context.Context, obj T, terminal func(T) bool
 			return nil
 		}
 		end(cur)
-		return k.client.Status().Update(ctx, cur)
+		if err := k.client.Status().Update(ctx, cur); err != nil {
+			return err
+		}
+		ended = true
+		return nil
 	}))
+	return ended, err
 }
 
 // stoppedBy names the process whose lease l was, and when it expired.

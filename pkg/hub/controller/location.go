@@ -62,18 +62,20 @@ func (r *LocationReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		}
 	}
 	metrics.LocationChecked(req.String(), err == nil)
-	if l.Status.Phase != orig.Status.Phase {
-		if err == nil {
-			events.Record(r.Events, &l, false, events.Available, "Validate", "the store %s can be listed", store.Redact(l.Spec.URL))
-		} else {
-			events.Record(r.Events, &l, true, events.Unavailable, "Validate", "%v", err)
-		}
-	}
 	now := r.now()
 	l.Status.LastValidationTime, l.Status.ObservedGeneration = &now, l.Generation
 	meta.SetStatusCondition(&l.Status.Conditions, cond)
 	if err := r.Client.Status().Patch(ctx, &l, client.MergeFrom(orig)); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	// An Event when the outcome changes: the phase, or why it is
+	// unavailable.
+	switch {
+	case l.Status.Phase == orig.Status.Phase && l.Status.Message == orig.Status.Message:
+	case err == nil:
+		events.Record(r.Events, &l, false, events.Available, "Validate", "the store %s can be listed", store.Redact(l.Spec.URL))
+	default:
+		events.Record(r.Events, &l, true, events.Unavailable, "Validate", "%v", err)
 	}
 	if err == nil && l.Status.Phase == v1beta1.LocationAvailable {
 		if err := r.sync(ctx, &l); err != nil {

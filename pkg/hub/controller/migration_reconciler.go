@@ -90,10 +90,10 @@ func (r *MigrationReconciler) failInterrupted(ctx context.Context, m *v1beta1.Mi
 	who, ago := stoppedBy(m.Status.Lease)
 	msg := fmt.Sprintf("%s stopped during step %s%s; backup and restore %q in %s may be partial, and the target may hold part of the restore: delete them (ferry backup delete, ferry restore delete) and create the Migration again",
 		who, m.Status.Phase, ago, m.Name, m.Spec.Storage.Location)
-	err := r.leased().interrupted(ctx, m,
+	ended, err := r.leased().interrupted(ctx, m,
 		func(cur *v1beta1.Migration) bool { return terminal(cur.Status.Phase) },
 		func(cur *v1beta1.Migration) { end(&cur.Status, v1beta1.PhaseFailed, "HubInterrupted", msg, r.now()) })
-	if err == nil {
+	if ended {
 		events.End(r.Events, m, "Migrate", string(v1beta1.PhaseFailed), 0, 0, msg)
 	}
 	return err

@@ -86,6 +86,7 @@ func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
 	})
 	if err != nil {
 		log.Error("recording the end of the migration", "error", err)
+		return // the next holder ends it, and says so
 	}
 	var warnings, errs int
 	if res != nil && res.Restore != nil {

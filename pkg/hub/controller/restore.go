@@ -55,10 +55,10 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	if rs.Status.Phase == v1beta1.RunInProgress {
 		who, ago := stoppedBy(rs.Status.Lease)
 		msg := fmt.Sprintf("%s stopped while the restore ran%s; cluster %s may hold part of it (objects labelled %s=%s)", who, ago, rs.Spec.Cluster, v1alpha1.LabelRestore, rs.Name)
-		err := k.interrupted(ctx, &rs,
+		ended, err := k.interrupted(ctx, &rs,
 			func(cur *v1beta1.Restore) bool { return runEnded(cur.Status.Phase) },
 			func(cur *v1beta1.Restore) { endRestore(&cur.Status, v1beta1.RunFailed, "HubInterrupted", msg, r.now()) })
-		if err == nil {
+		if ended {
 			events.End(r.Events, &rs, "Restore", string(v1beta1.RunFailed), 0, 0, msg)
 		}
 		return reconcile.Result{}, err
@@ -133,10 +133,11 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1beta1.Restore) {
 		}
 		endRestore(&cur.Status, p, reason, msg, r.now())
 	})
-	events.End(r.Events, rs, "Restore", string(p), warnings, errs, failureMessage(p, msg))
 	if err != nil {
 		r.Log.Error("recording the end of the restore", "restore", key.String(), "error", err)
+		return // the next holder ends it, and says so
 	}
+	events.End(r.Events, rs, "Restore", string(p), warnings, errs, failureMessage(p, msg))
 }
 
 // restore finds the Backup, its location and the Cluster, and runs the

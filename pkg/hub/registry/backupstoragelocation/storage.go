@@ -6,7 +6,7 @@ package backupstoragelocation
 import (
 	"context"
 	"fmt"
-	"strings"
+	"net/url"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -58,8 +58,8 @@ func Validate(l *location) field.ErrorList {
 	}
 	if l.Spec.CredentialRef != nil {
 		errs = append(errs, registry.ValidateReference(l.Spec.CredentialRef.Name, "Credential", p.Child("credentialRef", "name"))...)
-		if scheme, _, _ := strings.Cut(l.Spec.URL, "://"); len(store.CredentialKeys(scheme)) == 0 {
-			errs = append(errs, field.Invalid(p.Child("credentialRef"), l.Spec.CredentialRef.Name, "a "+scheme+":// location takes no credentials"))
+		if u, err := url.Parse(l.Spec.URL); err == nil && u.Scheme != "" && len(store.CredentialKeys(u.Scheme)) == 0 {
+			errs = append(errs, field.Invalid(p.Child("credentialRef"), l.Spec.CredentialRef.Name, "a "+u.Scheme+":// location takes no credentials"))
 		}
 	}
 	if l.Spec.Encryption != nil {

@@ -9,6 +9,9 @@ package event
 import (
 	"context"
 	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
@@ -19,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/apiserver/pkg/storage/names"
 
@@ -45,13 +47,29 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*gen
 		CreateStrategy:            s,
 		UpdateStrategy:            s,
 		DeleteStrategy:            s,
-		TableConvertor:            rest.NewDefaultTableConvertor(resource),
+		TableConvertor:            table,
 	}
 	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: attrs}); err != nil {
 		return nil, err
 	}
 	return store, nil
 }
+
+// table is kubectl get events' view, as kube-apiserver's: the type, the
+// reason, the object and the message.
+var table = registry.Table{Columns: []registry.Column{
+	{Definition: metav1.TableColumnDefinition{Name: "Type", Type: "string", Description: "type"},
+		Cell: func(o runtime.Object) any { return o.(*corev1.Event).Type }},
+	{Definition: metav1.TableColumnDefinition{Name: "Reason", Type: "string", Description: "reason"},
+		Cell: func(o runtime.Object) any { return o.(*corev1.Event).Reason }},
+	{Definition: metav1.TableColumnDefinition{Name: "Object", Type: "string", Description: "involvedObject: kind/name"},
+		Cell: func(o runtime.Object) any {
+			io := o.(*corev1.Event).InvolvedObject
+			return strings.ToLower(io.Kind) + "/" + io.Name
+		}},
+	{Definition: metav1.TableColumnDefinition{Name: "Message", Type: "string", Description: "message"},
+		Cell: func(o runtime.Object) any { return o.(*corev1.Event).Message }},
+}}
 
 // SelectableFields are the fields a field selector may name, as
 // kube-apiserver's: the involved object's, the reason, the source and the
@@ -118,18 +136,28 @@ func (strategy) ValidateUpdate(_ context.Context, obj, _ runtime.Object) field.E
 	return validate(obj.(*corev1.Event))
 }
 
-// validate checks what kube-apiserver's Event validation checks first:
-// the metadata, an involved object in the Event's namespace, and a type.
+// validate checks what kube-apiserver's validation of a core/v1 Event
+// checks: the metadata; for an Event without eventTime (client-go's
+// legacy recorder's), an involved object in the Event's namespace (or no
+// namespace, in default); for one with eventTime, the reporting
+// controller and instance, the action and the reason.
 func validate(e *corev1.Event) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&e.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	if ns := e.InvolvedObject.Namespace; ns != "" && ns != e.Namespace {
-		errs = append(errs, field.Invalid(field.NewPath("involvedObject", "namespace"), ns, "does not match event.namespace"))
+	ns := e.InvolvedObject.Namespace
+	mismatch := field.Invalid(field.NewPath("involvedObject", "namespace"), ns, "does not match event.namespace")
+	if e.EventTime.IsZero() {
+		if (ns == "" && e.Namespace != metav1.NamespaceDefault) || (ns != "" && ns != e.Namespace) {
+			errs = append(errs, mismatch)
+		}
+		return errs
 	}
-	if e.InvolvedObject.Name == "" {
-		errs = append(errs, field.Required(field.NewPath("involvedObject", "name"), ""))
+	if ns == "" && e.Namespace != metav1.NamespaceDefault && e.Namespace != metav1.NamespaceSystem {
+		errs = append(errs, mismatch)
 	}
-	if t := e.Type; t != "" && t != corev1.EventTypeNormal && t != corev1.EventTypeWarning {
-		errs = append(errs, field.NotSupported(field.NewPath("type"), t, []string{corev1.EventTypeNormal, corev1.EventTypeWarning}))
+	for f, v := range map[string]string{"reportingComponent": e.ReportingController, "reportingInstance": e.ReportingInstance, "action": e.Action, "reason": e.Reason} {
+		if v == "" {
+			errs = append(errs, field.Required(field.NewPath(f), "an Event with eventTime names it"))
+		}
 	}
 	return errs
 }
