@@ -24,7 +24,7 @@ func init() {
 	// wants them (as sample-apiserver registers them).
 	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
 	Scheme.AddUnversionedTypes(schema.GroupVersion{Group: "", Version: "v1"},
-		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIResourceList{}, &metav1.APIGroup{})
+		&metav1.Status{}, &metav1.APIVersions{}, &metav1.APIGroupList{}, &metav1.APIGroup{}, &metav1.APIResourceList{})
 	// core/v1 Events, which the hub serves (pkg/hub/registry/event). They
 	// have no internal version of their own: the same type is registered
 	// as the internal one, so that no conversion is needed.
