@@ -153,9 +153,9 @@ func validate(e *corev1.Event) field.ErrorList {
 	if ns == "" && e.Namespace != metav1.NamespaceDefault && e.Namespace != metav1.NamespaceSystem {
 		errs = append(errs, mismatch)
 	}
-	for f, v := range map[string]string{"reportingComponent": e.ReportingController, "reportingInstance": e.ReportingInstance, "action": e.Action, "reason": e.Reason} {
-		if v == "" {
-			errs = append(errs, field.Required(field.NewPath(f), "an Event with eventTime names it"))
+	for _, f := range []struct{ name, value string }{{"reportingComponent", e.ReportingController}, {"reportingInstance", e.ReportingInstance}, {"action", e.Action}, {"reason", e.Reason}} {
+		if f.value == "" {
+			errs = append(errs, field.Required(field.NewPath(f.name), "an Event with eventTime names it"))
 		}
 	}
 	return errs
