@@ -34,6 +34,9 @@ const (
 const (
 	OpBackup  = "backup"
 	OpRestore = "restore"
+	// OpCheck walks a restored claim, read-only, and compares it with the
+	// list of entries its restore kept (volumes.CheckContent).
+	OpCheck = "check"
 )
 
 // Job is the work of one volume helper pod: back up one volume, or
@@ -62,6 +65,9 @@ type Job struct {
 type JobOutcome struct {
 	Backup  *volumes.PodVolumeBackup  `json:"backup,omitempty"`
 	Restore *volumes.PodVolumeRestore `json:"restore,omitempty"`
+	Check   *volumes.ContentCheck     `json:"check,omitempty"`
+	// Error is why a check failed.
+	Error string `json:"error,omitempty"`
 }
 
 // Progress is one line a helper prints on stdout while it works.
@@ -90,6 +96,9 @@ func RunJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 			out.Restore = &volumes.PodVolumeRestore{RestoreTarget: volumes.RestoreTarget{PodVolume: job.Volume, SnapshotID: job.SnapshotID}, Error: msg}
 		}
 		return out
+	}
+	if job.Op == OpCheck {
+		return checkJob(ctx, job)
 	}
 	if job.Op != OpBackup && job.Op != OpRestore {
 		return fail(fmt.Errorf("volume helper: unknown op %q", job.Op))
@@ -143,6 +152,27 @@ func RunJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 	}
 	out.Restore = &volumes.PodVolumeRestore{RestoreTarget: volumes.RestoreTarget{PodVolume: job.Volume, SnapshotID: job.SnapshotID}, Path: dir, RestoreResult: res}
 	return out
+}
+
+// checkJob walks the claim of a check job (mounted, or found in the
+// node's pods directory) and compares it with its restore's list.
+func checkJob(ctx context.Context, job Job) JobOutcome {
+	dir := MountClaimDir
+	if job.PodsDir != "" {
+		var err error
+		if dir, err = volumes.HostPath(job.PodsDir, job.Volume.PodUID, job.Volume); err != nil {
+			return JobOutcome{Error: err.Error()}
+		}
+	}
+	c, err := volumes.CheckContent(ctx, dir)
+	if err != nil {
+		msg := err.Error()
+		if len(msg) > maxMessage {
+			msg = msg[:maxMessage] + "..."
+		}
+		return JobOutcome{Error: msg}
+	}
+	return JobOutcome{Check: c}
 }
 
 // jobCredentials are the credentials of the location at locURL in a

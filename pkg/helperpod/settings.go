@@ -100,7 +100,7 @@ func RestoreOptions(ctx context.Context, loc *store.Location, cluster *kube.Clus
 		}
 		return repo.Close(context.WithoutCancel(ctx))
 	}
-	return &restore.PodVolumeOptions{HelperImage: s.Image, Wait: s.StartTimeout, Claims: h.RestoreClaims, Restore: h.RestorePodVolumes, Check: check}, h,
+	return &restore.PodVolumeOptions{HelperImage: s.Image, Wait: s.StartTimeout, Claims: h.RestoreClaims, Restore: h.RestorePodVolumes, CheckClaims: h.CheckClaims, Check: check}, h,
 		func() { h.Run.Close(ctx) }, nil
 }
 

@@ -171,7 +171,7 @@ func (h *Helpers) podSpec(hr helperRun, job string) corev1.PodSpec {
 		dirType := corev1.HostPathDirectory
 		prop := corev1.MountPropagationHostToContainer
 		ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "pods", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: h.NodePodsDir, Type: &dirType}}})
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "pods", MountPath: MountPodsDir, ReadOnly: hr.job.Op == OpBackup, MountPropagation: &prop})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "pods", MountPath: MountPodsDir, ReadOnly: hr.job.Op != OpRestore, MountPropagation: &prop})
 	}
 	if hr.node != "" {
 		ps.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{

@@ -49,6 +49,11 @@ type PodVolumeOptions struct {
 	// claims (an opted-in emptyDir) then go through Restore or
 	// HostPodsDir, with the pods waiting in their init container.
 	Claims func(ctx context.Context, restoreUID string, claims []volumes.ClaimRestore, onProgress func(volumes.Totals)) []volumes.PodVolumeRestore
+	// CheckClaims, if set, walks restored claims in the target and
+	// compares each with the list its restore kept there
+	// (helperpod.Helpers.CheckClaims): the data check of a verification
+	// (docs/design.md#runtime-checks).
+	CheckClaims func(ctx context.Context, claims []volumes.ClaimRef) []volumes.ClaimCheckResult
 	// Check, if set, runs before anything is written when the backup
 	// holds volume data: it opens the repository, so that a wrong
 	// password fails the restore at once.

@@ -212,6 +212,7 @@ func (r *RestoreReconciler) podVolumes(ctx context.Context, rs *v1alpha1.Restore
 	if herr == nil {
 		cleanup = func() { h.Run.Close(ctx) }
 		opts.PodVolumes.Claims = h.RestoreClaims
+		opts.PodVolumes.CheckClaims = h.CheckClaims
 		opts.PodVolumes.Check = func(ctx context.Context) error {
 			repo, err := volumes.Open(ctx, loc, r.RepositoryPassword, volumes.OpenOptions{})
 			if err != nil {

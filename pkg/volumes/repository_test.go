@@ -78,6 +78,11 @@ func TestRoundTripAndEncryption(t *testing.T) {
 	if rr.Files != res.Files || rr.Bytes != res.Bytes {
 		t.Errorf("restored %+v, backed up %+v", rr, res)
 	}
+	// The restore's record: what it wrote, and what the snapshot holds.
+	if c, s := rr.Content, rr.Snapshot; c == nil || s == nil || c.Files != res.Files || c.Bytes != res.Bytes || s.Files != res.Files || s.Bytes != res.Bytes ||
+		s.ID != res.SnapshotID || s.RootObject == "" || !strings.HasPrefix(c.Digest, "sha256:") {
+		t.Errorf("restore record: content %+v, snapshot %+v; backed up %+v", c, s, res)
+	}
 	diffs, err := volumetest.Compare(src, dst, v1alpha1.DoneMarkerDir)
 	if err != nil {
 		t.Fatal(err)
@@ -92,8 +97,16 @@ func TestRoundTripAndEncryption(t *testing.T) {
 		t.Errorf("the source's own marker folder was backed up")
 	}
 	entries, _ := os.ReadDir(filepath.Join(dst, v1alpha1.DoneMarkerDir))
-	if len(entries) != 1 {
-		t.Errorf("marker folder holds %d entries, want only the marker (staging left behind?)", len(entries))
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != contentList+",restore-1" {
+		t.Errorf("marker folder holds %v, want only the marker and the list of restored entries (staging left behind?)", names)
+	}
+	// The restore's record of what it wrote is what a check finds.
+	if c, err := CheckContent(ctx, dst); err != nil || len(c.Changed) != 0 || c.NoList {
+		t.Errorf("check of the restored volume: %+v, %v; want nothing changed", c, err)
 	}
 	if blocks, err := volumetest.Blocks(filepath.Join(dst, "sparse.img")); err != nil || blocks*512 > 1<<20 {
 		t.Errorf("sparse.img uses %d blocks (%v): holes were not kept", blocks, err)

@@ -37,6 +37,11 @@ type RestoreResult struct {
 	// Replaced names the snapshots whose done-markers the volume held
 	// before this one's data was written into it (RestoreClaim).
 	Replaced []string `json:"replaced,omitempty"`
+	// Content is what the volume held once the snapshot was in place,
+	// walked before its done-marker was written; Snapshot is what the
+	// snapshot holds, from its manifest (docs/design.md#runtime-checks).
+	Content  *Content         `json:"content,omitempty"`
+	Snapshot *SnapshotSummary `json:"snapshot,omitempty"`
 }
 
 // ErrKeptExisting is returned for a claim that does not hold the
@@ -253,13 +258,46 @@ func (r *Repository) restore(ctx context.Context, id, dir, restoreUID string, pr
 	if err := os.Chmod(dir, root.Mode().Perm()); err != nil {
 		return nil, err
 	}
+	content, err := recordContent(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("restoring snapshot %s into %s: %w", id, dir, err)
+	}
 	if err := WriteMarker(dir, restoreUID, id); err != nil {
 		return nil, err
 	}
 	if err := os.Chtimes(dir, root.ModTime(), root.ModTime()); err != nil {
 		return nil, err
 	}
-	return &RestoreResult{SnapshotID: id, Bytes: stats.RestoredTotalFileSize, Files: int64(stats.RestoredFileCount), Duration: Duration(time.Since(start))}, nil
+	return &RestoreResult{SnapshotID: id, Bytes: stats.RestoredTotalFileSize, Files: int64(stats.RestoredFileCount), Duration: Duration(time.Since(start)),
+		Content: content, Snapshot: summary(man)}, nil
+}
+
+// recordContent walks the volume at dir once its data is in place, before
+// its done-marker is written (so before any pod that waits for it, or
+// that mounts the claim, starts), and keeps the list of what it holds in
+// its marker folder: the restore's own record of what it wrote, which a
+// later check (CheckContent) compares the volume with.
+func recordContent(ctx context.Context, dir string) (*Content, error) {
+	c, lines, err := WalkContent(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeContentList(dir, lines); err != nil {
+		return nil, fmt.Errorf("keeping the list of restored entries: %w", err)
+	}
+	return c, nil
+}
+
+// summary is what snapshot man holds, from its manifest.
+func summary(man *snapshot.Manifest) *SnapshotSummary {
+	s := &SnapshotSummary{ID: string(man.ID), RootObject: man.RootObjectID().String()}
+	if man.RootEntry == nil {
+		return s
+	}
+	if ds := man.RootEntry.DirSummary; ds != nil {
+		s.Files, s.Bytes = ds.TotalFileCount, ds.TotalFileSize
+	}
+	return s
 }
 
 // lockVolume takes the volume at dir, where snapshot id is to be
