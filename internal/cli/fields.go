@@ -22,6 +22,8 @@ var fieldFlags = map[string]string{
 	"spec.existingResourcePolicy":   "--existing-resource-policy",
 	"spec.crdTimeout":               "--crd-timeout",
 	"spec.verify":                   "--verify",
+	"spec.verifyRuntime.timeout":    "--verify-runtime-timeout",
+	"spec.verifyRuntime.skip":       "--verify-runtime",
 	"spec.dryRun":                   "--dry-run",
 	"spec.existingVolumeDataPolicy": "--existing-volume-data-policy",
 	"spec.fromCloud":                "--from-cloud",

@@ -189,5 +189,8 @@ func (h *hubMigrate) migrationSpec(b v1alpha1.BackupSpec, r v1alpha1.RestoreSpec
 	if crdTimeout > 0 {
 		s.Restore.CRDTimeout = &metav1.Duration{Duration: crdTimeout}
 	}
+	if rt := r.VerifyRuntime; rt != nil {
+		s.VerifyRuntime = &hubv1beta1.RuntimeVerification{Skip: rt.Skip, Timeout: rt.Timeout}
+	}
 	return s
 }

@@ -243,7 +243,7 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 	if err := o.print(res.Backup, res.Restore, res.RestoreResults, m); err != nil {
 		return err
 	}
-	return migrateExit(res, m)
+	return migrateExit(o.name, res, m)
 }
 
 // connect connects to the two clusters, which must differ
@@ -371,11 +371,13 @@ func (o *migrateOptions) print(b *v1alpha1.Backup, r *v1alpha1.Restore, rres *re
 // not run is an error; otherwise the migration's outcome
 // (migration.Result.Outcome, the hub's too): 0 Completed, 2
 // PartiallyFailed, 1 Failed.
-func migrateExit(res *enginemigration.Result, m *migration) error {
+func migrateExit(name string, res *enginemigration.Result, m *migration) error {
 	if m.verifyErr != nil {
 		return m.verifyErr
 	}
-	switch phase, _, msg := res.Outcome(); phase {
+	phase, reason, msg := res.Outcome()
+	msg = fmt.Sprintf("migration %s %s (%s): %s", name, phase, reason, msg)
+	switch phase {
 	case v1alpha1.PhaseCompleted:
 		return nil
 	case v1alpha1.PhasePartiallyFailed:

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/images"
@@ -21,6 +22,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/modifiers"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/running"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
 	"github.com/kubeferry/ferry/pkg/volumes"
@@ -45,6 +47,9 @@ type restoreFlags struct {
 	dryRun                               bool
 	fromCloud, toCloud                   string
 	resourceModifiers                    string
+	// verifyRuntime and verifyRuntimeTimeout are spec.verifyRuntime.
+	verifyRuntime        bool
+	verifyRuntimeTimeout time.Duration
 }
 
 // register adds the flags; prefix is "" for restore create and
@@ -68,6 +73,21 @@ func (f *restoreFlags) register(cmd *cobra.Command, withFilters bool) {
 	fl.StringVar(&f.toCloud, "to-cloud", "", "cloud profile of the target, to translate load-balancer annotations, node labels, storage provisioners and the ingress class into")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "plan the restore and check every object with server-side dry-run requests; print what would be created, updated (with a diff), left unchanged or skipped; write nothing")
 	fl.DurationVar(&f.crdTimeout, "crd-timeout", 60*time.Second, "how long to wait for each restored CRD to be Established before going on without it")
+	fl.BoolVar(&f.verifyRuntime, "verify-runtime", true, "with a verification: also wait for the restored workloads to run, Services to have a ready endpoint and claims to be bound, walk each restored claim in a helper pod to compare it with what the restore wrote, and resolve every image they name; what does not is reported with the cluster's reason and makes the outcome PartiallyFailed (false: a move of resources only; the report says the check was skipped)")
+	fl.DurationVar(&f.verifyRuntimeTimeout, "verify-runtime-timeout", running.DefaultTimeout, "how long the runtime checks wait for the restored workloads to run")
+}
+
+// runtimeVerification is spec.verifyRuntime of the flags: nil when they
+// are the defaults.
+func (f *restoreFlags) runtimeVerification() *v1alpha1.RuntimeVerification {
+	if f.verifyRuntime && (f.verifyRuntimeTimeout == running.DefaultTimeout || f.verifyRuntimeTimeout == 0) {
+		return nil
+	}
+	rt := &v1alpha1.RuntimeVerification{Skip: !f.verifyRuntime}
+	if f.verifyRuntimeTimeout != running.DefaultTimeout {
+		rt.Timeout = &metav1.Duration{Duration: f.verifyRuntimeTimeout}
+	}
+	return rt
 }
 
 func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
@@ -104,6 +124,7 @@ func (f *restoreFlags) spec(backupName string) (v1alpha1.RestoreSpec, error) {
 		ExistingVolumeDataPolicy: v1alpha1.ExistingVolumeDataPolicy(f.existingVolumeData),
 		PreserveNodePorts:        f.preserveNodePorts,
 		RestoreStatus:            f.restoreStatus,
+		VerifyRuntime:            f.runtimeVerification(),
 	}, nil
 }
 

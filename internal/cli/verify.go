@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"text/tabwriter"
@@ -10,7 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
+	enginemigration "github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -21,12 +24,16 @@ type verifyOptions struct {
 	*globals
 	restore                                                     restoreFlags
 	crypt                                                       cryptFlags
+	volumes                                                     volumeFlags
 	backupName, restoreName, toKubeconfig, toContext, reportDir string
 	fromVelero                                                  bool
 
 	// restoreFlagsSet are the restore flags given, which --restore
 	// refuses; spec is theirs, when --restore is not given.
 	restoreFlagsSet []string
+	// runtimeFlagsSet are the --verify-runtime flags given, which apply
+	// with --restore too.
+	runtimeFlagsSet []string
 	spec            v1alpha1.RestoreSpec
 }
 
@@ -43,13 +50,19 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		Long: `verify compares every object of a backup with the target cluster, after the
 changes a restore makes on purpose (sanitizing, namespace and storage-class
 mappings, cloud profiles, resource modifiers), and lists every unexpected
-difference. It writes report.json and a self-contained report.html into
---report-dir, and writes nothing to the cluster or the store.
+difference. Then it checks that the move runs: it waits for the restored
+workloads to be healthy and names why one is not, walks each claim the
+restore wrote in a helper pod (--helper-image) and compares it with what
+the restore wrote, and resolves every image the workloads name
+(--verify-runtime=false leaves this out). It writes report.json and a
+self-contained report.html into --report-dir, and writes nothing to the
+store.
 
 The expected changes come from --restore NAME (the spec of a restore that
 ran), or else from the same flags as restore create. Exit code 0 means the
-target matches the backup, 2 that there are unexpected differences (or
-objects that could not be read), 1 that the verification could not run.`,
+target matches the backup and runs, 2 that there are unexpected
+differences (or objects that could not be read) or a workload, claim or
+image that fails its runtime check, 1 that the verification could not run.`,
 		Args: cobra.NoArgs,
 		RunE: runE(o),
 	}
@@ -65,6 +78,7 @@ objects that could not be read), 1 that the verification could not run.`,
 		_ = fl.MarkHidden(n) // restore create's, meaningless for a comparison
 	}
 	o.crypt.registerIdentity(cmd)
+	o.volumes.registerHelpers(cmd) // the helper pods that walk the restored claims
 	return cmd
 }
 
@@ -73,6 +87,7 @@ objects that could not be read), 1 that the verification could not run.`,
 // the resource-modifiers file).
 func (o *verifyOptions) Complete(cmd *cobra.Command, _ []string) error {
 	o.restoreFlagsSet = changedFlags(cmd, verifyRestoreFlags...)
+	o.runtimeFlagsSet = changedFlags(cmd, "verify-runtime", "verify-runtime-timeout")
 	if o.toKubeconfig == "" {
 		o.toKubeconfig = o.kubeconfig
 	}
@@ -132,6 +147,9 @@ func (o *verifyOptions) Run(ctx context.Context) error {
 		}
 		opts.Name, opts.Spec = o.restoreName, r.Spec
 		opts.Spec.DryRun = false
+		if len(o.runtimeFlagsSet) > 0 {
+			opts.Spec.VerifyRuntime = o.restore.runtimeVerification()
+		}
 	}
 	removeEmpty, err := checkReportDir(o.reportDir)
 	if err != nil {
@@ -141,6 +159,14 @@ func (o *verifyOptions) Run(ctx context.Context) error {
 	cluster, err := connect(ctx, o.toKubeconfig, o.toContext)
 	if err != nil {
 		return err
+	}
+	// Helper pods walk the claims the restore wrote (no repository
+	// password needed: they read the claims, not the snapshots).
+	if h, err := helperpod.New(ctx, loc.SecretURL(), cluster, o.volumes.settings("", o.log)); err == nil {
+		opts.PodVolumes = &restore.PodVolumeOptions{CheckClaims: h.CheckClaims}
+		defer h.Run.Close(ctx)
+	} else {
+		o.log.Info("the restored claims' data is not checked", "reason", err)
 	}
 	v, paths, err := runVerify(ctx, o.globals, cluster, loc, opts, o.reportDir, restoreTiming...)
 	if err != nil {
@@ -179,6 +205,7 @@ func runVerify(ctx context.Context, g *globals, cluster *kube.Cluster, loc *stor
 	if opts.Name != "verify-"+opts.Spec.BackupName {
 		v.Restore = opts.Name
 	}
+	v.Running = enginemigration.CheckRunning(ctx, cluster, loc, opts, v)
 	if len(extra) > 0 {
 		// The backup's own timing first (from its record), then extra
 		// (a restore), then the verify phase.
@@ -217,6 +244,7 @@ func printVerification(g *globals, v *report.Verification, p reportPaths) {
 		}
 		_ = tw.Flush()
 	}
+	printRunning(w, v.Running)
 	for _, e := range v.Errors {
 		fmt.Fprintf(w, "Error: %s\n", e)
 	}
@@ -228,10 +256,35 @@ func verifyExit(v *report.Verification) error {
 	switch {
 	case v.Summary.Unexpected > 0:
 		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("verification of backup %s: %d unexpected difference(s)", v.Backup, v.Summary.Unexpected)}
+	case v.Running != nil && v.Running.Counts.Failed > 0:
+		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("verification of backup %s: the objects match, but not everything runs: %s", v.Backup, v.Running.Headline())}
 	case len(v.Errors) > 0:
 		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("verification of backup %s: %d error(s)", v.Backup, len(v.Errors))}
 	}
 	return nil
+}
+
+// printRunning prints the running section's headline and the checks
+// that failed, with their reasons.
+func printRunning(w io.Writer, r *report.Running) {
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(w, "Running: %s\n", r.Headline())
+	f := r.Failures()
+	if len(f) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAMESPACE\tNAME\tOUTCOME\tREASON\tMESSAGE")
+	for _, c := range f {
+		kind := c.Resource
+		if kind == "" {
+			kind = c.Kind
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", kind, orDash(c.Namespace), c.Name, c.Outcome, c.Reason, c.Message)
+	}
+	_ = tw.Flush()
 }
 
 // defaultReportDir is where a verification's report of name goes without

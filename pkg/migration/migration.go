@@ -106,6 +106,8 @@ func (r *Result) Outcome() (phase v1alpha1.Phase, reason, message string) {
 		return v1alpha1.PhasePartiallyFailed, "RestorePartiallyFailed", fmt.Sprintf("restore %s: %d failed", r.Restore.Name, r.Restore.Status.Counts.Failed)
 	case r.Verification != nil && r.Verification.Summary.Unexpected > 0:
 		return v1alpha1.PhasePartiallyFailed, "VerificationFoundDifferences", fmt.Sprintf("the verification found %d unexpected difference(s) between the backup and the target", r.Verification.Summary.Unexpected)
+	case r.Verification != nil && r.Verification.Running != nil && r.Verification.Running.Counts.Failed > 0:
+		return v1alpha1.PhasePartiallyFailed, "RuntimeChecksFailed", fmt.Sprintf("the target's objects match, but not everything runs: %s; first: %s", r.Verification.Running.Headline(), firstFailure(r.Verification.Running))
 	case r.Verification != nil && len(r.Verification.Errors) > 0:
 		return v1alpha1.PhasePartiallyFailed, "VerificationErrors", fmt.Sprintf("the verification had %d error(s): %s", len(r.Verification.Errors), r.Verification.Errors[0])
 	}
@@ -298,6 +300,7 @@ func VerifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Locatio
 		return nil, err
 	}
 	v.Restore = ropts.Name
+	v.Running = checkRunning(ctx, target, loc, ropts, b, v)
 	var t []report.Timing
 	if b != nil {
 		if s, e := b.Status.StartTimestamp, b.Status.CompletionTimestamp; s != nil && e != nil {
@@ -334,7 +337,13 @@ func VerifyAndRecord(ctx context.Context, target *kube.Cluster, loc *store.Locat
 		return nil
 	}
 	b, _ := loc.GetBackup(ctx, rs.Spec.BackupName) // nil: the timings leave the backup out
-	ropts.PodVolumes = nil
+	// The restore's pod volume options are done with; only its helper
+	// pods' claim check is the verification's (checkData).
+	if pv := ropts.PodVolumes; pv != nil && pv.CheckClaims != nil {
+		ropts.PodVolumes = &restore.PodVolumeOptions{CheckClaims: pv.CheckClaims}
+	} else {
+		ropts.PodVolumes = nil
+	}
 	v, err := VerifyRestore(ctx, target, loc, ropts, b, rs, onProgress)
 	ApplyVerification(rs, v, err)
 	if err := restore.Record(ctx, loc, rs); err != nil {
@@ -355,6 +364,12 @@ func ApplyVerification(rs *v1alpha1.Restore, v *report.Verification, err error) 
 		s := v.Summary
 		sum.Objects, sum.Matched, sum.Differ, sum.Missing, sum.Failed, sum.Unexpected = s.Objects, s.Matched, s.Differ, s.Missing, s.Failed, s.Unexpected
 	}
+	if v != nil && v.Running != nil && v.Running.Skipped == "" {
+		c := v.Running.Counts
+		sum.Running = &v1alpha1.RunningSummary{Workloads: c.Workloads, WorkloadsRunning: c.WorkloadsRunning, Services: c.Services, ServicesServing: c.ServicesServing,
+			Claims: c.Claims, ClaimsBound: c.ClaimsBound,
+			ClaimsWithData: c.ClaimsWithData, ClaimsEqual: c.ClaimsEqual + c.ClaimsChangedByApp, Images: c.Images, ImagesPresent: c.ImagesPresent, Failed: c.Failed}
+	}
 	j, h := ReportKeys(rs.Name)
 	why := ""
 	switch {
@@ -363,6 +378,8 @@ func ApplyVerification(rs *v1alpha1.Restore, v *report.Verification, err error) 
 		why = "verification: " + err.Error()
 	case sum.Unexpected > 0:
 		why = fmt.Sprintf("verification: %d of %d object(s) differ from the backup, are missing or could not be compared (report: %s)", sum.Unexpected, sum.Objects, h)
+	case sum.Running != nil && sum.Running.Failed > 0:
+		why = fmt.Sprintf("verification: %s; first: %s (report: %s)", v.Running.Headline(), firstFailure(v.Running), h)
 	}
 	if err == nil {
 		sum.Report = []string{j, h}

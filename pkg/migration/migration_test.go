@@ -28,6 +28,8 @@ func TestOutcome(t *testing.T) {
 	}
 	diff := &report.Verification{Summary: report.Summary{Unexpected: 2}}
 	errs := &report.Verification{Errors: []string{"list x: forbidden"}}
+	notRunning := &report.Verification{Running: report.NewRunning([]report.Check{
+		{Kind: report.KindWorkload, Resource: "Deployment", Namespace: "shop", Name: "web", Outcome: "not running", Reason: "ImagePullBackOff", Message: "image reg/web:1: not found"}})}
 	cases := []struct {
 		name   string
 		res    migration.Result
@@ -43,6 +45,8 @@ func TestOutcome(t *testing.T) {
 		{"differences", migration.Result{Backup: b(v1alpha1.PhaseCompleted), Restore: r(v1alpha1.PhaseCompleted), Verification: diff}, v1alpha1.PhasePartiallyFailed, "VerificationFoundDifferences"},
 		{"verify errors", migration.Result{Backup: b(v1alpha1.PhaseCompleted), Restore: r(v1alpha1.PhaseCompleted), Verification: errs}, v1alpha1.PhasePartiallyFailed, "VerificationErrors"},
 		{"completed", migration.Result{Backup: b(v1alpha1.PhaseCompleted), Restore: r(v1alpha1.PhaseCompleted), Verification: &report.Verification{}}, v1alpha1.PhaseCompleted, "Completed"},
+		{"runtime checks failed", migration.Result{Backup: b(v1alpha1.PhaseCompleted), Restore: r(v1alpha1.PhaseCompleted), Verification: notRunning}, v1alpha1.PhasePartiallyFailed, "RuntimeChecksFailed"},
+		{"runtime checks skipped", migration.Result{Backup: b(v1alpha1.PhaseCompleted), Restore: r(v1alpha1.PhaseCompleted), Verification: &report.Verification{Running: &report.Running{Skipped: "spec.verifyRuntime.skip is set"}}}, v1alpha1.PhaseCompleted, "Completed"},
 	}
 	for _, c := range cases {
 		phase, reason, msg := c.res.Outcome()

@@ -16,6 +16,9 @@ import (
 func TestApplyVerification(t *testing.T) {
 	clean := &report.Verification{Summary: report.Summary{Objects: 5, Matched: 5}}
 	differs := &report.Verification{Summary: report.Summary{Objects: 5, Matched: 4, Differ: 1, Unexpected: 1}}
+	notRunning := &report.Verification{Summary: clean.Summary, Running: report.NewRunning([]report.Check{
+		{Kind: report.KindClaim, Resource: "PersistentVolumeClaim", Namespace: "shop", Name: "data", Outcome: "bound, unequal", Data: report.DataUnequal, Bound: true,
+			Reason: "ContentChanged", Message: "claim shop/data holds content sha256:b, not what the restore wrote (sha256:a)"}})}
 	cases := []struct {
 		name       string
 		phase      v1alpha1.Phase
@@ -30,6 +33,7 @@ func TestApplyVerification(t *testing.T) {
 		{"report not kept", v1alpha1.PhaseCompleted, clean, errors.New("keeping the report in the location: denied"), v1alpha1.PhasePartiallyFailed, "verification: keeping the report", false},
 		{"could not verify", v1alpha1.PhaseCompleted, nil, errors.New("target unreachable"), v1alpha1.PhasePartiallyFailed, "verification: target unreachable", false},
 		{"already partly failed keeps its reason", v1alpha1.PhasePartiallyFailed, differs, nil, v1alpha1.PhasePartiallyFailed, "", true},
+		{"runtime check failed", v1alpha1.PhaseCompleted, notRunning, nil, v1alpha1.PhasePartiallyFailed, "first: PersistentVolumeClaim shop/data bound, unequal: ContentChanged", true},
 	}
 	for _, tc := range cases {
 		rs := &v1alpha1.Restore{}
@@ -49,6 +53,8 @@ func TestApplyVerification(t *testing.T) {
 			t.Errorf("%s: error %q, want it set: %v", tc.name, sum.Error, tc.err != nil)
 		case tc.v != nil && (sum.Objects != tc.v.Summary.Objects || sum.Unexpected != tc.v.Summary.Unexpected):
 			t.Errorf("%s: counts %+v, want the report's %+v", tc.name, sum, tc.v.Summary)
+		case tc.v != nil && tc.v.Running != nil && (sum.Running == nil || sum.Running.Failed != 1 || sum.Running.ClaimsBound != 1 || sum.Running.ClaimsWithData != 1 || sum.Running.ClaimsEqual != 0):
+			t.Errorf("%s: status.verification.running %+v, want the running section's counts", tc.name, sum.Running)
 		}
 	}
 }

@@ -55,6 +55,10 @@ type Verification struct {
 	Volumes []Artifact `json:"volumes"`
 	// Timings are the phases of the migration, in order.
 	Timings []Timing `json:"timings"`
+	// Running is whether the restored applications run in the target:
+	// workloads healthy, Services with ready endpoints, claims bound,
+	// images present (nil when the runtime checks were not asked for).
+	Running *Running `json:"running,omitempty"`
 }
 
 // Summary counts a verification's items. Unexpected is

@@ -83,6 +83,9 @@ func (o *Options) Validate() error {
 	if o.Spec.Verify && o.Spec.DryRun {
 		return field.Invalid(spec.Child("verify"), true, "a dry run (spec.dryRun) restores nothing to verify, and writes no report")
 	}
+	if rt := o.Spec.VerifyRuntime; rt != nil && rt.Timeout != nil && rt.Timeout.Duration < 0 {
+		return field.Invalid(spec.Child("verifyRuntime", "timeout"), rt.Timeout.Duration.String(), "must not be negative")
+	}
 	if o.CRDTimeout < 0 {
 		return field.Invalid(spec.Child("crdTimeout"), o.CRDTimeout.String(), "must not be negative")
 	}

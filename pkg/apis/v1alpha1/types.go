@@ -356,6 +356,25 @@ type RestoreSpec struct {
 	// restore did not expect makes a Completed restore PartiallyFailed.
 	// +optional
 	Verify bool `json:"verify,omitempty"`
+	// VerifyRuntime tunes the runtime checks of a verification (spec.verify,
+	// ferry migrate, ferry verify): after the objects are compared, the
+	// restored workloads are waited for until they run, Services until they
+	// have a ready endpoint, claims until they are bound, and every image
+	// the workloads name is resolved at its registry. Nil: checked, with
+	// the default timeout.
+	// +optional
+	VerifyRuntime *RuntimeVerification `json:"verifyRuntime,omitempty"`
+}
+
+// RuntimeVerification tunes the runtime checks of a verification.
+type RuntimeVerification struct {
+	// Skip leaves the runtime checks out (a move of resources only, whose
+	// workloads are not meant to run in the target yet); the report says so.
+	// +optional
+	Skip bool `json:"skip,omitempty"`
+	// Timeout bounds the wait for the restored workloads to run (default 5m).
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // SecretKeyReference names a key of a Secret in the same namespace.
@@ -417,6 +436,9 @@ type VerificationSummary struct {
 	Missing    int `json:"missing"`
 	Failed     int `json:"failed"`
 	Unexpected int `json:"unexpected"`
+	// Running counts the runtime checks (nil when they did not run).
+	// +optional
+	Running *RunningSummary `json:"running,omitempty"`
 	// Report is the keys of the report in the location (JSON, HTML).
 	// +optional
 	Report []string `json:"report,omitempty"`
@@ -424,6 +446,27 @@ type VerificationSummary struct {
 	// not be kept.
 	// +optional
 	Error string `json:"error,omitempty"`
+}
+
+// RunningSummary counts the runtime checks of a verification: restored
+// workloads running, Services with a ready endpoint, claims bound, images
+// present at their registries; Failed counts the checks that failed, of
+// every kind.
+type RunningSummary struct {
+	Workloads        int `json:"workloads"`
+	WorkloadsRunning int `json:"workloadsRunning"`
+	Services         int `json:"services"`
+	ServicesServing  int `json:"servicesServing"`
+	Claims           int `json:"claims"`
+	ClaimsBound      int `json:"claimsBound"`
+	// ClaimsWithData counts the claims whose data the restore wrote,
+	// ClaimsEqual those whose content is what it wrote (or that their
+	// application changed since).
+	ClaimsWithData int `json:"claimsWithData"`
+	ClaimsEqual    int `json:"claimsEqual"`
+	Images         int `json:"images"`
+	ImagesPresent  int `json:"imagesPresent"`
+	Failed         int `json:"failed"`
 }
 
 // HookStatus counts the hooks a backup ran: HooksAttempted ran, of which

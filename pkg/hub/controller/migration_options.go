@@ -175,6 +175,9 @@ func options(m *v1beta1.Migration, src, dst *kube.Cluster, loc *store.Location) 
 		PushImages:               mode == images.ModeBundle,
 		ImagesRequired:           s.Images.Required,
 	}
+	if rt := s.VerifyRuntime; rt != nil {
+		rspec.VerifyRuntime = &v1alpha1.RuntimeVerification{Skip: rt.Skip, Timeout: rt.Timeout}
+	}
 	ropts := restore.Options{Spec: rspec}
 	if rs.CRDTimeout != nil {
 		ropts.CRDTimeout = rs.CRDTimeout.Duration

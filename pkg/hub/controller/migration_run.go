@@ -118,6 +118,15 @@ func counts(st *v1beta1.MigrationStatus, res *migration.Result) {
 		st.Counts.Failed = int64(c.Failed)
 		st.Counts.Skipped = int64(c.Skipped)
 	}
+	if v := res.Verification; v != nil && v.Running != nil {
+		c := v.Running.Counts
+		st.Counts.Workloads, st.Counts.WorkloadsRunning = int64(c.Workloads), int64(c.WorkloadsRunning)
+		st.Counts.Services, st.Counts.ServicesServing = int64(c.Services), int64(c.ServicesServing)
+		st.Counts.Claims, st.Counts.ClaimsBound = int64(c.Claims), int64(c.ClaimsBound)
+		st.Counts.ClaimsWithData, st.Counts.ClaimsEqual = int64(c.ClaimsWithData), int64(c.ClaimsEqual+c.ClaimsChangedByApp)
+		st.Counts.Images, st.Counts.ImagesPresent = int64(c.Images), int64(c.ImagesPresent)
+		st.Counts.RuntimeFailed = int64(c.Failed)
+	}
 }
 
 // outcome is how a run ended: from the result, or from the error that

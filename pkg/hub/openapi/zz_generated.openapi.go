@@ -57,6 +57,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.RestoreProgress{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_RestoreProgress(ref),
 		v1alpha1.RestoreSpec{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1alpha1_RestoreSpec(ref),
 		v1alpha1.RestoreStatus{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_RestoreStatus(ref),
+		v1alpha1.RuntimeVerification{}.OpenAPIModelName():          schema_hub_apis_ferry_v1alpha1_RuntimeVerification(ref),
 		v1alpha1.Schedule{}.OpenAPIModelName():                     schema_hub_apis_ferry_v1alpha1_Schedule(ref),
 		v1alpha1.ScheduleList{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1alpha1_ScheduleList(ref),
 		v1alpha1.ScheduleSpec{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1alpha1_ScheduleSpec(ref),
@@ -100,6 +101,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta1.RestoreProgress{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_RestoreProgress(ref),
 		v1beta1.RestoreSpec{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1beta1_RestoreSpec(ref),
 		v1beta1.RestoreStatus{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_RestoreStatus(ref),
+		v1beta1.RuntimeVerification{}.OpenAPIModelName():           schema_hub_apis_ferry_v1beta1_RuntimeVerification(ref),
 		v1beta1.Schedule{}.OpenAPIModelName():                      schema_hub_apis_ferry_v1beta1_Schedule(ref),
 		v1beta1.ScheduleList{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1beta1_ScheduleList(ref),
 		v1beta1.ScheduleSpec{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1beta1_ScheduleSpec(ref),
@@ -1655,6 +1657,74 @@ func schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref common.ReferenceCallback
 							Format: "int64",
 						},
 					},
+					"workloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Workloads, Services, Claims and Images count the runtime checks of the verification; WorkloadsRunning, ServicesServing, ClaimsBound and ImagesPresent those that passed, RuntimeFailed those that failed.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"workloadsRunning": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"services": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"servicesServing": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"claims": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"claimsBound": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"claimsWithData": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ClaimsWithData counts the claims whose data the restore wrote, ClaimsEqual those whose content is what it wrote (or that their application changed since).",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"claimsEqual": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"images": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"imagesPresent": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"runtimeFailed": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
 				},
 			},
 		},
@@ -1934,12 +2004,18 @@ func schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref common.ReferenceCallback) 
 							Format:      "",
 						},
 					},
+					"verifyRuntime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "VerifyRuntime tunes the runtime checks of the verification, as a ferry.dev/v1alpha1 Restore's spec.verifyRuntime does: the restored workloads are waited for until they run (default 5m), Services until they have a ready endpoint, claims until they are bound, and each image the workloads name is resolved at its registry.",
+							Ref:         ref(v1alpha1.RuntimeVerification{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"sourceCluster", "targetCluster", "storage"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.Encryption{}.OpenAPIModelName(), v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName()},
+			v1alpha1.Encryption{}.OpenAPIModelName(), v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName(), v1alpha1.RuntimeVerification{}.OpenAPIModelName()},
 	}
 }
 
@@ -2538,6 +2614,34 @@ func schema_hub_apis_ferry_v1alpha1_RestoreStatus(ref common.ReferenceCallback) 
 		},
 		Dependencies: []string{
 			v1alpha1.Lease{}.OpenAPIModelName(), v1alpha1.PodVolumeCounts{}.OpenAPIModelName(), v1alpha1.RestoreCounts{}.OpenAPIModelName(), v1alpha1.RestoreProgress{}.OpenAPIModelName(), v1alpha1.VerificationSummary{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_RuntimeVerification(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RuntimeVerification tunes a verification's runtime checks.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"skip": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Skip leaves the runtime checks out (a move of resources only).",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"timeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timeout bounds the wait for the restored workloads to run (default 5m).",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -4060,6 +4164,74 @@ func schema_hub_apis_ferry_v1beta1_MigrationCounts(ref common.ReferenceCallback)
 							Format: "int64",
 						},
 					},
+					"workloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Workloads, Services, Claims and Images count the runtime checks of the verification; WorkloadsRunning, ServicesServing, ClaimsBound and ImagesPresent those that passed, RuntimeFailed those that failed.",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"workloadsRunning": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"services": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"servicesServing": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"claims": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"claimsBound": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"claimsWithData": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ClaimsWithData counts the claims whose data the restore wrote, ClaimsEqual those whose content is what it wrote (or that their application changed since).",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"claimsEqual": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"images": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"imagesPresent": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"runtimeFailed": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
 				},
 			},
 		},
@@ -4337,12 +4509,18 @@ func schema_hub_apis_ferry_v1beta1_MigrationSpec(ref common.ReferenceCallback) c
 							Format:      "",
 						},
 					},
+					"verifyRuntime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "VerifyRuntime tunes the runtime checks of the verification, as a ferry.dev/v1alpha1 Restore's spec.verifyRuntime does: the restored workloads are waited for until they run (default 5m), Services until they have a ready endpoint, claims until they are bound, and each image the workloads name is resolved at its registry.",
+							Ref:         ref(v1beta1.RuntimeVerification{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"source", "target", "storage"},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.Encryption{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName()},
+			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.Encryption{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName(), v1beta1.RuntimeVerification{}.OpenAPIModelName()},
 	}
 }
 
@@ -4941,6 +5119,34 @@ func schema_hub_apis_ferry_v1beta1_RestoreStatus(ref common.ReferenceCallback) c
 		},
 		Dependencies: []string{
 			v1beta1.Lease{}.OpenAPIModelName(), v1beta1.PodVolumeCounts{}.OpenAPIModelName(), v1beta1.RestoreCounts{}.OpenAPIModelName(), v1beta1.RestoreProgress{}.OpenAPIModelName(), v1beta1.VerificationSummary{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_RuntimeVerification(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RuntimeVerification tunes a verification's runtime checks.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"skip": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Skip leaves the runtime checks out (a move of resources only).",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"timeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timeout bounds the wait for the restored workloads to run (default 5m).",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 

@@ -156,6 +156,23 @@ type MigrationSpec struct {
 	// Verify compares every backed-up object with the target after the
 	// restore and writes the report (default true).
 	Verify *bool `json:"verify,omitempty"`
+	// VerifyRuntime tunes the runtime checks of the verification, as a
+	// ferry.dev/v1alpha1 Restore's spec.verifyRuntime does: the restored
+	// workloads are waited for until they run (default 5m), Services until
+	// they have a ready endpoint, claims until they are bound, and each
+	// image the workloads name is resolved at its registry.
+	// +optional
+	VerifyRuntime *RuntimeVerification `json:"verifyRuntime,omitempty"`
+}
+
+// RuntimeVerification tunes a verification's runtime checks.
+type RuntimeVerification struct {
+	// Skip leaves the runtime checks out (a move of resources only).
+	// +optional
+	Skip bool `json:"skip,omitempty"`
+	// Timeout bounds the wait for the restored workloads to run (default 5m).
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // ClusterReference names a Cluster in the Migration's namespace.
@@ -312,6 +329,34 @@ type MigrationCounts struct {
 	Restored int64 `json:"restored,omitempty"`
 	Failed   int64 `json:"failed,omitempty"`
 	Skipped  int64 `json:"skipped,omitempty"`
+	// Workloads, Services, Claims and Images count the runtime checks of
+	// the verification; WorkloadsRunning, ServicesServing, ClaimsBound and
+	// ImagesPresent those that passed, RuntimeFailed those that failed.
+	// +optional
+	Workloads int64 `json:"workloads,omitempty"`
+	// +optional
+	WorkloadsRunning int64 `json:"workloadsRunning,omitempty"`
+	// +optional
+	Services int64 `json:"services,omitempty"`
+	// +optional
+	ServicesServing int64 `json:"servicesServing,omitempty"`
+	// +optional
+	Claims int64 `json:"claims,omitempty"`
+	// +optional
+	ClaimsBound int64 `json:"claimsBound,omitempty"`
+	// ClaimsWithData counts the claims whose data the restore wrote,
+	// ClaimsEqual those whose content is what it wrote (or that their
+	// application changed since).
+	// +optional
+	ClaimsWithData int64 `json:"claimsWithData,omitempty"`
+	// +optional
+	ClaimsEqual int64 `json:"claimsEqual,omitempty"`
+	// +optional
+	Images int64 `json:"images,omitempty"`
+	// +optional
+	ImagesPresent int64 `json:"imagesPresent,omitempty"`
+	// +optional
+	RuntimeFailed int64 `json:"runtimeFailed,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

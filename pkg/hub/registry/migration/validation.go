@@ -40,6 +40,9 @@ func ValidateMigrationSpec(s *ferry.MigrationSpec, p *field.Path) field.ErrorLis
 	errs = append(errs, registry.ValidateEncryption(&s.Encryption, p.Child("encryption"))...)
 	errs = append(errs, validateBackup(&s.Backup, p.Child("backup"))...)
 	errs = append(errs, validateRestore(&s.Restore, p.Child("restore"))...)
+	if rt := s.VerifyRuntime; rt != nil && rt.Timeout != nil && rt.Timeout.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("verifyRuntime", "timeout"), rt.Timeout.Duration.String(), "must not be negative"))
+	}
 	return append(errs, validateImages(&s.Images, p.Child("images"))...)
 }
 

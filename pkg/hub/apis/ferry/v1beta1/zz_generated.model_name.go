@@ -196,6 +196,11 @@ func (in RestoreStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RuntimeVerification) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.RuntimeVerification"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Schedule) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.Schedule"
 }
