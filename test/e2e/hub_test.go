@@ -727,6 +727,16 @@ func TestHubWorkloadVolumes(t *testing.T) {
 			t.Errorf("%s: target's data has checksums\n%s\nwant the source's\n%s", k, got[k], w)
 		}
 	}
+	// The runtime checks ran through the one engine: their counts are in
+	// the Migration's status.
+	hc, _ := h.client(t)
+	m := &v1beta1.Migration{}
+	if err := hc.Get(ctx, crclient.ObjectKey{Namespace: "default", Name: "vols"}, m); err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Status.Counts; c.Workloads < 4 || c.WorkloadsRunning != c.Workloads || c.ServicesServing != 1 || c.ClaimsWithData != 5 || c.ClaimsEqual != 5 || c.RuntimeFailed != 0 {
+		t.Errorf("hub Migration vols: status.counts %+v, want every workload running, the Service serving and 5 of 5 claims equal", c)
+	}
 	checkHubExpiryPrunes(ctx, t, e, h, "shop")
 	noHelperLeft(ctx, t, e.src)
 	noHelperLeft(ctx, t, e.dst)

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 // TestInstallOnNodes runs ferry as users run it: `make image` builds the
@@ -267,22 +268,21 @@ func dumpCluster(ctx context.Context, t *testing.T, c *testenv.Cluster) {
 }
 
 // waitRestored waits up to 3 minutes for Restore name to be Completed.
-func waitRestored(ctx context.Context, t *testing.T, c *testenv.Cluster, name string) {
+func waitRestored(ctx context.Context, t *testing.T, c *testenv.Cluster, name string) *v1alpha1.Restore {
 	t.Helper()
 	k := kubernetes.NewForConfigOrDie(c.Config)
-	deadline := time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(6 * time.Minute) // with --verify, its runtime checks too
 	var phase string
 	for time.Now().Before(deadline) {
-		var r struct {
-			Status struct{ Phase string } `json:"status"`
-		}
+		var r v1alpha1.Restore
 		raw, err := k.RESTClient().Get().AbsPath("/apis/ferry.dev/v1alpha1/namespaces/ferry/restores/" + name).DoRaw(ctx)
 		if err == nil && json.Unmarshal(raw, &r) == nil {
-			phase = r.Status.Phase
+			phase = string(r.Status.Phase)
 			if phase == "Completed" {
-				return
+				return &r
 			}
 			if phase == "Failed" || phase == "PartiallyFailed" {
+				t.Logf("restore %s: %s", name, raw)
 				break
 			}
 		}
@@ -290,4 +290,5 @@ func waitRestored(ctx context.Context, t *testing.T, c *testenv.Cluster, name st
 	}
 	dumpCluster(ctx, t, c)
 	t.Fatalf("restore %s is %q, want Completed", name, phase)
+	return nil
 }

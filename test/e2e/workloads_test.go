@@ -60,7 +60,8 @@ func claimSpec() corev1.PersistentVolumeClaimSpec {
 }
 
 // create makes, in the source: Deployment web with claim web-data, a
-// 3-replica StatefulSet db with volumeClaimTemplates data, pod cache with
+// 3-replica StatefulSet db with volumeClaimTemplates data and its Service
+// db, pod cache with
 // an opted-in emptyDir, and suspended CronJob report whose Job (made from
 // its template, as kubectl create job --from does) wrote claim report-data.
 func (f workloadFixture) create(ctx context.Context, t *testing.T, k kubernetes.Interface) {
@@ -93,6 +94,8 @@ func (f workloadFixture) create(ctx context.Context, t *testing.T, k kubernetes.
 		Spec: appsv1.StatefulSetSpec{Replicas: &three, Selector: sel("db"), ServiceName: "db", PodManagementPolicy: appsv1.ParallelPodManagement,
 			Template:             dbTmpl,
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: claimSpec()}}}}, metav1.CreateOptions{}))
+	must(k.CoreV1().Services(f.ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "db"}, Ports: []corev1.ServicePort{{Name: "sql", Port: 5432}}}}, metav1.CreateOptions{}))
 	cache := tmpl("cache", corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}, true)
 	must(k.CoreV1().Pods(f.ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cache", Labels: cache.Labels,
 		Annotations: map[string]string{"backup.ferry.dev/backup-volumes": "data"}}, Spec: cache.Spec}, metav1.CreateOptions{}))
@@ -246,7 +249,7 @@ func TestMigrateWorkloadVolumes(t *testing.T) {
 	want := f.sums(ctx, t, src, false)
 
 	r := ferry(t, e.env, "migrate", "--kubeconfig", e.kubeconfig, "--from-context", "src", "--to-context", "dst", "--storage", e.location,
-		"--name", "m1", "--include-namespaces", "shop", "--default-volumes-to-fs-backup", "--repository-password-file", e.password,
+		"--name", "m1", "--include-namespaces", "shop", "--default-volumes-to-fs-backup", "--repository-password-file", e.password, "--insecure",
 		"--helper-image", image, "--node-pods-dir", filepath.Join(src.Node.RootDir, "pods"), "--to-node-pods-dir", filepath.Join(dst.Node.RootDir, "pods"),
 		"--report-dir", filepath.Join(dir, "report"))
 	t.Logf("migrate: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -265,6 +268,8 @@ func TestMigrateWorkloadVolumes(t *testing.T) {
 			t.Errorf("%s: target's data has checksums\n%s\nwant the source's\n%s", k, got[k], w)
 		}
 	}
+	checkRunningReport(t, filepath.Join(dir, "report"), f.ns)
+	runningFaults(ctx, t, e, f, dir)
 	noHelperLeft(ctx, t, src)
 	noHelperLeft(ctx, t, dst)
 }
@@ -291,10 +296,15 @@ func TestServerWorkloadVolumes(t *testing.T) {
 		t.Fatalf("backup: exit %d: %s: %s\n%s", r.code, phase, errs, r.stderr)
 	}
 	waitBackupSynced(ctx, t, e.dst, "s1")
-	if r := run("restore", "create", "s1", "--from-backup", "s1", "--server", "--context", "dst"); r.code != 0 {
+	if r := run("restore", "create", "s1", "--from-backup", "s1", "--server", "--context", "dst", "--verify"); r.code != 0 {
 		t.Fatalf("restore: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	waitRestored(ctx, t, e.dst, "s1")
+	rs := waitRestored(ctx, t, e.dst, "s1")
+	// The runtime checks ran in server mode through the one engine.
+	if v := rs.Status.Verification; v == nil || v.Running == nil || v.Running.Failed != 0 || v.Running.ClaimsWithData != 5 || v.Running.ClaimsEqual != 5 ||
+		v.Running.Workloads < 4 || v.Running.WorkloadsRunning != v.Running.Workloads {
+		t.Errorf("server-mode Restore s1: status.verification %+v, want every workload running and 5 of 5 claims equal", v)
+	}
 	got := f.sums(ctx, t, e.dst, true)
 	for k, w := range want {
 		if strings.TrimSpace(got[k]) != strings.TrimSpace(w) {
