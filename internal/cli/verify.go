@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -120,6 +121,9 @@ func (o *verifyOptions) Validate() error {
 	if len(o.restoreFlagsSet) > 0 {
 		return fmt.Errorf("--restore %s gives the expected changes; do not combine it with restore flags", o.restoreName)
 	}
+	if o.restore.verifyRuntimeTimeout < 0 {
+		return fmt.Errorf("--verify-runtime-timeout %s: must not be negative", o.restore.verifyRuntimeTimeout)
+	}
 	if o.fromVelero {
 		return fmt.Errorf("--restore %s gives the backup's kind; do not combine it with --from-velero-backup", o.restoreName)
 	}
@@ -148,7 +152,13 @@ func (o *verifyOptions) Run(ctx context.Context) error {
 		opts.Name, opts.Spec = o.restoreName, r.Spec
 		opts.Spec.DryRun = false
 		if len(o.runtimeFlagsSet) > 0 {
-			opts.Spec.VerifyRuntime = o.restore.runtimeVerification()
+			// The flags given override the restore's spec.verifyRuntime;
+			// a timeout alone keeps its skip.
+			rt := o.restore.runtimeVerification()
+			if prev := opts.Spec.VerifyRuntime; prev != nil && prev.Skip && !slices.Contains(o.runtimeFlagsSet, "verify-runtime") {
+				rt = prev
+			}
+			opts.Spec.VerifyRuntime = rt
 		}
 	}
 	removeEmpty, err := checkReportDir(o.reportDir)

@@ -2,9 +2,13 @@ package helperpod
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -67,5 +71,30 @@ func TestCheckJobPodsDir(t *testing.T) {
 	bad := RunJob(context.Background(), Job{Op: OpCheck, Volume: volumes.PodVolume{Namespace: "app", Pod: "x", PodUID: "nope", Volume: "data", ClaimName: "data", PVName: "pv-1"}, PodsDir: pods}, nil)
 	if bad.Error == "" || bad.Check != nil {
 		t.Errorf("a volume not in the pods directory: %+v, want an error", bad)
+	}
+}
+
+// The outcome of a check fits a termination message, whatever the names
+// of the changed files (JSON escapes <, > and & as six bytes each).
+func TestCheckOutcomeFits(t *testing.T) {
+	pods := t.TempDir()
+	dir := filepath.Join(pods, "uid-1", "volumes", "kubernetes.io~csi", "pv-1", "mount")
+	if err := os.MkdirAll(filepath.Join(dir, ".ferry"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := volumes.RecordContent(context.Background(), dir); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 12; i++ {
+		name := fmt.Sprintf("%02d", i) + strings.Repeat("<&‹>", 35)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v := volumes.PodVolume{Namespace: "app", Pod: "db-0", PodUID: "uid-1", Volume: "data", ClaimName: "data", PVName: "pv-1"}
+	out := RunJob(context.Background(), Job{Op: OpCheck, Volume: v, PodsDir: pods}, io.Discard)
+	b, _ := json.Marshal(out)
+	if out.Check == nil || len(out.Check.Changed) == 0 || len(b) > 3500 {
+		t.Errorf("outcome of %d bytes, %d paths named: want some paths, under the kubelet's 4096 bytes", len(b), len(out.Check.Changed))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -98,7 +99,7 @@ func RunJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 		return out
 	}
 	if job.Op == OpCheck {
-		return checkJob(ctx, job)
+		return checkJob(ctx, job, progress)
 	}
 	if job.Op != OpBackup && job.Op != OpRestore {
 		return fail(fmt.Errorf("volume helper: unknown op %q", job.Op))
@@ -155,24 +156,47 @@ func RunJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 }
 
 // checkJob walks the claim of a check job (mounted, or found in the
-// node's pods directory) and compares it with its restore's list.
-func checkJob(ctx context.Context, job Job) JobOutcome {
+// node's pods directory) and compares it with its restore's list,
+// printing its progress as the other jobs do (a silent helper is stalled).
+func checkJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 	dir := MountClaimDir
 	if job.PodsDir != "" {
 		var err error
 		if dir, err = volumes.HostPath(job.PodsDir, job.Volume.PodUID, job.Volume); err != nil {
-			return JobOutcome{Error: err.Error()}
+			return JobOutcome{Error: cut(err.Error())}
 		}
 	}
-	c, err := volumes.CheckContent(ctx, dir)
+	rep := newProgressPrinter(progress)
+	c, err := volumes.CheckContent(ctx, dir, rep.update)
+	rep.stop()
 	if err != nil {
-		msg := err.Error()
-		if len(msg) > maxMessage {
-			msg = msg[:maxMessage] + "..."
+		return JobOutcome{Error: cut(err.Error())}
+	}
+	// The outcome travels in the termination message (at most 4096 bytes
+	// as the kubelet keeps it): paths are dropped until it fits.
+	for len(c.Changed) > 0 {
+		if b, _ := json.Marshal(JobOutcome{Check: c}); len(b) <= maxMessage*2 {
+			break
 		}
-		return JobOutcome{Error: msg}
+		n := len(c.Changed) - 1 // one path fewer each time
+		if c.Changed[n] == "..." {
+			n--
+		}
+		if n <= 0 {
+			c.Changed = nil
+			break
+		}
+		c.Changed = append(c.Changed[:n:n], "...")
 	}
 	return JobOutcome{Check: c}
+}
+
+// cut shortens msg to maxMessage bytes, at a character boundary.
+func cut(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	return strings.ToValidUTF8(msg[:maxMessage], "") + "..."
 }
 
 // jobCredentials are the credentials of the location at locURL in a

@@ -35,8 +35,10 @@ func CheckData(ctx context.Context, r *report.Running, recs []volumes.PodVolumeR
 		ref := volumes.ClaimRef{Namespace: rec.Namespace, Claim: rec.ClaimName}
 		recOf[ref] = rec
 		switch {
-		case strings.Contains(rec.Error, volumes.ErrKeptExisting.Error()):
-			rows[ref] = dataRow(ref, true, report.DataKept, "", "the claim's existing data was kept (existingVolumeDataPolicy keep): nothing of the snapshot was written to compare with")
+		case strings.Contains(rec.Error, volumes.ErrKeptExisting.Error()), strings.Contains(rec.Error, volumes.ErrAlreadyRestored.Error()),
+			strings.Contains(rec.Error, volumes.ErrNotWaiting.Error()):
+			// Skipped on purpose by the restore (live data is kept).
+			rows[ref] = dataRow(ref, true, report.DataKept, "", "the restore kept the claim's data as it was, so nothing of the snapshot was written to compare with: "+rec.Error)
 		case rec.Error != "":
 			rows[ref] = dataRow(ref, false, report.DataNotRestored, "RestoreFailed", rec.Error)
 		default:
@@ -50,6 +52,11 @@ func CheckData(ctx context.Context, r *report.Running, recs []volumes.PodVolumeR
 	} else if len(refs) > 0 {
 		for _, res := range check(ctx, refs) {
 			rows[res.ClaimRef] = judge(recOf[res.ClaimRef], res)
+		}
+		for _, ref := range refs {
+			if _, ok := rows[ref]; !ok {
+				rows[ref] = dataRow(ref, false, report.DataNotChecked, "CheckFailed", "the check reported nothing for this claim")
+			}
 		}
 	}
 	if len(rows) == 0 {

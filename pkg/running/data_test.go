@@ -32,6 +32,7 @@ func TestCheckData(t *testing.T) {
 		claimRec("kept", nil, nil, "claim app/kept: "+volumes.ErrKeptExisting.Error()),
 		claimRec("broken", nil, nil, "claim app/broken: restoring snapshot kbroken: no space left on device"),
 		claimRec("unreadable", wrote, snap, ""),
+		claimRec("live", nil, nil, "volume app/db-0/data: "+volumes.ErrAlreadyRestored.Error()+": it has the done-marker of restore r0"),
 	}
 	emptyDir := volumes.PodVolumeRestore{}
 	emptyDir.Namespace, emptyDir.Pod, emptyDir.Volume = "app", "web-0", "cache"
@@ -72,6 +73,7 @@ func TestCheckData(t *testing.T) {
 		"tampered":   {false, report.DataUnequal, "claim app/tampered holds content sha256:ddd, not what the restore wrote (sha256:aaa), and no running pod mounts it writable; changed since: table.dat (changed)"},
 		"extra":      {false, report.DataUnequal, "held 4 files, 310 B after the restore, where the snapshot holds 3 files, 300 B"},
 		"kept":       {true, report.DataKept, "existingVolumeDataPolicy keep"},
+		"live":       {true, report.DataKept, "volume already holds restored data"},
 		"broken":     {false, report.DataNotRestored, "no space left on device"},
 		"unreadable": {false, report.DataNotChecked, "could not be scheduled"},
 	} {
@@ -84,13 +86,13 @@ func TestCheckData(t *testing.T) {
 		t.Errorf("equal: the bound row carries the data outcome and the snapshot: %+v", c)
 	}
 	c := r.Counts
-	if c.Claims != 7 || c.ClaimsWithData != 6 || c.ClaimsEqual != 1 || c.ClaimsChangedByApp != 1 || c.ClaimsNotChecked != 1 || c.Failed != 4 {
+	if c.Claims != 8 || c.ClaimsWithData != 6 || c.ClaimsEqual != 1 || c.ClaimsChangedByApp != 1 || c.ClaimsNotChecked != 1 || c.Failed != 4 {
 		t.Errorf("counts %+v", c)
 	}
 	if c.ClaimsBound != 2 {
 		t.Errorf("a bound claim whose data is unequal is still bound: %+v", c)
 	}
-	if h := r.Headline(); !strings.Contains(h, "2 of 7 claims bound, 2 of 6 restored claims equal to what the restore wrote (1 since changed by its application, 1 not checked)") {
+	if h := r.Headline(); !strings.Contains(h, "2 of 8 claims bound, 2 of 6 restored claims equal to what the restore wrote (1 since changed by its application, 1 not checked)") {
 		t.Errorf("headline %q", h)
 	}
 }

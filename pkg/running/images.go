@@ -81,6 +81,10 @@ func checkImage(ctx context.Context, r ImageResolver, recorded map[string]bool, 
 		}
 	case errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)):
 		ch.Outcome, ch.Reason, ch.Message = "missing", "NotFound", err.Error()+"; "+usedBy
+	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
+		// A private registry: the nodes pull with the pods' own
+		// credentials, which ferry does not have here.
+		ch.OK, ch.Outcome, ch.Reason, ch.Message = true, "not checked", http.StatusText(te.StatusCode), "no credentials for this registry where ferry runs; the workload's row says whether the nodes pulled it: "+err.Error()+"; "+usedBy
 	case errors.As(err, &te):
 		ch.Outcome, ch.Reason, ch.Message = "not resolved", http.StatusText(te.StatusCode), err.Error()+"; "+usedBy
 	default:

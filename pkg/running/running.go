@@ -154,11 +154,12 @@ func Check(ctx context.Context, cl *kube.Cluster, objs []Object, o Options) *rep
 		}
 		checks = append(checks, s.row())
 	}
+	waited := time.Since(start).Seconds()
 	if o.Images != nil {
 		checks = append(checks, checkImages(ctx, o.Images, o.Digests, states)...)
 	}
 	r := report.NewRunning(checks)
-	r.Waited = time.Since(start).Seconds()
+	r.Waited = waited
 	if o.Images != nil {
 		r.ImagesCheckedFrom = "from where ferry runs, not from the target's nodes (a node that cannot pull shows in its workload's row)"
 	}

@@ -11,18 +11,20 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
 
 // Content is what a volume holds, outside ferry's marker folder: its
 // regular files, their bytes, and a digest of the whole tree: sha256 over
-// one line per entry, sorted ("d", "l" or "f", the quoted path, then a
-// symlink's quoted target, or a file's size and sha256, tab-separated). Modes, owners and times are not in
-// it: an application that only touches a file leaves its content equal.
+// one line per entry, in the order a walk visits them (each directory's
+// entries sorted by name, the same on every walk): "d", "l" or "f", the
+// quoted path, then a symlink's quoted target or a file's size and
+// sha256, tab-separated. Modes, owners and times are not in it: an
+// application that only touches a file leaves its content equal.
 type Content struct {
 	Files  int64  `json:"files"`
 	Bytes  int64  `json:"bytes"`
@@ -30,7 +32,7 @@ type Content struct {
 }
 
 // SnapshotSummary is what the snapshot a volume was restored from holds,
-// from its manifest: its root object and its regular files and bytes.
+// from its manifest: its ID, root object, regular files and bytes.
 type SnapshotSummary struct {
 	ID         string `json:"id"`
 	RootObject string `json:"rootObject"`
@@ -38,16 +40,16 @@ type SnapshotSummary struct {
 	Bytes      int64  `json:"bytes"`
 }
 
-// ContentCheck is what a check of a restored volume found (helper Op
+// ContentCheck is what a check of a restored volume found (helper op
 // "check"): its content now, and, when the restore's list of entries was
 // in the volume, the first paths that differ from it.
 type ContentCheck struct {
 	Content
-	// Changed names the first paths that were added, removed or changed
-	// since the restore wrote its list (at most maxChangedPaths).
+	// Changed names the first paths (quoted) that were added, removed or
+	// changed since the restore wrote its list, at most maxChangedPaths.
 	Changed []string `json:"changed,omitempty"`
-	// NoList is set when the restore's list was not in the volume: the
-	// digests are compared, but no path can be named.
+	// NoList is set when the restore's list was not in the volume (or not
+	// readable): the digests are compared, but no path can be named.
 	NoList bool `json:"noList,omitempty"`
 }
 
@@ -56,13 +58,18 @@ type ContentCheck struct {
 // (hidden: it is not a done-marker).
 const contentList = ".content"
 
-const maxChangedPaths = 10
+const (
+	maxChangedPaths = 10
+	maxLine         = 1 << 20 // a list line: a path and a symlink target
+)
 
-// WalkContent walks the volume at dir (its marker folder left out) and
-// returns its Content and the sorted entry lines it was digested from.
-func WalkContent(ctx context.Context, dir string) (*Content, []string, error) {
+// WalkContent walks the volume at dir (its marker folder left out), calls
+// each (if set) with every entry's line in walk order, and reports the
+// bytes and files read so far to progress. Nothing of the walk is kept in
+// memory: a volume of millions of files costs no more than one of ten.
+func WalkContent(ctx context.Context, dir string, progress Progress, each func(line string) error) (*Content, error) {
 	c := &Content{}
-	var lines []string
+	h := sha256.New()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -78,24 +85,23 @@ func WalkContent(ctx context.Context, dir string) (*Content, []string, error) {
 			return filepath.SkipDir
 		}
 		line, err := entryLine(p, rel, d, c)
-		if err != nil {
+		if err != nil || line == "" {
 			return err
 		}
-		if line != "" {
-			lines = append(lines, line)
+		_, _ = io.WriteString(h, line+"\n")
+		if progress != nil && d.Type().IsRegular() {
+			progress(c.Bytes, c.Files)
+		}
+		if each != nil {
+			return each(line)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the volume at %s: %w", dir, err)
-	}
-	sort.Strings(lines)
-	h := sha256.New()
-	for _, l := range lines {
-		_, _ = io.WriteString(h, l+"\n")
+		return nil, fmt.Errorf("reading the volume at %s: %w", dir, err)
 	}
 	c.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
-	return c, lines, nil
+	return c, nil
 }
 
 // entryLine is the line of one entry (path rel, at p), counting a regular
@@ -129,92 +135,149 @@ func entryLine(p, rel string, d fs.DirEntry, c *Content) (string, error) {
 	return "", nil
 }
 
-// writeContentList keeps lines in dir's marker folder (atomically).
-func writeContentList(dir string, lines []string) error {
+// RecordContent walks the volume at dir and keeps the list of its
+// entries in its marker folder (atomically), for a later CheckContent.
+func RecordContent(ctx context.Context, dir string) (*Content, error) {
 	p := filepath.Join(dir, v1alpha1.DoneMarkerDir, contentList)
 	tmp := p + ".tmp"
 	f, err := os.Create(tmp)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	defer os.Remove(tmp) // after the rename, nothing is there
 	w := bufio.NewWriter(f)
-	for _, l := range lines {
-		_, _ = w.WriteString(l + "\n")
-	}
-	if err := errors.Join(w.Flush(), f.Close()); err != nil {
-		os.Remove(tmp)
+	c, err := WalkContent(ctx, dir, nil, func(line string) error {
+		_, err := w.WriteString(line + "\n")
 		return err
+	})
+	if err = errors.Join(err, w.Flush(), f.Close()); err != nil {
+		return nil, err
 	}
-	return os.Rename(tmp, p)
+	return c, os.Rename(tmp, p)
 }
 
 // CheckContent walks the restored volume at dir (read-only) and compares
-// it with the list the restore kept there, naming what differs.
-func CheckContent(ctx context.Context, dir string) (*ContentCheck, error) {
-	c, lines, err := WalkContent(ctx, dir)
+// it, entry by entry, with the list the restore kept there, naming the
+// first paths that differ. A list that is missing, not a regular file or
+// unreadable leaves the paths unnamed (NoList); the digest still tells.
+func CheckContent(ctx context.Context, dir string, progress Progress) (*ContentCheck, error) {
+	out := &ContentCheck{}
+	var was *bufio.Scanner
+	if f, err := openList(dir); err == nil {
+		defer f.Close()
+		was = bufio.NewScanner(f)
+		was.Buffer(make([]byte, 64<<10), maxLine)
+	} else {
+		out.NoList = true
+	}
+	m := &merge{was: was}
+	c, err := WalkContent(ctx, dir, progress, func(line string) error { m.next(line); return nil })
 	if err != nil {
 		return nil, err
 	}
-	out := &ContentCheck{Content: *c}
-	b, err := os.ReadFile(filepath.Join(dir, v1alpha1.DoneMarkerDir, contentList))
-	if err != nil {
-		out.NoList = true
-		return out, nil
+	m.next("") // what is left of the list was removed
+	out.Content, out.Changed = *c, m.changed
+	if was != nil && was.Err() != nil {
+		out.NoList, out.Changed = true, nil
 	}
-	was := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	out.Changed = changedPaths(was, lines, maxChangedPaths)
 	return out, nil
 }
 
-// changedPaths names up to max paths whose lines differ between the
-// sorted lists was and now: "changed", "added" or "removed".
-func changedPaths(was, now []string, max int) []string {
-	index := func(lines []string) map[string]string {
-		m := make(map[string]string, len(lines))
-		for _, l := range lines {
-			if f := strings.SplitN(l, "\t", 3); len(f) >= 2 {
-				if p, err := strconv.Unquote(f[1]); err == nil {
-					m[p] = l
-				}
-			}
+// openList opens dir's list of restored entries: a regular file, not
+// followed through a symlink (the application may have written there).
+func openList(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, v1alpha1.DoneMarkerDir, contentList), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file", contentList)
+	}
+	return f, nil
+}
+
+// merge compares the lines of a walk with the restore's list of the same
+// walk, both in walk order, naming the paths that differ.
+type merge struct {
+	was     *bufio.Scanner
+	pending *listEntry // the list's next line, read but not yet matched
+	done    bool
+	changed []string
+}
+
+type listEntry struct{ path, line string }
+
+func parseLine(line string) listEntry {
+	f := strings.SplitN(line, "\t", 3)
+	if len(f) < 2 {
+		return listEntry{line: line}
+	}
+	p, err := strconv.Unquote(f[1])
+	if err != nil {
+		p = f[1]
+	}
+	return listEntry{path: p, line: line}
+}
+
+// peek is the list's next entry, or nil at its end.
+func (m *merge) peek() *listEntry {
+	if m.pending == nil && !m.done && m.was != nil {
+		if m.was.Scan() {
+			e := parseLine(m.was.Text())
+			m.pending = &e
+		} else {
+			m.done = true
 		}
-		return m
 	}
-	a, b := index(was), index(now)
-	paths := map[string]bool{}
-	for p := range a {
-		paths[p] = true
+	return m.pending
+}
+
+// next takes the walk's next line ("" at its end).
+func (m *merge) next(line string) {
+	if m.was == nil {
+		return
 	}
-	for p := range b {
-		paths[p] = true
+	now := parseLine(line)
+	for e := m.peek(); e != nil && (line == "" || walkBefore(e.path, now.path)); e = m.peek() {
+		m.note(e.path, "removed")
+		m.pending = nil
 	}
-	sorted := make([]string, 0, len(paths))
-	for p := range paths {
-		sorted = append(sorted, p)
+	if line == "" {
+		return
 	}
-	sort.Strings(sorted)
-	var out []string
-	for _, p := range sorted {
-		var what string
-		switch x, y := a[p], b[p]; {
-		case x == "":
-			what = p + " (added)"
-		case y == "":
-			what = p + " (removed)"
-		case x != y:
-			what = p + " (changed)"
-		default:
-			continue
+	if e := m.peek(); e != nil && e.path == now.path {
+		if e.line != now.line {
+			m.note(now.path, "changed")
 		}
-		if len(out) == max {
-			return append(out, "...")
-		}
-		if len(what) > 200 { // the list travels in a termination message
-			what = what[:200] + "..."
-		}
-		out = append(out, what)
+		m.pending = nil
+		return
 	}
-	return out
+	m.note(now.path, "added")
+}
+
+func (m *merge) note(path, what string) {
+	switch {
+	case len(m.changed) == maxChangedPaths:
+		m.changed = append(m.changed, "...")
+	case len(m.changed) < maxChangedPaths:
+		if r := []rune(path); len(r) > 120 { // a report row, not the whole path
+			path = string(r[:60]) + "..." + string(r[len(r)-60:])
+		}
+		m.changed = append(m.changed, fmt.Sprintf("%s (%s)", strconv.QuoteToASCII(path), what))
+	}
+}
+
+// walkBefore says whether a walk visits path a before path b: component
+// by component, each directory's entries sorted by name.
+func walkBefore(a, b string) bool {
+	as, bs := strings.Split(a, "/"), strings.Split(b, "/")
+	for i := 0; i < len(as) && i < len(bs); i++ {
+		if as[i] != bs[i] {
+			return as[i] < bs[i]
+		}
+	}
+	return len(as) < len(bs)
 }
 
 // ClaimRef names a restored claim in the target.

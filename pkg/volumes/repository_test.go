@@ -105,7 +105,7 @@ func TestRoundTripAndEncryption(t *testing.T) {
 		t.Errorf("marker folder holds %v, want only the marker and the list of restored entries (staging left behind?)", names)
 	}
 	// The restore's record of what it wrote is what a check finds.
-	if c, err := CheckContent(ctx, dst); err != nil || len(c.Changed) != 0 || c.NoList {
+	if c, err := CheckContent(ctx, dst, nil); err != nil || len(c.Changed) != 0 || c.NoList {
 		t.Errorf("check of the restored volume: %+v, %v; want nothing changed", c, err)
 	}
 	if blocks, err := volumetest.Blocks(filepath.Join(dst, "sparse.img")); err != nil || blocks*512 > 1<<20 {
