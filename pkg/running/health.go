@@ -223,6 +223,12 @@ func service(ctx context.Context, cl *kube.Cluster, s *state) error {
 	s.outcome = "serving"
 	if !s.ok {
 		s.outcome = "no ready endpoint"
+		// No pod to serve (its workload scaled to zero): nothing is wrong
+		// with the Service; a workload that cannot start has its own row.
+		pods, err := cl.Typed.CoreV1().Pods(s.obj.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.pods.String(), Limit: 1})
+		if err == nil && len(pods.Items) == 0 {
+			s.ok, s.outcome = true, "no pods selected"
+		}
 	}
 	return nil
 }

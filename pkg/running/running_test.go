@@ -112,7 +112,11 @@ func TestCheckJobsServicesClaims(t *testing.T) {
 	objs := []Object{{"jobs.batch", "app", "finishing"}, {"jobs.batch", "app", "load"}, {"jobs.batch", "app", "bad"}, {"services", "app", "db"}, {"services", "app", "web"},
 		{"services", "app", "ext"}, {"persistentvolumeclaims", "app", "data"}, {"persistentvolumeclaims", "app", "lost"}}
 	r := check(t, objs, node(), finishing, done, failed, svc("db"), svc("web"), slice, external, bound, pending)
-	for name, ok := range map[string]bool{"finishing": true, "load": true, "bad": false, "db": true, "web": false, "data": true, "lost": false} {
+	webPod := podOf("web-1", "web", corev1.PodStatus{Phase: corev1.PodRunning})
+	in := []runtime.Object{node(), finishing, done, failed, svc("db"), svc("web"), svc("idle"), slice, external, bound, pending, webPod}
+	objs = append(objs, Object{"services", "app", "idle"})
+	r = check(t, objs, in...)
+	for name, ok := range map[string]bool{"finishing": true, "load": true, "bad": false, "db": true, "web": false, "idle": true, "data": true, "lost": false} {
 		if c := row(t, r, name); c.OK != ok {
 			t.Errorf("%s: %+v, want OK %v", name, c, ok)
 		}
@@ -125,7 +129,10 @@ func TestCheckJobsServicesClaims(t *testing.T) {
 	if c := row(t, r, "bad"); c.Reason != "BackoffLimitExceeded" {
 		t.Errorf("bad: reason %q, want the Job's condition", c.Reason)
 	}
-	if r.Counts.Services != 2 || r.Counts.ServicesServing != 1 || r.Counts.Claims != 2 || r.Counts.ClaimsOK != 1 {
+	if c := row(t, r, "idle"); c.Outcome != "no pods selected" {
+		t.Errorf("a Service that selects no pod (scaled to zero): %+v", c)
+	}
+	if r.Counts.Services != 3 || r.Counts.ServicesServing != 2 || r.Counts.Claims != 2 || r.Counts.ClaimsOK != 1 {
 		t.Errorf("counts %+v", r.Counts)
 	}
 }
