@@ -237,7 +237,7 @@ func tamperedClaim(ctx context.Context, t *testing.T, e *volumeEnv, f workloadFi
 		t.Errorf("verify after tampering: exit %d, want 2", r.code)
 	}
 	c := readRunning(t, report).row(t, "PersistentVolumeClaim", f.ns, "report-data")
-	if c.OK || c.Data != "unequal" || !strings.Contains(c.Message, "claim "+f.ns+"/report-data") || !strings.Contains(c.Message, "sub/who (changed)") {
+	if c.OK || c.Data != "unequal" || !strings.Contains(c.Message, "claim "+f.ns+"/report-data") || !strings.Contains(c.Message, `"sub/who" (changed)`) {
 		t.Errorf("tampered claim: %+v, want unequal, naming the claim and sub/who", c)
 	}
 	if !strings.Contains(r.stdout, "report-data") {
