@@ -110,12 +110,10 @@ func TestCheckJobsServicesClaims(t *testing.T) {
 	// Its pod succeeded; the Job controller has not written Complete yet.
 	finishing := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "finishing"}, Status: batchv1.JobStatus{Succeeded: 1}}
 	objs := []Object{{"jobs.batch", "app", "finishing"}, {"jobs.batch", "app", "load"}, {"jobs.batch", "app", "bad"}, {"services", "app", "db"}, {"services", "app", "web"},
-		{"services", "app", "ext"}, {"persistentvolumeclaims", "app", "data"}, {"persistentvolumeclaims", "app", "lost"}}
-	r := check(t, objs, node(), finishing, done, failed, svc("db"), svc("web"), slice, external, bound, pending)
+		{"services", "app", "ext"}, {"services", "app", "idle"}, {"persistentvolumeclaims", "app", "data"}, {"persistentvolumeclaims", "app", "lost"}}
+	// web's pod runs and is not ready; idle selects no pod at all.
 	webPod := podOf("web-1", "web", corev1.PodStatus{Phase: corev1.PodRunning})
-	in := []runtime.Object{node(), finishing, done, failed, svc("db"), svc("web"), svc("idle"), slice, external, bound, pending, webPod}
-	objs = append(objs, Object{"services", "app", "idle"})
-	r = check(t, objs, in...)
+	r := check(t, objs, node(), finishing, done, failed, svc("db"), svc("web"), svc("idle"), slice, external, bound, pending, webPod)
 	for name, ok := range map[string]bool{"finishing": true, "load": true, "bad": false, "db": true, "web": false, "idle": true, "data": true, "lost": false} {
 		if c := row(t, r, name); c.OK != ok {
 			t.Errorf("%s: %+v, want OK %v", name, c, ok)
