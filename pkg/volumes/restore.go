@@ -42,6 +42,9 @@ type RestoreResult struct {
 	// snapshot holds, from its manifest (docs/design.md#runtime-checks).
 	Content  *Content         `json:"content,omitempty"`
 	Snapshot *SnapshotSummary `json:"snapshot,omitempty"`
+	// Delta is set when the claim held an earlier snapshot and only what
+	// differs was written (Bytes and Files are then what was written).
+	Delta *Delta `json:"delta,omitempty"`
 }
 
 // ErrKeptExisting is returned for a claim that does not hold the
@@ -72,9 +75,12 @@ func markerSnapshots(dir string, uids []string) map[string]string {
 // (a re-run under another name, or a run killed after this claim was
 // done). A claim without such a marker (created by a run that was killed
 // before it got there, created empty ahead of the migration, or holding an
-// older snapshot) gets the data, unless pol keeps existing data; the
-// markers of other snapshots are removed once this one's is written, so
-// the claim names the one snapshot it holds.
+// older snapshot) gets the data, unless pol keeps existing data. A claim
+// that holds another snapshot's done-marker is synced (only what differs
+// is written, what the snapshot lacks removed: Repository.sync); an
+// unmarked one is restored as Restore does. Either way the markers of
+// other snapshots are gone once this one's is written, so the claim names
+// the one snapshot it holds.
 func (r *Repository) RestoreClaim(ctx context.Context, id, dir, restoreUID string, pol ClaimPolicy, progress Progress) (*RestoreResult, error) {
 	unlock, err := lockVolume(ctx, dir, id)
 	if err != nil {
@@ -93,6 +99,12 @@ func (r *Repository) RestoreClaim(ctx context.Context, id, dir, restoreUID strin
 	}
 	if pol.Keep {
 		return nil, ErrKeptExisting
+	}
+	if len(uids) > 0 || syncing(dir) {
+		// The claim holds an earlier snapshot (a staged migration's last
+		// stage), or a sync to one that did not finish: only what differs
+		// is written, and what the snapshot lacks is removed.
+		return r.sync(ctx, id, dir, restoreUID, marks, progress)
 	}
 	res, err := r.restore(ctx, id, dir, restoreUID, progress)
 	if err != nil {
