@@ -68,8 +68,17 @@ backup with ferry backup delete NAME first.`,
 		Args: cobra.NoArgs,
 		RunE: runE(o),
 	}
+	cmd.Flags().StringVar(&o.name, "name", "", "name of the backup and the restore (default migrate-<timestamp>)")
+	o.registerFlags(cmd)
+	o.hub.register(cmd)
+	cmd.AddCommand(newMigrateStagedCmd(g, "stage"), newMigrateStagedCmd(g, "cutover"), newMigrateStagedCmd(g, "rollback"))
+	return cmd
+}
+
+// registerFlags registers migrate's flags but --name and the hub's (those
+// of its staged subcommands too).
+func (o *migrateOptions) registerFlags(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&o.name, "name", "", "name of the backup and the restore (default migrate-<timestamp>)")
 	fl.StringVar(&o.fromKubeconfig, "from-kubeconfig", "", "kubeconfig of the source cluster (default --kubeconfig)")
 	fl.StringVar(&o.fromContext, "from-context", "", "context of the source cluster")
 	fl.StringVar(&o.toKubeconfig, "to-kubeconfig", "", "kubeconfig of the target cluster (default --kubeconfig)")
@@ -85,8 +94,6 @@ backup with ferry backup delete NAME first.`,
 	o.images.registerRestore(cmd, false)
 	o.images.register(cmd, "image-concurrency")
 	o.volumes.registerMigrate(cmd)
-	o.hub.register(cmd)
-	return cmd
 }
 
 // Complete fills in the defaults, builds both specs (reading the

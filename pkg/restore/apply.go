@@ -66,8 +66,8 @@ func newApplier(c *kube.Cluster, o *Options, backup string, p *Plan, res *report
 	a.tctx = transform.Context{
 		BackupName: backup, RestoreName: o.Name, NamespaceMapping: o.Spec.NamespaceMapping,
 		PreserveNodePorts: o.Spec.PreserveNodePorts, PVNames: p.PVNames, RestoredPVs: p.RestoredPVs,
-		StorageClassMapping: o.Spec.StorageClassMapping,
-		Cloud:               mustCloud(o.Spec.FromCloud, o.Spec.ToCloud),
+		StorageClassMapping: o.Spec.StorageClassMapping, Quiesced: o.Spec.QuiescedWorkloads,
+		Cloud: mustCloud(o.Spec.FromCloud, o.Spec.ToCloud),
 		OwnerUIDs: func(uid string) (string, bool) {
 			if owner := p.byUID[uid]; owner != nil {
 				if v := owner.targetUID.Load(); v != nil {

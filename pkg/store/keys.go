@@ -53,3 +53,8 @@ func BackupVolumesKey(name string) string { return BackupDir(name) + name + "-vo
 // RestoreVolumesKey is the key of a restore's volume records: one
 // outcome per claim or pod volume it restored (pkg/volumes.PodVolumeRestore).
 func RestoreVolumesKey(name string) string { return RestoreDir(name) + name + "-volumes.json" }
+
+// MigrationJournalKey is the key of staged migration name's journal: its
+// stages, the source's recorded replica counts and its cutover's step
+// (pkg/migration, docs/design.md#staged-cutover).
+func MigrationJournalKey(name string) string { return path.Join("migrations", name, "journal.json") }

@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/images"
 )
 
@@ -42,6 +43,8 @@ type Context struct {
 	OnImageError func(error)
 	// PodVolumeRestore, if set, makes restored pods wait for their volume data.
 	PodVolumeRestore *PodVolumeRestore
+	// Quiesced are the workloads a cutover quiesced (spec.quiescedWorkloads).
+	Quiesced []v1alpha1.QuiescedWorkload
 }
 
 // MapNamespace returns the target name of source namespace ns.
@@ -81,6 +84,7 @@ var Steps = []Step{
 	{Name: "service-account-token", Applies: kindIs("", "Secret"), Run: ServiceAccountToken},
 	{Name: "certificate-signing-request", Applies: kindIs("certificates.k8s.io", "CertificateSigningRequest"), Run: CertificateSigningRequest},
 	{Name: "aggregated-cluster-role", Applies: kindIs("rbac.authorization.k8s.io", "ClusterRole"), Run: AggregatedClusterRole},
+	{Name: "quiesced", Applies: isQuiescable, Run: Quiesced},
 	{Name: "cloud-profile", Run: Cloud},
 	{Name: "storage-class-mapping", Run: StorageClasses},
 	{Name: "image-mapping", Run: Images},

@@ -287,6 +287,19 @@ const (
 	VolumeDataKeep  ExistingVolumeDataPolicy = "keep"
 )
 
+// QuiescedWorkload is one source workload a cutover quiesced: a
+// Deployment, StatefulSet or ReplicaSet (apps) with the replica count it
+// had, or a CronJob (batch) with whether it was suspended already.
+type QuiescedWorkload struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Replicas is a scalable workload's count before the quiesce.
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Suspended is a CronJob's spec.suspend before the quiesce.
+	Suspended *bool `json:"suspended,omitempty"`
+}
+
 // RestoreSpec says what to restore and how.
 type RestoreSpec struct {
 	// +kubebuilder:validation:MinLength=1
@@ -317,6 +330,11 @@ type RestoreSpec struct {
 	// ResourceModifiers is a resource-modifier rule file (YAML, Velero's
 	// format, see pkg/modifiers) applied to every restored object.
 	ResourceModifiers string `json:"resourceModifiers,omitempty"`
+	// QuiescedWorkloads are the source's workloads as they were before a
+	// staged migration's cutover scaled them to zero and suspended them
+	// (its backup holds them so): each is restored at its recorded replica
+	// count and suspension.
+	QuiescedWorkloads []QuiescedWorkload `json:"quiescedWorkloads,omitempty"`
 	// FromCloud and ToCloud name the cloud profiles (alibaba, tencent, aws,
 	// gcp, azure, generic) to translate cloud-specific fields between.
 	FromCloud string `json:"fromCloud,omitempty"`

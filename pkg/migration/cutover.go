@@ -1,0 +1,298 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+)
+
+// CutoverOptions are a cutover's own: its downtime bound and deadlines.
+type CutoverOptions struct {
+	// MaxDowntime, if set, runs more stages until the prediction is under
+	// it, at most MaxStages (default 5) in all, then cuts over; a
+	// prediction that stops shrinking ends the cutover before the quiesce.
+	MaxDowntime time.Duration
+	MaxStages   int
+	// QuiesceTimeout bounds the wait for the source's pods to be gone
+	// (default 5 minutes).
+	QuiesceTimeout time.Duration
+	// OnPrediction, if set, gets the prediction before the quiesce.
+	OnPrediction func(Prediction)
+}
+
+// ErrNotConverging is wrapped when more stages do not bring the predicted
+// downtime under CutoverOptions.MaxDowntime.
+var ErrNotConverging = errors.New("the predicted downtime does not converge under the bound")
+
+// Cutover ends staged migration o.Name: it predicts the downtime, records
+// the source's workloads in the journal, quiesces them (Deployments,
+// StatefulSets and ReplicaSets scaled to zero, CronJobs suspended) and
+// waits until their pods are gone, then runs the migration (Run): the final
+// delta of every claim, the resources with the workloads at their recorded
+// counts (spec.quiescedWorkloads), and the verification, which waits until
+// the target's workloads run. A cutover killed anywhere is finished by
+// running it again, or undone by Rollback. The Result is the final
+// migration's; the journal holds the prediction and the actual downtime.
+func Cutover(ctx context.Context, o Options, co CutoverOptions) (*Result, *Journal, error) {
+	if err := o.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if err := CheckClusters(ctx, o.Source, o.Target); err != nil {
+		return nil, nil, err
+	}
+	j, err := LoadJournal(ctx, o.Location, o.Name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if j.Cutover != nil && j.Cutover.Step == CutoverDone {
+		return nil, j, fmt.Errorf("migration %s: its cutover finished at %s", o.Name, j.Cutover.Ready.Format(time.RFC3339))
+	}
+	if j.Cutover == nil {
+		if err := predictCutover(ctx, &o, co, j); err != nil {
+			return nil, j, err
+		}
+	}
+	c := j.Cutover
+	if c.Step == CutoverPredicted || c.Step == CutoverQuiescing {
+		if err := quiesce(ctx, &o, co, j); err != nil {
+			c.Error = err.Error()
+			_ = j.save(ctx, o.Location)
+			return nil, j, err
+		}
+	}
+	return finalRun(ctx, o, j)
+}
+
+// predictCutover runs stages until the prediction is under the bound (if
+// any), then records the cutover with its prediction.
+func predictCutover(ctx context.Context, o *Options, co CutoverOptions, j *Journal) error {
+	if co.MaxStages <= 0 {
+		co.MaxStages = 5
+	}
+	p, err := Predict(j, time.Now())
+	if err != nil {
+		return err
+	}
+	var seen []string
+	for co.MaxDowntime > 0 && p.Total > co.MaxDowntime {
+		seen = append(seen, round(p.Total).String())
+		if len(j.Stages) >= co.MaxStages {
+			return fmt.Errorf("migration %s: %w: %d stages ran, the predictions were %s, the bound is %s; the cutover did not start", o.Name, ErrNotConverging, len(j.Stages), strings.Join(seen, ", "), co.MaxDowntime)
+		}
+		if err := runStage(ctx, o, j); err != nil {
+			return err
+		}
+		next, err := Predict(j, time.Now())
+		if err != nil {
+			return err
+		}
+		if next.Total > p.Total*95/100 && next.Total > co.MaxDowntime {
+			seen = append(seen, round(next.Total).String())
+			return fmt.Errorf("migration %s: %w: the predictions were %s (the application changes its data as fast as a stage moves it), the bound is %s; the cutover did not start", o.Name, ErrNotConverging, strings.Join(seen, ", "), co.MaxDowntime)
+		}
+		p = next
+	}
+	j.Cutover = &CutoverRecord{Step: CutoverPredicted, Prediction: p, Started: time.Now()}
+	if co.OnPrediction != nil {
+		co.OnPrediction(p)
+	}
+	return j.save(ctx, o.Location)
+}
+
+// quiesce records the source's workloads (before any is changed), scales
+// them to zero, suspends the CronJobs, and waits until their pods are
+// gone.
+func quiesce(ctx context.Context, o *Options, co CutoverOptions, j *Journal) error {
+	c := j.Cutover
+	src := o.Source.Typed
+	if c.Step == CutoverPredicted {
+		ws, err := workloads(ctx, src, j.Backup.IncludedNamespaces)
+		if err != nil {
+			return fmt.Errorf("migration %s: reading the source's workloads: %w", o.Name, err)
+		}
+		c.Workloads, c.Step, c.QuiesceStarted = ws, CutoverQuiescing, time.Now()
+		if err := j.save(ctx, o.Location); err != nil {
+			return err // nothing was scaled
+		}
+	}
+	o.Log.Info("quiescing the source", "migration", o.Name, "workloads", len(c.Workloads))
+	for _, w := range c.Workloads {
+		if err := scale(ctx, src, w, 0, true); err != nil {
+			return fmt.Errorf("migration %s: quiescing %s %s/%s: %w (ferry migrate rollback %s restores the recorded counts)", o.Name, w.Kind, w.Namespace, w.Name, err, o.Name)
+		}
+	}
+	timeout := co.QuiesceTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	if err := podsGone(ctx, src, j.Backup.IncludedNamespaces, timeout); err != nil {
+		return fmt.Errorf("migration %s: %w", o.Name, err)
+	}
+	c.PodsGone, c.Step = time.Now(), CutoverQuiesced
+	return j.save(ctx, o.Location)
+}
+
+// finalRun runs the migration of the quiesced source and records its
+// timings and outcome.
+func finalRun(ctx context.Context, o Options, j *Journal) (*Result, *Journal, error) {
+	c := j.Cutover
+	o.Backup.Spec = j.Backup
+	if o.Backup.PodVolumes != nil {
+		pv := *o.Backup.PodVolumes
+		pv.UnmountedClaims = true
+		o.Backup.PodVolumes = &pv
+	}
+	o.Restore.Spec = j.Restore
+	o.Restore.Spec.QuiescedWorkloads = c.Workloads
+	o.Resume, o.Verify = true, true
+	next := o.OnStep
+	o.OnStep = func(s Step) {
+		switch s {
+		case StepRestore:
+			c.DeltaDone = time.Now()
+		case StepVerify:
+			c.Restored = time.Now()
+		}
+		if next != nil {
+			next(s)
+		}
+	}
+	res, err := Run(ctx, o)
+	if err != nil {
+		c.Error = err.Error()
+		_ = j.save(ctx, o.Location)
+		return res, j, err
+	}
+	phase, _, msg := res.Outcome()
+	c.Phase = phase
+	if phase == v1alpha1.PhaseFailed {
+		c.Error = msg
+		_ = j.save(ctx, o.Location)
+		return res, j, nil
+	}
+	c.Ready, c.Step = time.Now(), CutoverDone
+	c.Downtime = c.Ready.Sub(c.QuiesceStarted)
+	c.Error = ""
+	return res, j, j.save(ctx, o.Location)
+}
+
+// workloads lists the source's Deployments, StatefulSets, ReplicaSets
+// (not a Deployment's) and CronJobs in namespaces, with their counts.
+func workloads(ctx context.Context, c kubernetes.Interface, namespaces []string) ([]v1alpha1.QuiescedWorkload, error) {
+	var out []v1alpha1.QuiescedWorkload
+	add := func(kind string, m metav1.ObjectMeta, replicas *int32) {
+		n := int32(1)
+		if replicas != nil {
+			n = *replicas
+		}
+		out = append(out, v1alpha1.QuiescedWorkload{Kind: kind, Namespace: m.Namespace, Name: m.Name, Replicas: &n})
+	}
+	for _, ns := range namespaces {
+		ds, err := c.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds.Items {
+			add("Deployment", d.ObjectMeta, d.Spec.Replicas)
+		}
+		ss, err := c.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ss.Items {
+			add("StatefulSet", s.ObjectMeta, s.Spec.Replicas)
+		}
+		rs, err := c.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rs.Items {
+			if metav1.GetControllerOf(&r) == nil {
+				add("ReplicaSet", r.ObjectMeta, r.Spec.Replicas)
+			}
+		}
+		cjs, err := c.BatchV1().CronJobs(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for _, cj := range cjs.Items {
+			s := cj.Spec.Suspend != nil && *cj.Spec.Suspend
+			out = append(out, v1alpha1.QuiescedWorkload{Kind: "CronJob", Namespace: ns, Name: cj.Name, Suspended: &s})
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		return out[a].Namespace+"/"+out[a].Kind+"/"+out[a].Name < out[b].Namespace+"/"+out[b].Kind+"/"+out[b].Name
+	})
+	return out, nil
+}
+
+// scale sets workload w's replicas to n (quiesce: suspends a CronJob), or
+// back to its recorded count and suspension (quiesce false). A workload
+// that is gone is left so.
+func scale(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload, n int32, quiesce bool) error {
+	var patch string
+	switch {
+	case w.Kind == "CronJob" && quiesce:
+		patch = `{"spec":{"suspend":true}}`
+	case w.Kind == "CronJob":
+		patch = fmt.Sprintf(`{"spec":{"suspend":%t}}`, w.Suspended != nil && *w.Suspended)
+	case quiesce:
+		patch = fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)
+	default:
+		patch = fmt.Sprintf(`{"spec":{"replicas":%d}}`, *w.Replicas)
+	}
+	var err error
+	p, opts := []byte(patch), metav1.PatchOptions{}
+	switch w.Kind {
+	case "Deployment":
+		_, err = c.AppsV1().Deployments(w.Namespace).Patch(ctx, w.Name, types.MergePatchType, p, opts)
+	case "StatefulSet":
+		_, err = c.AppsV1().StatefulSets(w.Namespace).Patch(ctx, w.Name, types.MergePatchType, p, opts)
+	case "ReplicaSet":
+		_, err = c.AppsV1().ReplicaSets(w.Namespace).Patch(ctx, w.Name, types.MergePatchType, p, opts)
+	case "CronJob":
+		_, err = c.BatchV1().CronJobs(w.Namespace).Patch(ctx, w.Name, types.MergePatchType, p, opts)
+	default:
+		return fmt.Errorf("kind %s is not quiesced", w.Kind)
+	}
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+// podsGone waits until no pod of a StatefulSet or a ReplicaSet is left in
+// namespaces, up to timeout; then it names those that are.
+func podsGone(ctx context.Context, c kubernetes.Interface, namespaces []string, timeout time.Duration) error {
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		left = left[:0]
+		for _, ns := range namespaces {
+			pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, nil // retried until the deadline
+			}
+			for _, p := range pods.Items {
+				if ref := metav1.GetControllerOf(&p); ref != nil && (ref.Kind == "ReplicaSet" || ref.Kind == "StatefulSet") && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					left = append(left, ns+"/"+p.Name)
+				}
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the source's pods were not gone within %s after the quiesce: %s (still there: %s)", timeout, err, strings.Join(left, ", "))
+	}
+	return nil
+}

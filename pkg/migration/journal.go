@@ -1,0 +1,172 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// Journal is a staged migration's record in the location
+// (store.MigrationJournalKey): what its stages moved, the source's
+// workloads as they were before the cutover quiesced them, and where the
+// cutover is. It is written before each step that changes a cluster, so a
+// process killed anywhere leaves a journal from which the next cutover
+// finishes or a rollback undoes (docs/design.md#staged-cutover).
+type Journal struct {
+	Name string `json:"name"`
+	// Backup and Restore are the specs the first stage was given; later
+	// stages and the cutover use them.
+	Backup  v1alpha1.BackupSpec  `json:"backup"`
+	Restore v1alpha1.RestoreSpec `json:"restore"`
+	Stages  []StageRecord        `json:"stages,omitempty"`
+	Cutover *CutoverRecord       `json:"cutover,omitempty"`
+	// RolledBack is when a rollback last finished; a new stage starts the
+	// migration again.
+	RolledBack *time.Time `json:"rolledBack,omitempty"`
+}
+
+// StageRecord is one stage: an incremental snapshot of every selected
+// claim of the source, written into the target's claims.
+type StageRecord struct {
+	Number int `json:"number"`
+	// Name is the stage's backup and restore.
+	Name    string    `json:"name"`
+	Started time.Time `json:"started"`
+	// Ended is zero for a stage that did not finish (its process was
+	// killed): the next stage runs under its number again.
+	Ended  time.Time     `json:"ended,omitempty"`
+	Claims []ClaimStage  `json:"claims,omitempty"`
+	Error  string        `json:"error,omitempty"`
+	Rates  MeasuredRates `json:"rates"`
+}
+
+// Duration is how long the stage took.
+func (s StageRecord) Duration() time.Duration { return s.Ended.Sub(s.Started) }
+
+// ChangedBytes sums the claims' changed bytes.
+func (s StageRecord) ChangedBytes() (n int64) {
+	for _, c := range s.Claims {
+		n += c.ChangedBytes
+	}
+	return n
+}
+
+// ClaimStage is what one stage did for one claim.
+type ClaimStage struct {
+	// Claim is the source's namespace/name; Target the target's.
+	Claim      string `json:"claim"`
+	Target     string `json:"target"`
+	SnapshotID string `json:"snapshotID"`
+	// ScannedBytes are the claim's files; ChangedBytes those of the files
+	// written into the target's claim (new or changed since the last
+	// stage); UploadedBytes what the snapshot wrote to the location
+	// (after deduplication and compression).
+	ScannedBytes  int64 `json:"scannedBytes"`
+	ChangedBytes  int64 `json:"changedBytes"`
+	ChangedFiles  int64 `json:"changedFiles"`
+	UploadedBytes int64 `json:"uploadedBytes"`
+	Removed       int64 `json:"removed"`
+	// Vanished counts the files removed while the source was read (a live
+	// application's); VanishedPaths names the first few. They never fail a
+	// stage.
+	Vanished      int64         `json:"vanished,omitempty"`
+	VanishedPaths []string      `json:"vanishedPaths,omitempty"`
+	Changed       int64         `json:"changed,omitempty"`
+	Snapshot      time.Duration `json:"snapshot"`
+	Write         time.Duration `json:"write"`
+	Error         string        `json:"error,omitempty"`
+}
+
+// MeasuredRates are what a stage measured of the two clusters, for the
+// cutover's prediction.
+type MeasuredRates struct {
+	// CreatesPerSecond is the target API server's measured create rate
+	// (server-side dry-run creates at the restore's concurrency).
+	CreatesPerSecond float64 `json:"createsPerSecond,omitempty"`
+	// Objects is how many objects the stage's backup holds: what the
+	// cutover restores.
+	Objects int `json:"objects,omitempty"`
+	// Start is the longest time a running source pod of the selection
+	// took from its creation to Ready.
+	Start time.Duration `json:"start,omitempty"`
+	// Quiesce is the longest termination grace a source pod with a
+	// preStop hook asks for (pods without one stop on SIGTERM).
+	Quiesce time.Duration `json:"quiesce,omitempty"`
+}
+
+// CutoverStep is where a cutover is.
+type CutoverStep string
+
+// A cutover's steps, in order.
+const (
+	CutoverPredicted CutoverStep = "Predicted"
+	CutoverQuiescing CutoverStep = "Quiescing"
+	CutoverQuiesced  CutoverStep = "Quiesced"
+	CutoverRestored  CutoverStep = "Restored"
+	CutoverReady     CutoverStep = "Ready"
+	CutoverDone      CutoverStep = "Done"
+	CutoverRolling   CutoverStep = "RollingBack"
+)
+
+// CutoverRecord is the cutover: its prediction, the source's workloads as
+// they were, and what happened when.
+type CutoverRecord struct {
+	Step       CutoverStep `json:"step"`
+	Prediction Prediction  `json:"prediction"`
+	// Workloads are the source's quiesced workloads with their recorded
+	// replica counts and suspensions, written before any is scaled.
+	Workloads []v1alpha1.QuiescedWorkload `json:"workloads,omitempty"`
+	Started   time.Time                   `json:"started"`
+	// QuiesceStarted is when the first source workload was scaled down;
+	// PodsGone when its pods were all gone; Ready when the target's
+	// workloads were all Ready. Downtime is Ready - QuiesceStarted.
+	QuiesceStarted time.Time     `json:"quiesceStarted,omitempty"`
+	PodsGone       time.Time     `json:"podsGone,omitempty"`
+	DeltaDone      time.Time     `json:"deltaDone,omitempty"`
+	Restored       time.Time     `json:"restored,omitempty"`
+	Ready          time.Time     `json:"ready,omitempty"`
+	Downtime       time.Duration `json:"downtime,omitempty"`
+	Error          string        `json:"error,omitempty"`
+	// Phase is the final migration's outcome.
+	Phase v1alpha1.Phase `json:"phase,omitempty"`
+}
+
+// ErrNoJournal is wrapped when a migration has no journal: no stage ran.
+var ErrNoJournal = errors.New("no stage of this migration has run (ferry migrate stage NAME starts one)")
+
+// LoadJournal reads migration name's journal.
+func LoadJournal(ctx context.Context, loc *store.Location, name string) (*Journal, error) {
+	var j Journal
+	err := loc.GetJSON(ctx, store.MigrationJournalKey(name), &j)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("migration %s: %w", name, ErrNoJournal)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("migration %s: its journal: %w", name, err)
+	}
+	return &j, nil
+}
+
+// save writes j, also when ctx ended (a step that ran is recorded).
+func (j *Journal) save(ctx context.Context, loc *store.Location) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := loc.PutSealedJSON(sctx, store.MigrationJournalKey(j.Name), j); err != nil {
+		return fmt.Errorf("migration %s: writing its journal: %w", j.Name, err)
+	}
+	return nil
+}
+
+// lastStage is the last finished stage, nil for none.
+func (j *Journal) lastStage() *StageRecord {
+	for i := len(j.Stages) - 1; i >= 0; i-- {
+		if !j.Stages[i].Ended.IsZero() && j.Stages[i].Error == "" {
+			return &j.Stages[i]
+		}
+	}
+	return nil
+}

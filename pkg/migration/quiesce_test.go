@@ -1,0 +1,100 @@
+package migration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	ktesting "k8s.io/client-go/testing"
+
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// TestQuiesceRecordsBeforeScaling: the cutover's quiesce records every
+// workload's count in the journal before it scales any (a process killed
+// after a scale still finds the count), scales them to zero and suspends
+// the CronJobs; a rollback puts each back as recorded, and scales the
+// target's copies to zero.
+func TestQuiesceRecordsBeforeScaling(t *testing.T) {
+	ctx := context.Background()
+	three, two, no := int32(3), int32(2), false
+	meta := func(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: "shop", Name: name} }
+	objs := func() []any {
+		return []any{
+			&appsv1.Deployment{ObjectMeta: meta("web"), Spec: appsv1.DeploymentSpec{Replicas: &two}},
+			&appsv1.StatefulSet{ObjectMeta: meta("db"), Spec: appsv1.StatefulSetSpec{Replicas: &three}},
+			&batchv1.CronJob{ObjectMeta: meta("nightly"), Spec: batchv1.CronJobSpec{Suspend: &no}},
+		}
+	}
+	srcClient, dstClient := fakeClient(objs()), fakeClient(objs())
+	loc, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	o := &Options{Name: "m", Source: &kube.Cluster{Typed: srcClient}, Target: &kube.Cluster{Typed: dstClient}, Location: loc}
+	o.complete()
+	j := &Journal{Name: "m", Cutover: &CutoverRecord{Step: CutoverPredicted}}
+	j.Backup.IncludedNamespaces = []string{"shop"}
+	// The journal is read back at each patch of the quiesce: the counts
+	// are in it.
+	quiescing := true
+	srcClient.PrependReactor("patch", "*", func(_ ktesting.Action) (bool, runtime.Object, error) {
+		if !quiescing {
+			return false, nil, nil
+		}
+		got, err := LoadJournal(ctx, loc, "m")
+		if err != nil || got.Cutover == nil || len(got.Cutover.Workloads) != 3 || got.Cutover.Step != CutoverQuiescing {
+			t.Errorf("a workload was scaled before the journal recorded the counts: %+v %v", got, err)
+		}
+		return false, nil, nil
+	})
+	if err := quiesce(ctx, o, CutoverOptions{QuiesceTimeout: 5 * time.Second}, j); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := srcClient.AppsV1().Deployments("shop").Get(ctx, "web", metav1.GetOptions{}); *d.Spec.Replicas != 0 {
+		t.Errorf("web at %d after the quiesce", *d.Spec.Replicas)
+	}
+	if c, _ := srcClient.BatchV1().CronJobs("shop").Get(ctx, "nightly", metav1.GetOptions{}); !*c.Spec.Suspend {
+		t.Error("the CronJob was not suspended")
+	}
+	if j.Cutover.Step != CutoverQuiesced {
+		t.Errorf("step %s", j.Cutover.Step)
+	}
+	quiescing = false
+	if _, err := Rollback(ctx, *o, RollbackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := srcClient.AppsV1().Deployments("shop").Get(ctx, "web", metav1.GetOptions{}); *d.Spec.Replicas != 2 {
+		t.Errorf("web at %d after the rollback, want 2", *d.Spec.Replicas)
+	}
+	if s, _ := srcClient.AppsV1().StatefulSets("shop").Get(ctx, "db", metav1.GetOptions{}); *s.Spec.Replicas != 3 {
+		t.Errorf("db at %d after the rollback, want 3", *s.Spec.Replicas)
+	}
+	if c, _ := srcClient.BatchV1().CronJobs("shop").Get(ctx, "nightly", metav1.GetOptions{}); *c.Spec.Suspend {
+		t.Error("the CronJob is still suspended after the rollback")
+	}
+	if s, _ := dstClient.AppsV1().StatefulSets("shop").Get(ctx, "db", metav1.GetOptions{}); *s.Spec.Replicas != 0 {
+		t.Errorf("target's db at %d after the rollback, want 0", *s.Spec.Replicas)
+	}
+	if got, _ := LoadJournal(ctx, loc, "m"); got.Cutover != nil || got.RolledBack == nil {
+		t.Errorf("journal after the rollback: %+v", got)
+	}
+	if _, err := Rollback(ctx, *o, RollbackOptions{}); err == nil {
+		t.Error("a second rollback without a cutover succeeded")
+	}
+}
+
+func fakeClient(objs []any) *fake.Clientset {
+	var ros []runtime.Object
+	for _, o := range objs {
+		ros = append(ros, o.(runtime.Object))
+	}
+	return fake.NewClientset(ros...)
+}

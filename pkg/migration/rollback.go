@@ -1,0 +1,96 @@
+package migration
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+)
+
+// RollbackOptions say what a rollback does with the target.
+type RollbackOptions struct {
+	// DeleteTarget deletes the target's copies of the quiesced workloads
+	// instead of scaling them to zero.
+	DeleteTarget bool
+}
+
+// Rollback puts the source of staged migration o.Name back as the
+// journal recorded it before the cutover (replica counts, CronJob
+// suspensions) and scales the target's copies of those workloads to zero
+// (or deletes them). It works on a cutover at any step, also one killed
+// or failed halfway, and it may run again. Once done, the journal has no
+// cutover, and stages may run again.
+func Rollback(ctx context.Context, o Options, ro RollbackOptions) (*Journal, error) {
+	o.complete()
+	j, err := LoadJournal(ctx, o.Location, o.Name)
+	if err != nil {
+		return nil, err
+	}
+	c := j.Cutover
+	if c == nil {
+		return j, fmt.Errorf("migration %s: no cutover began, so the source was not changed and there is nothing to roll back", o.Name)
+	}
+	c.Step = CutoverRolling
+	if err := j.save(ctx, o.Location); err != nil {
+		return j, err
+	}
+	for _, w := range c.Workloads {
+		t := w
+		t.Namespace = mapNamespace(j.Restore, w.Namespace)
+		var err error
+		if ro.DeleteTarget {
+			err = deleteWorkload(ctx, o, t)
+		} else {
+			err = scale(ctx, o.Target.Typed, t, 0, true)
+		}
+		if err != nil {
+			return j, fmt.Errorf("migration %s: rollback: target %s %s/%s: %w", o.Name, t.Kind, t.Namespace, t.Name, err)
+		}
+	}
+	for _, w := range c.Workloads {
+		if err := scale(ctx, o.Source.Typed, w, 0, false); err != nil {
+			return j, fmt.Errorf("migration %s: rollback: source %s %s/%s back to its recorded count: %w", o.Name, w.Kind, w.Namespace, w.Name, err)
+		}
+	}
+	now := time.Now()
+	j.Cutover, j.RolledBack = nil, &now
+	return j, j.save(ctx, o.Location)
+}
+
+func mapNamespace(spec v1alpha1.RestoreSpec, ns string) string {
+	if t := spec.NamespaceMapping[ns]; t != "" {
+		return t
+	}
+	return ns
+}
+
+// deleteWorkload deletes the target's copy of w (its pods go with it).
+func deleteWorkload(ctx context.Context, o Options, w v1alpha1.QuiescedWorkload) error {
+	c := o.Target.Typed
+	var err error
+	switch w.Kind {
+	case "Deployment":
+		err = c.AppsV1().Deployments(w.Namespace).Delete(ctx, w.Name, deleteForeground)
+	case "StatefulSet":
+		err = c.AppsV1().StatefulSets(w.Namespace).Delete(ctx, w.Name, deleteForeground)
+	case "ReplicaSet":
+		err = c.AppsV1().ReplicaSets(w.Namespace).Delete(ctx, w.Name, deleteForeground)
+	case "CronJob":
+		err = c.BatchV1().CronJobs(w.Namespace).Delete(ctx, w.Name, deleteForeground)
+	}
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+func isNotFound(err error) bool { return apierrors.IsNotFound(err) }
+
+var deleteForeground = func() metav1.DeleteOptions {
+	p := metav1.DeletePropagationForeground
+	return metav1.DeleteOptions{PropagationPolicy: &p}
+}()

@@ -1,0 +1,279 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/restore"
+	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/volumes"
+)
+
+// ErrNoNamespaces is returned for a staged migration whose backup spec
+// does not name its namespaces: a cutover quiesces the workloads of
+// spec.includedNamespaces, and never a whole cluster's.
+var ErrNoNamespaces = errors.New("a staged migration needs spec.includedNamespaces: its cutover scales the workloads of those namespaces to zero, and never a whole cluster's")
+
+// stageSpec checks and completes the specs of a staged migration's first
+// stage: it moves claims' data, so every claim of the selection is
+// backed up (spec.defaultVolumesToFsBackup), and it names its namespaces.
+func stageSpec(b v1alpha1.BackupSpec) (v1alpha1.BackupSpec, error) {
+	if len(b.IncludedNamespaces) == 0 {
+		return b, ErrNoNamespaces
+	}
+	for _, ns := range b.IncludedNamespaces {
+		if ns == "*" {
+			return b, ErrNoNamespaces
+		}
+	}
+	b.DefaultVolumesToFsBackup = true
+	return b, nil
+}
+
+// Stage runs one stage of staged migration o.Name while the source runs:
+// an incremental snapshot of every claim of the selection, written into
+// the target's claims (created by the first stage, with the storage-class
+// mapping; later stages write only what changed and remove what the
+// source removed). No workload is created in the target. The first stage
+// starts the journal with o's specs; later ones use the journal's. A
+// stage killed midway runs again under its number.
+func Stage(ctx context.Context, o Options) (*Journal, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if err := CheckClusters(ctx, o.Source, o.Target); err != nil {
+		return nil, err
+	}
+	j, err := LoadJournal(ctx, o.Location, o.Name)
+	switch {
+	case errors.Is(err, ErrNoJournal):
+		spec, err := stageSpec(o.Backup.Spec)
+		if err != nil {
+			return nil, err
+		}
+		j = &Journal{Name: o.Name, Backup: spec, Restore: o.Restore.Spec}
+	case err != nil:
+		return nil, err
+	case j.Cutover != nil:
+		return j, fmt.Errorf("migration %s: its cutover began at %s (step %s); no stage runs after it (ferry migrate rollback %s undoes it)", o.Name, j.Cutover.Started.Format(time.RFC3339), j.Cutover.Step, o.Name)
+	}
+	return j, runStage(ctx, &o, j)
+}
+
+// runStage runs the next stage of j and records it.
+func runStage(ctx context.Context, o *Options, j *Journal) error {
+	n := len(j.Stages) + 1
+	if n > 1 && j.Stages[n-2].Ended.IsZero() {
+		// A stage killed midway: its backup and restore are removed, and
+		// it runs again (claims it half wrote are synced again).
+		n--
+		j.Stages = j.Stages[:n-1]
+	}
+	name := fmt.Sprintf("%s-stage-%d", o.Name, n)
+	for _, del := range []func(context.Context, string) error{o.Location.DeleteRestore, o.Location.DeleteBackup} {
+		if err := del(ctx, name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("stage %s: removing what a killed run of it left: %w", name, err)
+		}
+	}
+	j.Stages = append(j.Stages, StageRecord{Number: n, Name: name, Started: time.Now()})
+	if err := j.save(ctx, o.Location); err != nil {
+		return err
+	}
+	s := &j.Stages[len(j.Stages)-1]
+	err := stage(ctx, o, j, s)
+	if err != nil {
+		s.Error = err.Error()
+	}
+	s.Ended = time.Now()
+	if serr := j.save(ctx, o.Location); serr != nil && err == nil {
+		err = serr
+	}
+	return err
+}
+
+// stage backs up the source under s.Name and restores its claims into the
+// target.
+func stage(ctx context.Context, o *Options, j *Journal, s *StageRecord) error {
+	o.step(StepBackup)
+	bopts := o.Backup
+	bopts.Name, bopts.Spec = s.Name, j.Backup
+	if bopts.PodVolumes != nil {
+		pv := *bopts.PodVolumes
+		pv.UnmountedClaims = true
+		bopts.PodVolumes = &pv
+	}
+	b, _, err := backup.Run(ctx, o.Source, o.Location, bopts)
+	if err != nil {
+		return fmt.Errorf("stage %s: backup: %w", s.Name, err)
+	}
+	if o.OnBackup != nil {
+		o.OnBackup(b, nil, false)
+	}
+	if b.Status.Phase == v1alpha1.PhaseFailed {
+		return fmt.Errorf("stage %s: backup failed: %s", s.Name, b.Status.FailureReason)
+	}
+	o.step(StepRestore)
+	ropts := o.Restore
+	ropts.Name, ropts.Spec = s.Name, j.Restore
+	ropts.Spec.BackupName = s.Name
+	ropts.Spec.IncludedResources = []string{"persistentvolumeclaims"}
+	ropts.Spec.ExistingVolumeDataPolicy = v1alpha1.VolumeDataWrite
+	ropts.Spec.QuiescedWorkloads = nil
+	r, _, err := restore.Run(ctx, o.Target, o.Location, ropts)
+	if err != nil {
+		return fmt.Errorf("stage %s: restore: %w", s.Name, err)
+	}
+	if o.OnRestore != nil {
+		o.OnRestore(r, nil)
+	}
+	s.Claims = claimStages(ctx, o.Location, s.Name)
+	s.Rates = measure(ctx, o, j, b)
+	for _, c := range s.Claims {
+		if c.Error != "" {
+			return fmt.Errorf("stage %s: claim %s: %s", s.Name, c.Claim, c.Error)
+		}
+	}
+	if r.Status.Phase != v1alpha1.PhaseCompleted {
+		return fmt.Errorf("stage %s: restore %s: %s", s.Name, r.Status.Phase, r.Status.FailureReason)
+	}
+	return nil
+}
+
+// claimStages joins stage name's snapshot and write records, per claim.
+func claimStages(ctx context.Context, loc *store.Location, name string) []ClaimStage {
+	var rec volumes.BackupRecord
+	var writes []volumes.PodVolumeRestore
+	if err := loc.GetJSON(ctx, store.BackupVolumesKey(name), &rec); err != nil {
+		return []ClaimStage{{Claim: "(all)", Error: "the stage's snapshot record: " + err.Error()}}
+	}
+	_ = loc.GetJSON(ctx, store.RestoreVolumesKey(name), &writes)
+	byID := map[string]volumes.PodVolumeRestore{}
+	for _, w := range writes {
+		byID[w.Identity] = w
+	}
+	var out []ClaimStage
+	for _, v := range rec.Volumes {
+		if v.ClaimName == "" {
+			continue
+		}
+		c := ClaimStage{Claim: v.Namespace + "/" + v.ClaimName, Error: v.Error}
+		if r := v.SnapshotResult; r != nil {
+			c.SnapshotID, c.ScannedBytes, c.UploadedBytes = r.SnapshotID, r.Bytes, r.UploadedBytes
+			c.Vanished, c.VanishedPaths, c.Changed, c.Snapshot = r.Vanished, r.VanishedPaths, r.Changed, time.Duration(r.Duration)
+		}
+		w, ok := byID[v.Identity]
+		switch {
+		case c.Error != "":
+		case !ok:
+			c.Error = "its snapshot was not written into the target's claim"
+		case w.Error != "":
+			c.Error = w.Error
+		case w.RestoreResult != nil:
+			c.Target = w.Namespace + "/" + w.ClaimName
+			c.Write = time.Duration(w.Duration)
+			c.ChangedBytes, c.ChangedFiles = w.Bytes, w.Files
+			if d := w.Delta; d != nil {
+				c.Removed = d.Removed
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// measure takes the rates the cutover's prediction needs: the target's
+// create rate, the source pods' start and stop times, and the object
+// count of backup b.
+func measure(ctx context.Context, o *Options, j *Journal, b *v1alpha1.Backup) MeasuredRates {
+	m := MeasuredRates{Objects: b.Status.Progress.TotalItems}
+	ns := o.Restore.Spec.NamespaceMapping[j.Backup.IncludedNamespaces[0]]
+	if ns == "" {
+		ns = j.Backup.IncludedNamespaces[0]
+	}
+	m.CreatesPerSecond = createRate(ctx, o.Target, ns, o.Restore.Workers)
+	for _, src := range j.Backup.IncludedNamespaces {
+		pods, err := o.Source.Typed.CoreV1().Pods(src).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		for _, p := range pods.Items {
+			if d := startTime(p); d > m.Start {
+				m.Start = d
+			}
+			if d := stopTime(p); d > m.Quiesce {
+				m.Quiesce = d
+			}
+		}
+	}
+	return m
+}
+
+// createRate measures the target API server's create rate in namespace
+// ns: server-side dry-run creates (admission and validation, no write) at
+// the restore's concurrency; 0 when they fail.
+func createRate(ctx context.Context, c *kube.Cluster, ns string, workers int) float64 {
+	const n = 64
+	if workers <= 0 {
+		workers = 32
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok := 0
+	sem := make(chan struct{}, workers)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("ferry-rate-probe-%d", i)}, Data: map[string]string{"probe": "x"}}
+			if _, err := c.Typed.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if ok == 0 {
+		return 0
+	}
+	return float64(ok) / time.Since(start).Seconds()
+}
+
+// startTime is how long running pod p took from its creation to Ready.
+func startTime(p corev1.Pod) time.Duration {
+	if p.Status.Phase != corev1.PodRunning || p.Labels["app.kubernetes.io/managed-by"] == "ferry" {
+		return 0
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Sub(p.CreationTimestamp.Time)
+		}
+	}
+	return 0
+}
+
+// stopTime is the termination grace pod p asks for when a container has a
+// preStop hook (which may use all of it); 0 otherwise.
+func stopTime(p corev1.Pod) time.Duration {
+	for _, c := range p.Spec.Containers {
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+			g := int64(corev1.DefaultTerminationGracePeriodSeconds)
+			if p.Spec.TerminationGracePeriodSeconds != nil {
+				g = *p.Spec.TerminationGracePeriodSeconds
+			}
+			return time.Duration(g) * time.Second
+		}
+	}
+	return 0
+}
