@@ -17,7 +17,7 @@ func TestPredict(t *testing.T) {
 			Rates: MeasuredRates{CreatesPerSecond: 100, Objects: 50, Start: 4 * time.Second}}
 	}
 	j := &Journal{Name: "m", Stages: []StageRecord{
-		stage(1, t0, 100*time.Second, 1000<<20),                  // 10 MiB/s
+		stage(1, t0, 100*time.Second, 1000<<20),                   // 10 MiB/s
 		stage(2, t0.Add(200*time.Second), 12*time.Second, 20<<20), // 2 s of data, 10 s overhead
 	}}
 	now := t0.Add(300 * time.Second) // 100 s after stage 2 began
