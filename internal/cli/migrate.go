@@ -71,7 +71,7 @@ backup with ferry backup delete NAME first.`,
 	cmd.Flags().StringVar(&o.name, "name", "", "name of the backup and the restore (default migrate-<timestamp>)")
 	o.registerFlags(cmd)
 	o.hub.register(cmd)
-	cmd.AddCommand(newMigrateStagedCmd(g, "stage"), newMigrateStagedCmd(g, "cutover"), newMigrateStagedCmd(g, "rollback"))
+	cmd.AddCommand(newMigrateStagedCmd(g, "stage"), newMigrateStagedCmd(g, "cutover"), newMigrateStagedCmd(g, "rollback"), newMigrateStagedCmd(g, "done"))
 	return cmd
 }
 

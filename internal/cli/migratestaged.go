@@ -57,16 +57,24 @@ killed or failed halfway: the target's copies of the quiesced workloads are scal
 (or deleted, with --delete-target), then the source's are scaled back to the replica counts
 the journal recorded and its CronJobs get their suspension back. Stages may run again after
 it.`,
+	"done": `done declares a staged migration finished once its cutover has: from then on no stage,
+cutover or rollback runs under its name. It only writes the journal in the location; neither
+cluster is reached.`,
 }
 
 func newMigrateStagedCmd(g *globals, op string) *cobra.Command {
 	o := &stagedOptions{migrateOptions: migrateOptions{globals: g, verify: true}, op: op}
 	cmd := &cobra.Command{
 		Use:   op + " NAME",
-		Short: map[string]string{"stage": "Copy the claims' data into the target while the source runs", "cutover": "Quiesce the source, move the final delta and the resources, and report the downtime", "rollback": "Put the source back at its recorded replica counts after a cutover"}[op],
+		Short: map[string]string{"stage": "Copy the claims' data into the target while the source runs", "cutover": "Quiesce the source, move the final delta and the resources, and report the downtime", "rollback": "Put the source back at its recorded replica counts after a cutover",
+			"done": "Declare a staged migration finished: no rollback is offered after it"}[op],
 		Long:  stagedLong[op],
 		Args:  cobra.ExactArgs(1),
 		RunE:  runE(o),
+	}
+	if op == "done" {
+		o.crypt.registerIdentity(cmd) // the journal is sealed in an encrypted location
+		return cmd
 	}
 	o.registerFlags(cmd)
 	fl := cmd.Flags()
@@ -83,10 +91,16 @@ func newMigrateStagedCmd(g *globals, op string) *cobra.Command {
 
 func (o *stagedOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.name = args[0]
+	if o.op == "done" {
+		return o.crypt.complete()
+	}
 	return o.migrateOptions.Complete(cmd, nil)
 }
 
 func (o *stagedOptions) Validate() error {
+	if o.op == "done" {
+		return enginemigration.ValidateName(o.name)
+	}
 	if o.hub.on() {
 		return fmt.Errorf("migrate %s runs here; a hub Migration is not staged yet (unset $%s)", o.op, EnvHubKubeconfig)
 	}
@@ -109,6 +123,14 @@ func (o *stagedOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer loc.Close()
+	if o.op == "done" {
+		j, err := enginemigration.Finish(ctx, loc, o.name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.stdout, "Migration %s declared done at %s: no rollback is offered from now on\n", j.Name, j.Finished.Format(time.RFC3339))
+		return nil
+	}
 	src, dst, err := o.connect(ctx)
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/report"
 )
 
 // CutoverOptions are a cutover's own: its downtime bound and deadlines.
@@ -54,6 +55,9 @@ func Cutover(ctx context.Context, o Options, co CutoverOptions) (*Result, *Journ
 	j, err := LoadJournal(ctx, o.Location, o.Name)
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := j.finished(); err != nil {
+		return nil, j, err
 	}
 	if j.Cutover != nil && j.Cutover.Step == CutoverDone {
 		return nil, j, fmt.Errorf("migration %s: its cutover finished at %s", o.Name, j.Cutover.Ready.Format(time.RFC3339))
@@ -184,7 +188,10 @@ func finalRun(ctx context.Context, o Options, j *Journal) (*Result, *Journal, er
 	c.Ready, c.Step = time.Now(), CutoverDone
 	c.Downtime = c.Ready.Sub(c.QuiesceStarted)
 	c.Error = ""
-	return res, j, j.save(ctx, o.Location)
+	if err := j.save(ctx, o.Location); err != nil {
+		return res, j, err
+	}
+	return res, j, keepCutoverReport(ctx, &o, j, res.Verification)
 }
 
 // workloads lists the source's Deployments, StatefulSets, ReplicaSets
@@ -293,6 +300,60 @@ func podsGone(ctx context.Context, c kubernetes.Interface, namespaces []string, 
 	})
 	if err != nil {
 		return fmt.Errorf("the source's pods were not gone within %s after the quiesce: %s (still there: %s)", timeout, err, strings.Join(left, ", "))
+	}
+	return nil
+}
+
+// cutoverReport is j's cutover for the report: its stages, and each
+// step's predicted time against the actual one.
+func cutoverReport(j *Journal) *report.Cutover {
+	c := j.Cutover
+	out := &report.Cutover{Basis: c.Prediction.Basis}
+	for _, s := range j.Stages {
+		if s.Ended.IsZero() || s.Error != "" {
+			continue
+		}
+		st := report.CutoverStage{Number: s.Number, Started: s.Started, Seconds: s.Duration().Seconds(), Claims: len(s.Claims)}
+		for _, cl := range s.Claims {
+			st.ScannedBytes += cl.ScannedBytes
+			st.ChangedBytes += cl.ChangedBytes
+			st.UploadedBytes += cl.UploadedBytes
+			st.Vanished += cl.Vanished
+		}
+		out.Stages = append(out.Stages, st)
+	}
+	p := c.Prediction
+	step := func(name string, pred time.Duration, start, end time.Time) report.CutoverStep {
+		s := report.CutoverStep{Step: name, Predicted: pred.Seconds(), Start: start, End: end}
+		if !start.IsZero() && !end.IsZero() {
+			s.Actual = end.Sub(start).Seconds()
+		}
+		return s
+	}
+	out.Steps = []report.CutoverStep{
+		step("quiesce (source pods gone)", p.Quiesce, c.QuiesceStarted, c.PodsGone),
+		step("final delta (snapshots)", p.Delta, c.PodsGone, c.DeltaDone),
+		step("restore (delta written, objects created)", p.Restore, c.DeltaDone, c.Restored),
+		step("start until Ready (verified)", p.Start, c.Restored, c.Ready),
+	}
+	out.Total = step("downtime", p.Total, c.QuiesceStarted, c.Ready)
+	return out
+}
+
+// keepCutoverReport adds the cutover to the final migration's report and
+// keeps it in the location again (VerifyRestore kept it without).
+func keepCutoverReport(ctx context.Context, o *Options, j *Journal, v *report.Verification) error {
+	if v == nil {
+		return nil
+	}
+	v.Cutover = cutoverReport(j)
+	jsonKey, htmlKey := ReportKeys(o.Name)
+	err := put(ctx, o.Location, jsonKey, v.WriteJSON)
+	if err == nil {
+		err = put(ctx, o.Location, htmlKey, v.WriteHTML)
+	}
+	if err != nil {
+		return fmt.Errorf("%w of migration %s: keeping the report with its cutover in the location: %w", ErrVerification, o.Name, err)
 	}
 	return nil
 }

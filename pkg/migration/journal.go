@@ -27,6 +27,44 @@ type Journal struct {
 	// RolledBack is when a rollback last finished; a new stage starts the
 	// migration again.
 	RolledBack *time.Time `json:"rolledBack,omitempty"`
+	// Finished is when the user declared the migration done (Finish):
+	// no stage, cutover or rollback runs after it.
+	Finished *time.Time `json:"finished,omitempty"`
+}
+
+// ErrFinished is wrapped when a migration declared done is asked to run
+// a stage, a cutover or a rollback.
+var ErrFinished = errors.New("the migration was declared done")
+
+// finished refuses a journal declared done.
+func (j *Journal) finished() error {
+	if j.Finished != nil {
+		return fmt.Errorf("migration %s: %w at %s; a new migration needs another name", j.Name, ErrFinished, j.Finished.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Finish declares staged migration name done: its cutover finished, and
+// from now on no rollback is offered (the source's recorded counts stay
+// in the journal).
+func Finish(ctx context.Context, loc *store.Location, name string) (*Journal, error) {
+	j, err := LoadJournal(ctx, loc, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := j.finished(); err != nil {
+		return j, err
+	}
+	if j.Cutover == nil || j.Cutover.Step != CutoverDone {
+		step := "none began"
+		if j.Cutover != nil {
+			step = "it is at step " + string(j.Cutover.Step)
+		}
+		return j, fmt.Errorf("migration %s: only a migration whose cutover finished can be declared done (%s)", name, step)
+	}
+	now := time.Now()
+	j.Finished = &now
+	return j, j.save(ctx, loc)
 }
 
 // StageRecord is one stage: an incremental snapshot of every selected

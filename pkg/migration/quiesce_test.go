@@ -2,6 +2,8 @@ package migration
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +99,39 @@ func fakeClient(objs []any) *fake.Clientset {
 		ros = append(ros, o.(runtime.Object))
 	}
 	return fake.NewClientset(ros...)
+}
+
+// TestFinish: only a finished cutover can be declared done, and after it
+// no rollback, stage or cutover runs.
+func TestFinish(t *testing.T) {
+	ctx := context.Background()
+	loc, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	if _, err := Finish(ctx, loc, "m"); !errors.Is(err, ErrNoJournal) {
+		t.Errorf("finish without a journal: %v", err)
+	}
+	j := &Journal{Name: "m", Cutover: &CutoverRecord{Step: CutoverQuiesced}}
+	if err := j.save(ctx, loc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Finish(ctx, loc, "m"); err == nil || !strings.Contains(err.Error(), "at step Quiesced") {
+		t.Errorf("finish of a cutover at Quiesced: %v", err)
+	}
+	j.Cutover.Step = CutoverDone
+	if err := j.save(ctx, loc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Finish(ctx, loc, "m"); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Name: "m", Location: loc}
+	if _, err := Rollback(ctx, o, RollbackOptions{}); !errors.Is(err, ErrFinished) {
+		t.Errorf("rollback after done: %v", err)
+	}
+	if _, err := Finish(ctx, loc, "m"); !errors.Is(err, ErrFinished) {
+		t.Errorf("second done: %v", err)
+	}
 }

@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/helperpod"
+	"github.com/kubeferry/ferry/pkg/kube"
 )
 
 // RollbackOptions say what a rollback does with the target.
@@ -29,6 +31,9 @@ func Rollback(ctx context.Context, o Options, ro RollbackOptions) (*Journal, err
 	j, err := LoadJournal(ctx, o.Location, o.Name)
 	if err != nil {
 		return nil, err
+	}
+	if err := j.finished(); err != nil {
+		return j, err
 	}
 	c := j.Cutover
 	if c == nil {
@@ -56,9 +61,41 @@ func Rollback(ctx context.Context, o Options, ro RollbackOptions) (*Journal, err
 			return j, fmt.Errorf("migration %s: rollback: source %s %s/%s back to its recorded count: %w", o.Name, w.Kind, w.Namespace, w.Name, err)
 		}
 	}
+	// A cutover that was killed may have left helper pods that still
+	// read the source's claims or write the target's.
+	for _, c := range []*kube.Cluster{o.Target, o.Source} {
+		if err := sweepHelpers(ctx, c); err != nil {
+			return j, fmt.Errorf("migration %s: rollback: %s: %w", o.Name, c.Name, err)
+		}
+	}
 	now := time.Now()
 	j.Cutover, j.RolledBack = nil, &now
 	return j, j.save(ctx, o.Location)
+}
+
+// sweepHelpers removes the helper pods that killed runs left in cluster
+// c: those whose run's Lease expired (helperpod.Sweep), waiting for the
+// Leases of a run killed moments ago to expire, for at most one
+// helperpod.LeaseDuration and a little more.
+func sweepHelpers(ctx context.Context, c *kube.Cluster) error {
+	deadline := time.Now().Add(helperpod.LeaseDuration + 5*time.Second)
+	for {
+		if _, err := helperpod.Sweep(ctx, c.Typed); err != nil {
+			return err
+		}
+		left, err := helperpod.Pending(ctx, c.Typed)
+		if err != nil {
+			return err
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
 
 func mapNamespace(spec v1alpha1.RestoreSpec, ns string) string {

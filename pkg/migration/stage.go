@@ -63,6 +63,8 @@ func Stage(ctx context.Context, o Options) (*Journal, error) {
 		j = &Journal{Name: o.Name, Backup: spec, Restore: o.Restore.Spec}
 	case err != nil:
 		return nil, err
+	case j.Finished != nil:
+		return j, j.finished()
 	case j.Cutover != nil:
 		return j, fmt.Errorf("migration %s: its cutover began at %s (step %s); no stage runs after it (ferry migrate rollback %s undoes it)", o.Name, j.Cutover.Started.Format(time.RFC3339), j.Cutover.Step, o.Name)
 	}

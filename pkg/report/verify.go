@@ -59,6 +59,9 @@ type Verification struct {
 	// workloads healthy, Services with ready endpoints, claims bound,
 	// images present (nil when the runtime checks were not asked for).
 	Running *Running `json:"running,omitempty"`
+	// Cutover is a staged migration's cutover: its stages, and its
+	// predicted downtime against the actual one.
+	Cutover *Cutover `json:"cutover,omitempty"`
 }
 
 // Summary counts a verification's items. Unexpected is
@@ -284,6 +287,7 @@ var verifyPage = template.Must(template.New("report").Funcs(template.FuncMap{
 		return ns + "/" + name
 	},
 	"secs": func(f float64) string { return fmt.Sprintf("%.1f s", f) },
+	"mib":  func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) },
 	"ts":   func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 }).Parse(verifyTemplate))
 

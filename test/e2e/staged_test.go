@@ -50,12 +50,7 @@ func TestStagedCutover(t *testing.T) {
 	waitAppReady(ctx, t, e.src, ns, "writer")
 	base := execOut(ctx, t, e.src, ns, "writer-0", "sha256sum /data/base")
 
-	args := func(op string, extra ...string) []string {
-		a := []string{"migrate", op, "m1", "--kubeconfig", e.kubeconfig, "--from-context", "src", "--to-context", "dst", "--storage", e.location,
-			"--repository-password-file", e.password, "--insecure", "--helper-image", e.image,
-			"--node-pods-dir", filepath.Join(e.src.Node.RootDir, "pods"), "--to-node-pods-dir", filepath.Join(e.dst.Node.RootDir, "pods")}
-		return append(a, extra...)
-	}
+	args := func(op string, extra ...string) []string { return stagedArgs(e, op, extra...) }
 	for n := 1; n <= 2; n++ {
 		r := ferry(t, e.env, args("stage", "--include-namespaces", ns, "--report-dir", t.TempDir())...)
 		t.Logf("stage %d: exit %d\n%s\n%s", n, r.code, r.stdout, r.stderr)
@@ -111,6 +106,15 @@ func TestStagedCutover(t *testing.T) {
 	checkLog(t, execOut(ctx, t, e.src, ns, "writer-0", "cat /data/log"), acked, "source after the rollback")
 	noHelperLeft(ctx, t, e.src)
 	noHelperLeft(ctx, t, e.dst)
+}
+
+// stagedArgs are the arguments of ferry migrate OP m1 between e's
+// clusters.
+func stagedArgs(e *volumeEnv, op string, extra ...string) []string {
+	a := []string{"migrate", op, "m1", "--kubeconfig", e.kubeconfig, "--from-context", "src", "--to-context", "dst", "--storage", e.location,
+		"--repository-password-file", e.password, "--insecure", "--helper-image", e.image,
+		"--node-pods-dir", filepath.Join(e.src.Node.RootDir, "pods"), "--to-node-pods-dir", filepath.Join(e.dst.Node.RootDir, "pods")}
+	return append(a, extra...)
 }
 
 func createLiveWriter(ctx context.Context, t *testing.T, k kubernetes.Interface, ns, image string) {
