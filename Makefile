@@ -122,6 +122,14 @@ bench-helperpods: control-plane
 	$(GO) run ./bench/helperpods -install-kopia
 	$(GO) run -exec $(NETNS_EXEC) ./bench/helperpods -size 2GiB -rounds 3
 
+# bench/cutover: a staged migration's cutover downtime against a
+# stop-the-world migrate of the same 2 GiB namespace that keeps writing,
+# and against its own prediction (two node clusters, registry and S3
+# server, in a network namespace of its own).
+.PHONY: bench-cutover
+bench-cutover: control-plane
+	$(GO) run -exec $(NETNS_EXEC) ./bench/cutover -size-mib 2048
+
 # The load test (bench/load): a whole-cluster migration of 50,000 objects in
 # 200 namespaces, timed against raw client-go LIST and CREATE references in
 # the same run, with ferry's peak RSS (target < 512 MiB). load-large: the

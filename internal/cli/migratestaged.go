@@ -191,7 +191,7 @@ func (o *stagedOptions) cutover(ctx context.Context, mo enginemigration.Options)
 		if m.paths.JSON, m.paths.HTML, err = m.verification.WriteFiles(o.reportDir); err != nil {
 			return err
 		}
-		jsonKey, htmlKey := enginemigration.ReportKeys(o.name)
+		jsonKey, htmlKey := enginemigration.ReportKeys(j.Cutover.Name)
 		m.stored = storedReport{Location: mo.Location.URL(), JSON: jsonKey, HTML: htmlKey}
 	}
 	if err := o.print(res.Backup, res.Restore, res.RestoreResults, m); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // CutoverOptions are a cutover's own: its downtime bound and deadlines.
@@ -57,6 +58,9 @@ func Cutover(ctx context.Context, o Options, co CutoverOptions) (*Result, *Journ
 		return nil, nil, err
 	}
 	if err := j.finished(); err != nil {
+		return nil, j, err
+	}
+	if err := sameSpecs(j, &o); err != nil {
 		return nil, j, err
 	}
 	if j.Cutover != nil && j.Cutover.Step == CutoverDone {
@@ -107,7 +111,12 @@ func predictCutover(ctx context.Context, o *Options, co CutoverOptions, j *Journ
 		}
 		p = next
 	}
-	j.Cutover = &CutoverRecord{Step: CutoverPredicted, Prediction: p, Started: time.Now()}
+	name := fmt.Sprintf("%s-cutover-%d", o.Name, j.Cutovers+1)
+	if err := ValidateName(name); err != nil {
+		return fmt.Errorf("migration %s: its cutover's backup: %w", o.Name, err)
+	}
+	j.Cutovers++
+	j.Cutover = &CutoverRecord{Name: name, Step: CutoverPredicted, Prediction: p, Started: time.Now()}
 	if co.OnPrediction != nil {
 		co.OnPrediction(p)
 	}
@@ -160,6 +169,8 @@ func finalRun(ctx context.Context, o Options, j *Journal) (*Result, *Journal, er
 	o.Restore.Spec = j.Restore
 	o.Restore.Spec.QuiescedWorkloads = c.Workloads
 	o.Resume, o.Verify = true, true
+	o.Name = c.Name
+	o.complete()
 	next := o.OnStep
 	o.OnStep = func(s Step) {
 		switch s {
@@ -172,7 +183,16 @@ func finalRun(ctx context.Context, o Options, j *Journal) (*Result, *Journal, er
 			next(s)
 		}
 	}
+	if res, done, err := rerun(ctx, &o); done || err != nil {
+		return finish(ctx, o, j, res, err)
+	}
 	res, err := Run(ctx, o)
+	return finish(ctx, o, j, res, err)
+}
+
+// finish records the outcome of the cutover's migration.
+func finish(ctx context.Context, o Options, j *Journal, res *Result, err error) (*Result, *Journal, error) {
+	c := j.Cutover
 	if err != nil {
 		c.Error = err.Error()
 		_ = j.save(ctx, o.Location)
@@ -192,6 +212,37 @@ func finalRun(ctx context.Context, o Options, j *Journal) (*Result, *Journal, er
 		return res, j, err
 	}
 	return res, j, keepCutoverReport(ctx, &o, j, res.Verification)
+}
+
+// rerun prepares the cutover's migration when a killed run of it left
+// something. A backup without a restore (the run was killed during or
+// right after its backup) is removed: the source is quiesced, so a new
+// backup holds the same data, and only this cutover writes under its
+// name. A restore that Completed (the run was killed before the journal
+// said so) is not run again: only its verification runs (done true).
+func rerun(ctx context.Context, o *Options) (*Result, bool, error) {
+	rs, err := o.Location.GetRestore(ctx, o.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		if err := o.Location.DeleteBackup(ctx, o.Name); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, false, fmt.Errorf("cutover %s: removing the backup a killed run of it left: %w", o.Name, err)
+		}
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	case rs.Status.Phase != v1alpha1.PhaseCompleted:
+		return nil, false, nil // Run resumes it
+	}
+	b, err := o.Location.GetBackup(ctx, o.Name)
+	if err != nil {
+		return nil, false, err
+	}
+	o.step(StepVerify)
+	res := &Result{Backup: b, Restore: rs, Resumed: true}
+	if res.Verification, err = verify(ctx, o, res); err != nil {
+		return res, true, fmt.Errorf("%w of migration %s: %w", ErrVerification, o.Name, err)
+	}
+	return res, true, nil
 }
 
 // workloads lists the source's Deployments, StatefulSets, ReplicaSets

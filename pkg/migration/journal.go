@@ -24,6 +24,9 @@ type Journal struct {
 	Restore v1alpha1.RestoreSpec `json:"restore"`
 	Stages  []StageRecord        `json:"stages,omitempty"`
 	Cutover *CutoverRecord       `json:"cutover,omitempty"`
+	// Cutovers counts the cutovers begun (a rollback ends one; the next
+	// takes a new backup, as the source ran again).
+	Cutovers int `json:"cutovers,omitempty"`
 	// RolledBack is when a rollback last finished; a new stage starts the
 	// migration again.
 	RolledBack *time.Time `json:"rolledBack,omitempty"`
@@ -153,6 +156,8 @@ const (
 // CutoverRecord is the cutover: its prediction, the source's workloads as
 // they were, and what happened when.
 type CutoverRecord struct {
+	// Name is the cutover's final backup and restore: NAME-cutover-N.
+	Name       string      `json:"name"`
 	Step       CutoverStep `json:"step"`
 	Prediction Prediction  `json:"prediction"`
 	// Workloads are the source's quiesced workloads with their recorded

@@ -135,3 +135,29 @@ func TestFinish(t *testing.T) {
 		t.Errorf("second done: %v", err)
 	}
 }
+
+// TestSameSpecs: a later stage or a cutover given another selection or
+// mapping than the first stage's is refused, naming the spec field; one
+// given none, or the same, runs with the journal's.
+func TestSameSpecs(t *testing.T) {
+	j := &Journal{Name: "m"}
+	j.Backup.IncludedNamespaces = []string{"shop"}
+	j.Restore.NamespaceMapping = map[string]string{"shop": "shop2"}
+	o := &Options{}
+	if err := sameSpecs(j, o); err != nil {
+		t.Errorf("nothing given: %v", err)
+	}
+	o.Backup.Spec.IncludedNamespaces = []string{"shop"}
+	if err := sameSpecs(j, o); err != nil {
+		t.Errorf("the same namespaces: %v", err)
+	}
+	o.Backup.Spec.IncludedNamespaces = []string{"shop", "blog"}
+	if err := sameSpecs(j, o); err == nil || !strings.Contains(err.Error(), "spec.includedNamespaces [shop blog] differs from its first stage's ([shop])") {
+		t.Errorf("other namespaces: %v", err)
+	}
+	o.Backup.Spec.IncludedNamespaces = nil
+	o.Restore.Spec.NamespaceMapping = map[string]string{"shop": "other"}
+	if err := sameSpecs(j, o); err == nil || !strings.Contains(err.Error(), "spec.namespaceMapping") {
+		t.Errorf("another mapping: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -65,6 +66,8 @@ func Stage(ctx context.Context, o Options) (*Journal, error) {
 		return nil, err
 	case j.Finished != nil:
 		return j, j.finished()
+	case sameSpecs(j, &o) != nil:
+		return j, sameSpecs(j, &o)
 	case j.Cutover != nil:
 		return j, fmt.Errorf("migration %s: its cutover began at %s (step %s); no stage runs after it (ferry migrate rollback %s undoes it)", o.Name, j.Cutover.Started.Format(time.RFC3339), j.Cutover.Step, o.Name)
 	}
@@ -197,10 +200,7 @@ func claimStages(ctx context.Context, loc *store.Location, name string) []ClaimS
 // count of backup b.
 func measure(ctx context.Context, o *Options, j *Journal, b *v1alpha1.Backup) MeasuredRates {
 	m := MeasuredRates{Objects: b.Status.Progress.TotalItems}
-	ns := o.Restore.Spec.NamespaceMapping[j.Backup.IncludedNamespaces[0]]
-	if ns == "" {
-		ns = j.Backup.IncludedNamespaces[0]
-	}
+	ns := mapNamespace(j.Restore, j.Backup.IncludedNamespaces[0])
 	m.CreatesPerSecond = createRate(ctx, o.Target, ns, o.Restore.Workers)
 	for _, src := range j.Backup.IncludedNamespaces {
 		pods, err := o.Source.Typed.CoreV1().Pods(src).List(ctx, metav1.ListOptions{})
@@ -278,4 +278,29 @@ func stopTime(p corev1.Pod) time.Duration {
 		}
 	}
 	return 0
+}
+
+// sameSpecs refuses a later stage or a cutover given a selection or a
+// mapping other than the first stage's (which the journal keeps and
+// they use): ignoring it would move something else than asked for. An
+// empty field is not given.
+func sameSpecs(j *Journal, o *Options) error {
+	type field struct {
+		name      string
+		got, want any
+		given     bool
+	}
+	b, r := o.Backup.Spec, o.Restore.Spec
+	for _, f := range []field{
+		{"spec.includedNamespaces", b.IncludedNamespaces, j.Backup.IncludedNamespaces, len(b.IncludedNamespaces) > 0},
+		{"spec.excludedNamespaces", b.ExcludedNamespaces, j.Backup.ExcludedNamespaces, len(b.ExcludedNamespaces) > 0},
+		{"spec.labelSelector", b.LabelSelector, j.Backup.LabelSelector, b.LabelSelector != ""},
+		{"spec.namespaceMapping", r.NamespaceMapping, j.Restore.NamespaceMapping, len(r.NamespaceMapping) > 0},
+		{"spec.storageClassMapping", r.StorageClassMapping, j.Restore.StorageClassMapping, len(r.StorageClassMapping) > 0},
+	} {
+		if f.given && !reflect.DeepEqual(f.got, f.want) {
+			return fmt.Errorf("migration %s: %s %v differs from its first stage's (%v): a staged migration keeps its first stage's selection and mappings", j.Name, f.name, f.got, f.want)
+		}
+	}
+	return nil
 }

@@ -71,6 +71,9 @@ func WalkContent(ctx context.Context, dir string, progress Progress, each func(l
 	c := &Content{}
 	h := sha256.New()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil && p != dir && errors.Is(err, fs.ErrNotExist) {
+			return nil // removed by a running application while walked
+		}
 		if err != nil {
 			return err
 		}
@@ -105,8 +108,18 @@ func WalkContent(ctx context.Context, dir string, progress Progress, each func(l
 }
 
 // entryLine is the line of one entry (path rel, at p), counting a regular
-// file in c; sockets, devices and pipes hold no data and are left out.
+// file in c; sockets, devices and pipes hold no data and are left out, and
+// so is an entry a running application removed between the listing and
+// the read (a check after the workloads started walks a live claim).
 func entryLine(p, rel string, d fs.DirEntry, c *Content) (string, error) {
+	line, err := readEntry(p, rel, d, c)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return line, err
+}
+
+func readEntry(p, rel string, d fs.DirEntry, c *Content) (string, error) {
 	rel = strconv.Quote(filepath.ToSlash(rel)) // no tab or newline left in it
 	switch {
 	case d.IsDir():

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	enginemigration "github.com/kubeferry/ferry/pkg/migration"
+	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -73,7 +76,8 @@ func TestStagedCutover(t *testing.T) {
 	}
 
 	acked := ackedNumber(t, execOut(ctx, t, e.src, ns, "writer-0", "cat /data/acked"))
-	r := ferry(t, e.env, args("cutover", "--report-dir", t.TempDir())...)
+	reportDir := t.TempDir()
+	r := ferry(t, e.env, args("cutover", "--report-dir", reportDir)...)
 	t.Logf("cutover: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	if r.code != 0 || !strings.Contains(r.stdout, "cutover will take about") || !strings.Contains(r.stdout, "Downtime:") {
 		dumpCluster(ctx, t, e.dst)
@@ -90,6 +94,11 @@ func TestStagedCutover(t *testing.T) {
 		t.Fatalf("journal's cutover: %+v", c)
 	}
 	t.Logf("downtime %s, predicted %s (%+v)", c.Downtime, c.Prediction.Total, c.Prediction)
+	var rep struct{ Cutover *report.Cutover }
+	if b, err := os.ReadFile(filepath.Join(reportDir, "report.json")); err != nil || json.Unmarshal(b, &rep) != nil || rep.Cutover == nil ||
+		len(rep.Cutover.Stages) != 2 || len(rep.Cutover.Steps) != 4 || rep.Cutover.Total.Actual <= 0 || rep.Cutover.Total.Predicted <= 0 {
+		t.Errorf("the report's cutover section: %+v (%v)", rep.Cutover, err)
+	}
 	if sts, err := src.AppsV1().StatefulSets(ns).Get(ctx, "writer", metav1.GetOptions{}); err != nil || *sts.Spec.Replicas != 0 {
 		t.Fatalf("source after the cutover: %v %v, want scaled to 0", sts.Spec.Replicas, err)
 	}

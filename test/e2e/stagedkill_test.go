@@ -68,7 +68,7 @@ func TestStagedKilled(t *testing.T) {
 	run("stage 2", stagedArgs(e, "stage")...)
 
 	acked := ackedNumber(t, execOut(ctx, t, e.src, ns, "writer-0", "cat /data/acked"))
-	kill("cutover 1", 2*time.Second, 25*time.Second, stagedArgs(e, "cutover", "--report-dir", t.TempDir())...)
+	kill("cutover 1", 2*time.Second, 15*time.Second, stagedArgs(e, "cutover", "--report-dir", t.TempDir())...)
 	run("cutover 1 again", stagedArgs(e, "cutover", "--report-dir", t.TempDir())...)
 	waitAppReady(ctx, t, e.dst, ns, "writer")
 	checkLog(t, execOut(ctx, t, e.dst, ns, "writer-0", "cat /data/log"), acked, "target after the rerun cutover")
@@ -77,7 +77,7 @@ func TestStagedKilled(t *testing.T) {
 	waitAppReady(ctx, t, e.src, ns, "writer")
 	run("stage 3", stagedArgs(e, "stage")...)
 	acked = ackedNumber(t, execOut(ctx, t, e.src, ns, "writer-0", "cat /data/acked"))
-	kill("cutover 2", 2*time.Second, 25*time.Second, stagedArgs(e, "cutover", "--report-dir", t.TempDir())...)
+	kill("cutover 2", 2*time.Second, 15*time.Second, stagedArgs(e, "cutover", "--report-dir", t.TempDir())...)
 	run("rollback 2", stagedArgs(e, "rollback")...)
 	if sts, err := src.AppsV1().StatefulSets(ns).Get(ctx, "writer", metav1.GetOptions{}); err != nil || *sts.Spec.Replicas != 1 {
 		t.Fatalf("source after the rollback of a killed cutover: %v %v, want 1 replica", sts.Spec.Replicas, err)

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubeferry/ferry/bench/internal/benchutil"
+	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/store"
+)
+
+// start starts the registry (with ferry's image), the S3 server and the
+// two clusters; stop stops what started.
+func (b *bench) start(ctx context.Context, work string) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	if out, err := exec.Command("make", "-C", b.root, "build").CombinedOutput(); err != nil {
+		return stop, fmt.Errorf("make build: %v\n%s", err, out)
+	}
+	benchutil.Logf(prog, "starting the registry and pushing ferry's image (make image)")
+	reg, err := testenv.StartRegistry(ctx, nil, testenv.RegistryOptions{})
+	if err != nil {
+		return stop, err
+	}
+	stops = append(stops, func() { reg.Stop() })
+	cmd := exec.Command("make", "image", "IMAGE="+reg.Host+"/ferry:bench", "IMAGE_INSECURE=1", "BIN="+filepath.Join(work, "image-bin"))
+	cmd.Dir = b.root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return stop, fmt.Errorf("make image: %v\n%s", err, out)
+	}
+	b.image, b.busybox = reg.NodeHost+"/ferry:bench", reg.NodeHost+"/"+testenv.BusyboxImage
+	s3, err := testenv.StartS3(ctx, nil)
+	if err != nil {
+		return stop, err
+	}
+	stops = append(stops, func() { s3.Stop() })
+	if err := s3.CreateBucket(ctx, bucket); err != nil {
+		return stop, err
+	}
+	b.env = []string{store.EnvAWSAccessKeyID + "=" + s3.AccessKey, store.EnvAWSSecretAccessKey + "=" + s3.SecretKey}
+	b.location = fmt.Sprintf("s3://%s?endpoint=%s&use_path_style=true&region=%s", bucket, s3.NodeEndpoint, testenv.S3Region)
+	benchutil.Logf(prog, "starting two clusters with a node each")
+	cs, err := testenv.StartNodeClusters(ctx, nil, reg, "src", "dst")
+	if err != nil {
+		return stop, err
+	}
+	for _, c := range cs {
+		stops = append(stops, func() { _ = c.Stop() })
+	}
+	b.src, b.dst = cs[0], cs[1]
+	return stop, testenv.WriteKubeconfig(b.kubeconfig, cs...)
+}
+
+// fixture makes the source's namespace, claim (with the data set) and
+// writer, and pulls busybox on the target's node, so that neither
+// migration's start pays for it.
+func (b *bench) fixture(ctx context.Context) (int, error) {
+	k := kubernetes.NewForConfigOrDie(b.src.Config)
+	if _, err := k.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return 0, err
+	}
+	_, err := k.CoreV1().PersistentVolumeClaims(namespace).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")}},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return 0, err
+	}
+	dir, err := hostDir(ctx, k, "data")
+	if err != nil {
+		return 0, err
+	}
+	benchutil.Logf(prog, "writing the %.0f MiB data set into %s", float64(b.size)/(1<<20), dir)
+	n, files, err := benchutil.MakeDataSet(dir, b.size)
+	if err != nil {
+		return 0, err
+	}
+	b.size = n
+	one := int32(1)
+	sel := map[string]string{"app": "writer"}
+	_, err = k.AppsV1().Deployments(namespace).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "writer"}, Spec: appsv1.DeploymentSpec{
+		Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: sel}, Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{Name: "main", Image: b.busybox, Command: []string{"sh", "-c", writer},
+				VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ready"}}}, PeriodSeconds: 1}}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		return 0, err
+	}
+	if err := ready(ctx, k, namespace, 1); err != nil {
+		return 0, err
+	}
+	return files, warmUp(ctx, kubernetes.NewForConfigOrDie(b.dst.Config), b.busybox)
+}
+
+// hostDir waits for claim name to be bound and returns its volume's host
+// directory.
+func hostDir(ctx context.Context, k kubernetes.Interface, name string) (string, error) {
+	var dir string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pvc, err := k.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || pvc.Status.Phase != corev1.ClaimBound {
+			return false, err
+		}
+		pv, err := k.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+		if err != nil || pv.Spec.HostPath == nil {
+			return false, errors.New("the claim's volume is not a hostPath volume")
+		}
+		dir = pv.Spec.HostPath.Path
+		return true, nil
+	})
+	return dir, err
+}
+
+// ready waits until namespace ns has n Ready pods (0: none at all).
+func ready(ctx context.Context, k kubernetes.Interface, ns string, n int) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := k.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=writer"})
+		if err != nil {
+			return false, nil
+		}
+		if n == 0 {
+			return len(pods.Items) == 0, nil
+		}
+		r := 0
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+					r++
+				}
+			}
+		}
+		return r == n, nil
+	})
+}
+
+// warmUp pulls image on the node of k's cluster.
+func warmUp(ctx context.Context, k kubernetes.Interface, image string) error {
+	pods := k.CoreV1().Pods("default")
+	p, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "warm-up"}, Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+		TerminationGracePeriodSeconds: new(int64), Containers: []corev1.Container{{Name: "main", Image: image, Command: []string{"true"}}}}}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err = pods.Get(ctx, p.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodSucceeded, nil
+	})
+	if err != nil {
+		return fmt.Errorf("warm-up pod: %w", err)
+	}
+	return pods.Delete(ctx, p.Name, metav1.DeleteOptions{})
+}
+
+// stopTheWorld migrates namespace db with the writer stopped for the
+// whole copy, and returns the downtime: the scale down to the migrate's
+// exit (its verification waits until the target's writer runs). The
+// source's writer runs again after.
+func (b *bench) stopTheWorld(ctx context.Context) (float64, error) {
+	k := kubernetes.NewForConfigOrDie(b.src.Config)
+	start := time.Now()
+	scale := func(n int) error {
+		_, err := k.AppsV1().Deployments(namespace).Patch(ctx, "writer", types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n), metav1.PatchOptions{})
+		if err != nil {
+			return err
+		}
+		return ready(ctx, k, namespace, n)
+	}
+	if err := scale(0); err != nil {
+		return 0, err
+	}
+	err := b.ferryRun("", "stw", "--include-namespaces", namespace, "--namespace-mappings", namespace+":stw", "--default-volumes-to-fs-backup",
+		"--report-dir", filepath.Join(os.TempDir(), "ferry-bench-cutover-stw"))
+	took := time.Since(start).Seconds()
+	if err != nil {
+		return 0, err
+	}
+	_ = os.RemoveAll(filepath.Join(os.TempDir(), "ferry-bench-cutover-stw"))
+	return took, scale(1)
+}
