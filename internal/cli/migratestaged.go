@@ -65,12 +65,12 @@ cluster is reached.`,
 func newMigrateStagedCmd(g *globals, op string) *cobra.Command {
 	o := &stagedOptions{migrateOptions: migrateOptions{globals: g, verify: true}, op: op}
 	cmd := &cobra.Command{
-		Use:   op + " NAME",
+		Use: op + " NAME",
 		Short: map[string]string{"stage": "Copy the claims' data into the target while the source runs", "cutover": "Quiesce the source, move the final delta and the resources, and report the downtime", "rollback": "Put the source back at its recorded replica counts after a cutover",
 			"done": "Declare a staged migration finished: no rollback is offered after it"}[op],
-		Long:  stagedLong[op],
-		Args:  cobra.ExactArgs(1),
-		RunE:  runE(o),
+		Long: stagedLong[op],
+		Args: cobra.ExactArgs(1),
+		RunE: runE(o),
 	}
 	if op == "done" {
 		o.crypt.registerIdentity(cmd) // the journal is sealed in an encrypted location
