@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	enginemigration "github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/store"
 )
 
 // stagedOptions are those of migrate stage|cutover|rollback NAME:
@@ -91,6 +93,9 @@ func newMigrateStagedCmd(g *globals, op string) *cobra.Command {
 
 func (o *stagedOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.name = args[0]
+	if o.name == "" {
+		return fmt.Errorf("migrate %s: NAME is empty", o.op)
+	}
 	if o.op == "done" {
 		return o.crypt.complete()
 	}
@@ -98,14 +103,20 @@ func (o *stagedOptions) Complete(cmd *cobra.Command, args []string) error {
 }
 
 func (o *stagedOptions) Validate() error {
+	// The stages and cutovers are backups and restores named after it.
+	if err := enginemigration.ValidateName(o.name + "-cutover-999"); err != nil {
+		return fmt.Errorf("migration name %q: its cutovers are named %s-cutover-N: %w", o.name, o.name, err)
+	}
 	if o.op == "done" {
-		return enginemigration.ValidateName(o.name)
+		return nil
 	}
 	if o.hub.on() {
 		return fmt.Errorf("migrate %s runs here; a hub Migration is not staged yet (unset $%s)", o.op, EnvHubKubeconfig)
 	}
 	if o.op == "cutover" {
 		switch {
+		case !o.verify:
+			return fmt.Errorf("--verify=false: a cutover verifies, since its downtime ends when the verification sees the target's workloads run")
 		case o.maxDowntime < 0:
 			return fmt.Errorf("--max-downtime %s: must not be negative", o.maxDowntime)
 		case o.maxStages < 1:
@@ -131,18 +142,19 @@ func (o *stagedOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.stdout, "Migration %s declared done at %s: no rollback is offered from now on\n", j.Name, j.Finished.Format(time.RFC3339))
 		return nil
 	}
+	if o.op != "stage" {
+		// A cutover or rollback of a migration that never staged says so
+		// before any cluster is reached.
+		if _, err := enginemigration.LoadJournal(ctx, loc, o.name); err != nil {
+			return err
+		}
+	}
+	if o.op == "rollback" {
+		return o.rollback(ctx, loc)
+	}
 	src, dst, err := o.connect(ctx)
 	if err != nil {
 		return err
-	}
-	if o.op == "rollback" {
-		j, err := enginemigration.Rollback(ctx, enginemigration.Options{Name: o.name, Source: src, Target: dst, Location: loc, Log: o.log},
-			enginemigration.RollbackOptions{DeleteTarget: o.deleteTarget})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(o.stdout, "Migration %s rolled back: the source runs at its recorded replica counts again; the target's copies are %s\n", j.Name, map[bool]string{true: "deleted", false: "scaled to zero"}[o.deleteTarget])
-		return nil
 	}
 	iopts, err := o.images.options()
 	if err != nil {
@@ -174,6 +186,28 @@ func (o *stagedOptions) Run(ctx context.Context) error {
 	return o.cutover(ctx, mo)
 }
 
+// rollback puts the source back, also when the target cannot be
+// reached (then it says so, and the journal keeps the cutover for a
+// rollback run again).
+func (o *stagedOptions) rollback(ctx context.Context, loc *store.Location) error {
+	src, err := connect(ctx, o.fromKubeconfig, o.fromContext)
+	if err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	dst, err := connect(ctx, o.toKubeconfig, o.toContext)
+	if err != nil {
+		fmt.Fprintf(o.stderr, "target: %v: the source is put back; the target's copies are left as they are\n", err)
+		dst = nil
+	}
+	j, err := enginemigration.Rollback(ctx, enginemigration.Options{Name: o.name, Source: src, Target: dst, Location: loc, Log: o.log},
+		enginemigration.RollbackOptions{DeleteTarget: o.deleteTarget})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.stdout, "Migration %s rolled back: the source runs at its recorded replica counts again; the target's copies are %s\n", j.Name, map[bool]string{true: "deleted", false: "scaled to zero"}[o.deleteTarget])
+	return nil
+}
+
 // cutover runs the cutover and prints its prediction, its migration's
 // summary and its downtime.
 func (o *stagedOptions) cutover(ctx context.Context, mo enginemigration.Options) error {
@@ -198,7 +232,7 @@ func (o *stagedOptions) cutover(ctx context.Context, mo enginemigration.Options)
 		return err
 	}
 	if c := j.Cutover; c != nil && c.Step == enginemigration.CutoverDone {
-		fmt.Fprintf(o.stdout, "Downtime: %s (predicted %s); rollback until then: ferry migrate rollback %s\n", c.Downtime.Round(time.Second), c.Prediction.Total.Round(time.Second), o.name)
+		fmt.Fprintf(o.stdout, "Downtime: %s (predicted %s). Until ferry migrate done %s, ferry migrate rollback %s puts the source back (what the target wrote since is not moved back)\n", c.Downtime.Round(time.Second), c.Prediction.Total.Round(time.Second), o.name, o.name)
 	}
 	return migrateExit(o.name, res, m)
 }
@@ -213,6 +247,11 @@ func printStage(w io.Writer, s enginemigration.StageRecord) {
 			humanBytes(c.UploadedBytes), c.Removed, c.Vanished, (c.Snapshot + c.Write).Round(100*time.Millisecond), c.Error)
 	}
 	_ = tw.Flush()
+	for _, c := range s.Claims {
+		if c.Vanished > 0 {
+			fmt.Fprintf(w, "claim %s: %d file(s) vanished while read (a live application's; left out of this stage, not an error): %s\n", c.Claim, c.Vanished, strings.Join(c.VanishedPaths, ", "))
+		}
+	}
 	if s.Error != "" {
 		fmt.Fprintf(w, "Stage %d failed: %s\n", s.Number, s.Error)
 	}

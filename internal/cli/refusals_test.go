@@ -303,12 +303,15 @@ func TestValidateMigrate(t *testing.T) {
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--push-images"}, []string{"--image-registry-mappings (spec.imageRegistryMappings): Required value: --push-images needs"}},
 		// The staged subcommands: migrate's flags, the name as argument.
 		{[]string{"migrate", "stage", "m", s, "--from-context", "a", "--to-context", "b", "--include-namespaces", "shop"}, nil},
-		{[]string{"migrate", "stage", "M_1", s, "--from-context", "a", "--to-context", "b"}, []string{`backup name "M_1"`}},
+		{[]string{"migrate", "stage", "M_1", s, "--from-context", "a", "--to-context", "b"}, []string{`migration name "M_1"`}},
+		{[]string{"migrate", "stage", "", s, "--from-context", "a", "--to-context", "b"}, []string{"migrate stage: NAME is empty"}},
+		{[]string{"migrate", "stage", strings.Repeat("a", 175), s, "--from-context", "a", "--to-context", "b"}, []string{"its cutovers are named"}},
 		{[]string{"migrate", "stage", "m", s, "--from-context", "a", "--to-context", "a"}, []string{"name the same cluster"}},
 		{[]string{"migrate", "cutover", "m", s, "--from-context", "a", "--to-context", "b", "--max-downtime", "-1m"}, []string{"--max-downtime -1m0s: must not be negative"}},
 		{[]string{"migrate", "cutover", "m", s, "--from-context", "a", "--to-context", "b", "--max-stages", "0"}, []string{"--max-stages 0: must be at least 1"}},
 		{[]string{"migrate", "cutover", "m", s, "--from-context", "a", "--to-context", "b", "--quiesce-timeout", "0s"}, []string{"--quiesce-timeout 0s: must be positive"}},
 		{[]string{"migrate", "rollback", "m", s, "--from-context", "a", "--to-context", "b", "--delete-target"}, nil},
+		{[]string{"migrate", "cutover", "m", s, "--from-context", "a", "--to-context", "b", "--verify=false"}, []string{"--verify=false: a cutover verifies"}},
 	})
 }
 

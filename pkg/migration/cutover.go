@@ -63,6 +63,9 @@ func Cutover(ctx context.Context, o Options, co CutoverOptions) (*Result, *Journ
 	if err := sameSpecs(j, &o); err != nil {
 		return nil, j, err
 	}
+	if j.Cutover != nil && j.Cutover.Step == CutoverRolling {
+		return nil, j, fmt.Errorf("migration %s: a rollback of its cutover began and did not finish, so the source may run again: finish it with ferry migrate rollback %s before a new cutover", o.Name, o.Name)
+	}
 	if j.Cutover != nil && j.Cutover.Step == CutoverDone {
 		return nil, j, fmt.Errorf("migration %s: its cutover finished at %s", o.Name, j.Cutover.Ready.Format(time.RFC3339))
 	}
@@ -130,6 +133,11 @@ func quiesce(ctx context.Context, o *Options, co CutoverOptions, j *Journal) err
 	c := j.Cutover
 	src := o.Source.Typed
 	if c.Step == CutoverPredicted {
+		n, err := preHooks(ctx, o, j.Backup.IncludedNamespaces)
+		c.Hooks = n
+		if err != nil {
+			return fmt.Errorf("migration %s: %w", o.Name, err)
+		}
 		ws, err := workloads(ctx, src, j.Backup.IncludedNamespaces)
 		if err != nil {
 			return fmt.Errorf("migration %s: reading the source's workloads: %w", o.Name, err)
@@ -168,6 +176,9 @@ func finalRun(ctx context.Context, o Options, j *Journal) (*Result, *Journal, er
 	}
 	o.Restore.Spec = j.Restore
 	o.Restore.Spec.QuiescedWorkloads = c.Workloads
+	// The stages' claims hold the data: the final delta is written into
+	// them whatever the first stage's policy said.
+	o.Restore.Spec.ExistingVolumeDataPolicy = v1alpha1.VolumeDataWrite
 	o.Resume, o.Verify = true, true
 	o.Name = c.Name
 	o.complete()
@@ -185,6 +196,9 @@ func finalRun(ctx context.Context, o Options, j *Journal) (*Result, *Journal, er
 	}
 	if res, done, err := rerun(ctx, &o); done || err != nil {
 		return finish(ctx, o, j, res, err)
+	}
+	if err := removeTargetCopies(ctx, &o, j); err != nil {
+		return finish(ctx, o, j, nil, err)
 	}
 	res, err := Run(ctx, o)
 	return finish(ctx, o, j, res, err)
@@ -206,6 +220,11 @@ func finish(ctx context.Context, o Options, j *Journal, res *Result, err error) 
 		return res, j, nil
 	}
 	c.Ready, c.Step = time.Now(), CutoverDone
+	if v := res.Verification; v != nil && v.Running != nil && !v.Running.Ready.IsZero() {
+		// The workloads serve from there: the data check after it is the
+		// verification's, not downtime.
+		c.Ready = v.Running.Ready
+	}
 	c.Downtime = c.Ready.Sub(c.QuiesceStarted)
 	c.Error = ""
 	if err := j.save(ctx, o.Location); err != nil {
@@ -243,6 +262,43 @@ func rerun(ctx context.Context, o *Options) (*Result, bool, error) {
 		return res, true, fmt.Errorf("%w of migration %s: %w", ErrVerification, o.Name, err)
 	}
 	return res, true, nil
+}
+
+// removeTargetCopies deletes the target's copies of the quiesced
+// workloads that an earlier cutover created and its rollback scaled to
+// zero, and waits until they are gone: the restore creates them again at
+// their recorded counts (it does not update what exists).
+func removeTargetCopies(ctx context.Context, o *Options, j *Journal) error {
+	for _, w := range j.Cutover.Workloads {
+		t := w
+		t.Namespace = mapNamespace(j.Restore, w.Namespace)
+		if err := deleteWorkload(ctx, *o, t); err != nil {
+			return fmt.Errorf("cutover %s: removing the target's %s %s/%s that an earlier cutover left: %w", o.Name, t.Kind, t.Namespace, t.Name, err)
+		}
+		err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			return gone(ctx, o.Target.Typed, t), nil
+		})
+		if err != nil {
+			return fmt.Errorf("cutover %s: the target's %s %s/%s that an earlier cutover left is not gone: %w", o.Name, t.Kind, t.Namespace, t.Name, err)
+		}
+	}
+	return nil
+}
+
+// gone says whether workload w is not in the cluster of c.
+func gone(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload) bool {
+	var err error
+	switch w.Kind {
+	case "Deployment":
+		_, err = c.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+	case "StatefulSet":
+		_, err = c.AppsV1().StatefulSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+	case "ReplicaSet":
+		_, err = c.AppsV1().ReplicaSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+	case "CronJob":
+		_, err = c.BatchV1().CronJobs(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+	}
+	return isNotFound(err)
 }
 
 // workloads lists the source's Deployments, StatefulSets, ReplicaSets
@@ -385,7 +441,7 @@ func cutoverReport(j *Journal) *report.Cutover {
 		step("quiesce (source pods gone)", p.Quiesce, c.QuiesceStarted, c.PodsGone),
 		step("final delta (snapshots)", p.Delta, c.PodsGone, c.DeltaDone),
 		step("restore (delta written, objects created)", p.Restore, c.DeltaDone, c.Restored),
-		step("start until Ready (verified)", p.Start, c.Restored, c.Ready),
+		step("objects compared, start until Ready", p.Start, c.Restored, c.Ready),
 	}
 	out.Total = step("downtime", p.Total, c.QuiesceStarted, c.Ready)
 	return out

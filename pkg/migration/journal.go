@@ -147,8 +147,6 @@ const (
 	CutoverPredicted CutoverStep = "Predicted"
 	CutoverQuiescing CutoverStep = "Quiescing"
 	CutoverQuiesced  CutoverStep = "Quiesced"
-	CutoverRestored  CutoverStep = "Restored"
-	CutoverReady     CutoverStep = "Ready"
 	CutoverDone      CutoverStep = "Done"
 	CutoverRolling   CutoverStep = "RollingBack"
 )
@@ -164,6 +162,8 @@ type CutoverRecord struct {
 	// replica counts and suspensions, written before any is scaled.
 	Workloads []v1alpha1.QuiescedWorkload `json:"workloads,omitempty"`
 	Started   time.Time                   `json:"started"`
+	// Hooks counts the pre hooks run in the source before the quiesce.
+	Hooks int `json:"hooks,omitempty"`
 	// QuiesceStarted is when the first source workload was scaled down;
 	// PodsGone when its pods were all gone; Ready when the target's
 	// workloads were all Ready. Downtime is Ready - QuiesceStarted.

@@ -58,16 +58,20 @@ func Predict(j *Journal, now time.Time) (Prediction, error) {
 			best = s
 		}
 	}
-	rate := float64(best.ChangedBytes()) / max(best.Duration().Seconds(), 0.001)
+	// The data's throughput is the claims' own snapshot and write time
+	// (claims move in parallel: the longest); the rest of a stage (helper
+	// pods, the resources' backup) is overhead.
+	rate := float64(best.ChangedBytes()) / max(best.dataTime().Seconds(), 0.001)
 	overhead := last.Duration() - time.Duration(float64(last.ChangedBytes())/max(rate, 1)*float64(time.Second))
 	overhead = max(overhead, 0)
 	prev := j.stageBefore(last)
+	since := max(now.Sub(last.Started), 0) // clocks that disagree never make it negative
 	switch {
 	case prev != nil:
-		gap := last.Started.Sub(prev.Started).Seconds()
-		change := float64(last.ChangedBytes()) / max(gap, 0.001)
-		p.DeltaBytes = int64(change * now.Sub(last.Started).Seconds())
-		p.Basis = append(p.Basis, fmt.Sprintf("final delta: %s/s changed between stages %d and %d, for the %s since stage %d began", bytesString(int64(change)), prev.Number, last.Number, round(now.Sub(last.Started)), last.Number))
+		gap := max(last.Started.Sub(prev.Started).Seconds(), 1)
+		change := float64(last.ChangedBytes()) / gap
+		p.DeltaBytes = int64(change * since.Seconds())
+		p.Basis = append(p.Basis, fmt.Sprintf("final delta: %s/s changed between stages %d and %d, for the %s since stage %d began", bytesString(int64(change)), prev.Number, last.Number, round(since), last.Number))
 	default:
 		p.DeltaBytes = last.ChangedBytes()
 		p.Basis = append(p.Basis, fmt.Sprintf("final delta: one stage only, so its own change (%s) is taken as the delta", bytesString(p.DeltaBytes)))
@@ -85,6 +89,20 @@ func Predict(j *Journal, now time.Time) (Prediction, error) {
 	p.Basis = append(p.Basis, fmt.Sprintf("start: the longest a source pod took from creation to Ready (%s)", round(r.Start)))
 	p.Total = p.Quiesce + p.Delta + p.Restore + p.Start
 	return p, nil
+}
+
+// dataTime is how long the stage's claims took to move (the longest
+// claim's snapshot and write: they move in parallel); the whole stage when
+// no claim recorded its times.
+func (s *StageRecord) dataTime() time.Duration {
+	var d time.Duration
+	for _, c := range s.Claims {
+		d = max(d, c.Snapshot+c.Write)
+	}
+	if d <= 0 {
+		return s.Duration()
+	}
+	return d
 }
 
 // stageBefore is the finished stage before s, nil for none.

@@ -44,6 +44,17 @@ func TestPredict(t *testing.T) {
 	if q, _ := Predict(j, now); q.Delta != p.Delta {
 		t.Errorf("an unfinished stage changed the prediction: %s", q.Delta)
 	}
+	// A clock behind the last stage's start predicts no change, not a
+	// negative one.
+	if q, _ := Predict(j, t0.Add(100*time.Second)); q.DeltaBytes != 0 || q.Delta < 0 {
+		t.Errorf("a clock behind the stages: %+v", q)
+	}
+	// The throughput is the claims' own time, not the stage's: 1000 MiB
+	// in 20 s of data time is 50 MiB/s, whatever the helper pods cost.
+	j.Stages[0].Claims[0].Snapshot, j.Stages[0].Claims[0].Write = 10*time.Second, 10*time.Second
+	if q, _ := Predict(j, now); q.Delta != 12*time.Second-400*time.Millisecond+200*time.Millisecond {
+		t.Errorf("delta with claim times %s, want 11.8s (11.6s overhead + 10 MiB at 50 MiB/s)", q.Delta)
+	}
 	if _, err := Predict(&Journal{Name: "m"}, now); err == nil {
 		t.Error("a journal without stages predicted")
 	}

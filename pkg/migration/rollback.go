@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -43,18 +44,11 @@ func Rollback(ctx context.Context, o Options, ro RollbackOptions) (*Journal, err
 	if err := j.save(ctx, o.Location); err != nil {
 		return j, err
 	}
-	for _, w := range c.Workloads {
-		t := w
-		t.Namespace = mapNamespace(j.Restore, w.Namespace)
-		var err error
-		if ro.DeleteTarget {
-			err = deleteWorkload(ctx, o, t)
-		} else {
-			err = scale(ctx, o.Target.Typed, t, 0, true)
-		}
-		if err != nil {
-			return j, fmt.Errorf("migration %s: rollback: target %s %s/%s: %w", o.Name, t.Kind, t.Namespace, t.Name, err)
-		}
+	var targetErr error
+	if o.Target == nil {
+		targetErr = errors.New("the target was not reached, so its copies of the workloads may still run")
+	} else {
+		targetErr = stopTargetCopies(ctx, o, j, ro)
 	}
 	for _, w := range c.Workloads {
 		if err := scale(ctx, o.Source.Typed, w, 0, false); err != nil {
@@ -64,9 +58,15 @@ func Rollback(ctx context.Context, o Options, ro RollbackOptions) (*Journal, err
 	// A cutover that was killed may have left helper pods that still
 	// read the source's claims or write the target's.
 	for _, c := range []*kube.Cluster{o.Target, o.Source} {
+		if c == nil {
+			continue
+		}
 		if err := sweepHelpers(ctx, c); err != nil {
 			return j, fmt.Errorf("migration %s: rollback: %s: %w", o.Name, c.Name, err)
 		}
+	}
+	if targetErr != nil {
+		return j, fmt.Errorf("migration %s: rollback: the source runs at its recorded counts again, but %w; run the rollback again once the target is reachable", o.Name, targetErr)
 	}
 	now := time.Now()
 	j.Cutover, j.RolledBack = nil, &now
@@ -96,6 +96,35 @@ func sweepHelpers(ctx context.Context, c *kube.Cluster) error {
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// stopTargetCopies scales the target's copies of the quiesced workloads
+// to zero (or deletes them) and waits until their pods are gone, so that
+// source and target never both run them.
+func stopTargetCopies(ctx context.Context, o Options, j *Journal, ro RollbackOptions) error {
+	var namespaces []string
+	seen := map[string]bool{}
+	for _, w := range j.Cutover.Workloads {
+		t := w
+		t.Namespace = mapNamespace(j.Restore, w.Namespace)
+		if !seen[t.Namespace] {
+			seen[t.Namespace] = true
+			namespaces = append(namespaces, t.Namespace)
+		}
+		var err error
+		if ro.DeleteTarget {
+			err = deleteWorkload(ctx, o, t)
+		} else {
+			err = scale(ctx, o.Target.Typed, t, 0, true)
+		}
+		if err != nil {
+			return fmt.Errorf("the target's %s %s/%s could not be stopped: %w", t.Kind, t.Namespace, t.Name, err)
+		}
+	}
+	if err := podsGone(ctx, o.Target.Typed, namespaces, 5*time.Minute); err != nil {
+		return fmt.Errorf("in the target, %w", err)
+	}
+	return nil
 }
 
 func mapNamespace(spec v1alpha1.RestoreSpec, ns string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,14 +28,24 @@ var ErrNoNamespaces = errors.New("a staged migration needs spec.includedNamespac
 // stageSpec checks and completes the specs of a staged migration's first
 // stage: it moves claims' data, so every claim of the selection is
 // backed up (spec.defaultVolumesToFsBackup), and it names its namespaces.
-func stageSpec(b v1alpha1.BackupSpec) (v1alpha1.BackupSpec, error) {
+func stageSpec(b v1alpha1.BackupSpec, r v1alpha1.RestoreSpec) (v1alpha1.BackupSpec, error) {
 	if len(b.IncludedNamespaces) == 0 {
 		return b, ErrNoNamespaces
 	}
 	for _, ns := range b.IncludedNamespaces {
-		if ns == "*" {
-			return b, ErrNoNamespaces
+		if strings.ContainsAny(ns, "*?[") {
+			return b, fmt.Errorf("spec.includedNamespaces %q: a staged migration names its namespaces, without patterns: its cutover scales the workloads of exactly those to zero", ns)
 		}
+	}
+	// The quiesce scales every workload of the namespaces: a narrower
+	// selection would stop what it does not move.
+	switch {
+	case b.LabelSelector != "":
+		return b, errors.New("spec.labelSelector: a staged migration moves whole namespaces (its cutover quiesces every workload in them)")
+	case len(b.IncludedResources) > 0 || len(b.ExcludedResources) > 0:
+		return b, errors.New("spec.includedResources, spec.excludedResources: a staged migration moves whole namespaces (its cutover quiesces every workload in them)")
+	case r.DryRun:
+		return b, errors.New("spec.dryRun: a staged migration writes the target's claims; plan it with a dry-run migrate instead")
 	}
 	b.DefaultVolumesToFsBackup = true
 	return b, nil
@@ -57,7 +68,7 @@ func Stage(ctx context.Context, o Options) (*Journal, error) {
 	j, err := LoadJournal(ctx, o.Location, o.Name)
 	switch {
 	case errors.Is(err, ErrNoJournal):
-		spec, err := stageSpec(o.Backup.Spec)
+		spec, err := stageSpec(o.Backup.Spec, o.Restore.Spec)
 		if err != nil {
 			return nil, err
 		}
@@ -252,14 +263,27 @@ func createRate(ctx context.Context, c *kube.Cluster, ns string, workers int) fl
 	return float64(ok) / time.Since(start).Seconds()
 }
 
-// startTime is how long running pod p took from its creation to Ready.
+// maxStart bounds a pod's measured start: a Ready condition that flipped
+// long after the pod started (a readiness blip) says nothing of a start.
+const maxStart = 10 * time.Minute
+
+// startTime is how long running pod p took from its creation to Ready:
+// the Ready condition's transition, for a pod whose containers never
+// restarted (a later transition is a restart's, not the start's).
 func startTime(p corev1.Pod) time.Duration {
 	if p.Status.Phase != corev1.PodRunning || p.Labels["app.kubernetes.io/managed-by"] == "ferry" {
 		return 0
 	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.RestartCount > 0 {
+			return 0
+		}
+	}
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return c.LastTransitionTime.Sub(p.CreationTimestamp.Time)
+			if d := c.LastTransitionTime.Sub(p.CreationTimestamp.Time); d > 0 && d <= maxStart {
+				return d
+			}
 		}
 	}
 	return 0
@@ -297,6 +321,7 @@ func sameSpecs(j *Journal, o *Options) error {
 		{"spec.labelSelector", b.LabelSelector, j.Backup.LabelSelector, b.LabelSelector != ""},
 		{"spec.namespaceMapping", r.NamespaceMapping, j.Restore.NamespaceMapping, len(r.NamespaceMapping) > 0},
 		{"spec.storageClassMapping", r.StorageClassMapping, j.Restore.StorageClassMapping, len(r.StorageClassMapping) > 0},
+		{"spec.dryRun", r.DryRun, j.Restore.DryRun, r.DryRun},
 	} {
 		if f.given && !reflect.DeepEqual(f.got, f.want) {
 			return fmt.Errorf("migration %s: %s %v differs from its first stage's (%v): a staged migration keeps its first stage's selection and mappings", j.Name, f.name, f.got, f.want)

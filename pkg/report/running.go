@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Kinds of rows in a report's running section.
@@ -28,7 +29,10 @@ type Running struct {
 	// not by a helper pod walking each claim in the target.
 	DataCheckedBy string `json:"dataCheckedBy,omitempty"`
 	// Waited is how long the check waited for the workloads, in seconds.
-	Waited float64       `json:"waitedSeconds"`
+	Waited float64 `json:"waitedSeconds"`
+	// Ready is when every workload, Service and claim was seen healthy
+	// (zero when one never was): a staged migration's downtime ends there.
+	Ready  time.Time     `json:"ready,omitzero"`
 	Counts RunningCounts `json:"counts"`
 	Checks []Check       `json:"checks"`
 }

@@ -142,7 +142,10 @@ func Check(ctx context.Context, cl *kube.Cluster, objs []Object, o Options) *rep
 	}
 	// A workload that was healthy at its first look may have failed since
 	// (a container that crashes after it started): one last look at all.
-	look(true)
+	var ready time.Time
+	if look(true) == 0 {
+		ready = time.Now()
+	}
 	var checks []report.Check
 	for i := range states {
 		s := &states[i]
@@ -159,7 +162,7 @@ func Check(ctx context.Context, cl *kube.Cluster, objs []Object, o Options) *rep
 		checks = append(checks, checkImages(ctx, o.Images, o.Digests, states)...)
 	}
 	r := report.NewRunning(checks)
-	r.Waited = waited
+	r.Waited, r.Ready = waited, ready
 	if o.Images != nil {
 		r.ImagesCheckedFrom = "from where ferry runs, not from the target's nodes (a node that cannot pull shows in its workload's row)"
 	}

@@ -68,6 +68,14 @@ const (
 // bytes and files read so far to progress. Nothing of the walk is kept in
 // memory: a volume of millions of files costs no more than one of ten.
 func WalkContent(ctx context.Context, dir string, progress Progress, each func(line string) error) (*Content, error) {
+	return walkContent(ctx, dir, progress, nil, each)
+}
+
+// reuseHash, if set, gives the content hash of regular file rel (slash
+// path) of size bytes without reading it, when it is known unchanged.
+type reuseHash func(rel string, size int64) (string, bool)
+
+func walkContent(ctx context.Context, dir string, progress Progress, reuse reuseHash, each func(line string) error) (*Content, error) {
 	c := &Content{}
 	h := sha256.New()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -87,7 +95,7 @@ func WalkContent(ctx context.Context, dir string, progress Progress, each func(l
 		if rel == v1alpha1.DoneMarkerDir && d.IsDir() {
 			return filepath.SkipDir
 		}
-		line, err := entryLine(p, rel, d, c)
+		line, err := entryLine(p, rel, d, c, reuse)
 		if err != nil || line == "" {
 			return err
 		}
@@ -111,16 +119,17 @@ func WalkContent(ctx context.Context, dir string, progress Progress, each func(l
 // file in c; sockets, devices and pipes hold no data and are left out, and
 // so is an entry a running application removed between the listing and
 // the read (a check after the workloads started walks a live claim).
-func entryLine(p, rel string, d fs.DirEntry, c *Content) (string, error) {
-	line, err := readEntry(p, rel, d, c)
+func entryLine(p, rel string, d fs.DirEntry, c *Content, reuse reuseHash) (string, error) {
+	line, err := readEntry(p, rel, d, c, reuse)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	return line, err
 }
 
-func readEntry(p, rel string, d fs.DirEntry, c *Content) (string, error) {
-	rel = strconv.Quote(filepath.ToSlash(rel)) // no tab or newline left in it
+func readEntry(p, rel string, d fs.DirEntry, c *Content, reuse reuseHash) (string, error) {
+	slash := filepath.ToSlash(rel)
+	rel = strconv.Quote(slash) // no tab or newline left in it
 	switch {
 	case d.IsDir():
 		return "d\t" + rel, nil
@@ -131,6 +140,15 @@ func readEntry(p, rel string, d fs.DirEntry, c *Content) (string, error) {
 		}
 		return "l\t" + rel + "\t" + strconv.Quote(t), nil
 	case d.Type().IsRegular():
+		if reuse != nil {
+			if fi, err := d.Info(); err == nil {
+				if h, ok := reuse(slash, fi.Size()); ok {
+					c.Files++
+					c.Bytes += fi.Size()
+					return fmt.Sprintf("f\t%s\t%d\t%s", rel, fi.Size(), h), nil
+				}
+			}
+		}
 		f, err := os.Open(p)
 		if err != nil {
 			return "", err
@@ -151,6 +169,44 @@ func readEntry(p, rel string, d fs.DirEntry, c *Content) (string, error) {
 // RecordContent walks the volume at dir and keeps the list of its
 // entries in its marker folder (atomically), for a later CheckContent.
 func RecordContent(ctx context.Context, dir string) (*Content, error) {
+	return recordContent(ctx, dir, nil)
+}
+
+// recordContentAfterSync is RecordContent after a sync that wrote the
+// files in written (slash paths): the others passed the sync's quick
+// check against the snapshot, so their hashes are taken from the list the
+// claim kept before (when it lists them at the same size) instead of
+// reading them again: a cutover's final delta does not read the whole
+// claim during the downtime.
+func recordContentAfterSync(ctx context.Context, dir string, written map[string]bool) (*Content, error) {
+	f, err := openList(dir)
+	if err != nil {
+		return RecordContent(ctx, dir)
+	}
+	defer f.Close()
+	was := bufio.NewScanner(f)
+	was.Buffer(make([]byte, 64<<10), maxLine)
+	m := &merge{was: was}
+	return recordContent(ctx, dir, func(rel string, size int64) (string, bool) {
+		if written[rel] {
+			return "", false
+		}
+		e := m.peek()
+		for ; e != nil && walkBefore(e.path, rel); e = m.peek() {
+			m.pending = nil
+		}
+		if e == nil || e.path != rel {
+			return "", false
+		}
+		cols := strings.Split(e.line, "\t")
+		if len(cols) != 4 || cols[0] != "f" || cols[2] != strconv.FormatInt(size, 10) {
+			return "", false
+		}
+		return cols[3], true
+	})
+}
+
+func recordContent(ctx context.Context, dir string, reuse reuseHash) (*Content, error) {
 	p := filepath.Join(dir, v1alpha1.DoneMarkerDir, contentList)
 	tmp := p + ".tmp"
 	f, err := os.Create(tmp)
@@ -159,7 +215,7 @@ func RecordContent(ctx context.Context, dir string) (*Content, error) {
 	}
 	defer os.Remove(tmp) // after the rename, nothing is there
 	w := bufio.NewWriter(f)
-	c, err := WalkContent(ctx, dir, nil, func(line string) error {
+	c, err := walkContent(ctx, dir, nil, reuse, func(line string) error {
 		_, err := w.WriteString(line + "\n")
 		return err
 	})

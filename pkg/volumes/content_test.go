@@ -135,7 +135,7 @@ func TestWalkSkipsVanishedEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := &Content{}
-		line, err := entryLine(filepath.Join(dir, e.Name()), e.Name(), e, c)
+		line, err := entryLine(filepath.Join(dir, e.Name()), e.Name(), e, c, nil)
 		if err != nil || line != "" || c.Files != 0 {
 			t.Errorf("%s vanished before it was read: line %q, files %d, error %v; want it left out", e.Name(), line, c.Files, err)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kopia/kopia/snapshot"
+	"golang.org/x/sys/unix"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 )
@@ -73,15 +74,24 @@ func (r *Repository) sync(ctx context.Context, id, dir, restoreUID string, marks
 			return nil, fmt.Errorf("removing the done-marker of restore %s: %w", uid, err)
 		}
 	}
+	// On disk before the first write: a node that crashes midway must not
+	// come back with the old marker over new data.
+	if err := syncFS(markers); err != nil {
+		return nil, fmt.Errorf("syncing snapshot %s into %s: %w", id, dir, err)
+	}
 	tmp := filepath.Join(markers, "sync.tmp")
 	_ = os.RemoveAll(tmp)
-	s := &syncer{r: r, tmp: tmp, progress: progress}
+	s := &syncer{r: r, tmp: tmp, progress: progress, written: map[string]bool{}}
 	if err := s.dir(ctx, man.RootEntry, dir, ""); err != nil {
 		return nil, fmt.Errorf("syncing snapshot %s into %s: %w (the claim holds no snapshot until a sync finishes)", id, dir, err)
 	}
-	content, err := RecordContent(ctx, dir)
+	content, err := recordContentAfterSync(ctx, dir, s.written)
 	if err != nil {
 		content = nil // best effort, as in restore
+	}
+	// The data on disk before the marker that says it is there.
+	if err := syncFS(dir); err != nil {
+		return nil, fmt.Errorf("syncing snapshot %s into %s: %w", id, dir, err)
 	}
 	if err := WriteMarker(dir, restoreUID, id); err != nil {
 		return nil, err
@@ -106,6 +116,8 @@ type syncer struct {
 	tmp      string
 	progress Progress
 	d        Delta
+	// written are the paths (slash-separated) this sync wrote.
+	written map[string]bool
 }
 
 // dir syncs the directory at path with the snapshot's directory de (rel
@@ -126,14 +138,10 @@ func (s *syncer) dir(ctx context.Context, de *snapshot.DirEntry, path, rel strin
 	}
 	want := map[string]bool{}
 	for _, e := range m.Entries {
-		if rel == "" && e.Name == v1alpha1.DoneMarkerDir {
-			continue // the source's own markers never overwrite the claim's
-		}
 		want[e.Name] = true
-		if err := s.entry(ctx, e, filepath.Join(path, e.Name), filepath.Join(rel, e.Name)); err != nil {
-			return err
-		}
 	}
+	// What the snapshot lacks goes first: a claim sized like the source
+	// has no room for old and new at once.
 	have, err := os.ReadDir(path)
 	if err != nil {
 		return err
@@ -147,7 +155,15 @@ func (s *syncer) dir(ctx context.Context, de *snapshot.DirEntry, path, rel strin
 		}
 		s.d.Removed++
 	}
-	if err := os.Chmod(path, os.FileMode(de.Permissions)&os.ModePerm); err != nil {
+	for _, e := range m.Entries {
+		if rel == "" && e.Name == v1alpha1.DoneMarkerDir {
+			continue // the source's own markers never overwrite the claim's
+		}
+		if err := s.entry(ctx, e, filepath.Join(path, e.Name), filepath.Join(rel, e.Name)); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(path, os.FileMode(de.Permissions)&modBits); err != nil {
 		return err
 	}
 	t := de.ModTime.ToTime()
@@ -181,9 +197,10 @@ func (s *syncer) entry(ctx context.Context, e *snapshot.DirEntry, path, rel stri
 	case snapshot.EntryTypeFile:
 		s.d.ScannedFiles++
 		s.d.ScannedBytes += e.FileSize
-		if fi != nil && fi.Mode().IsRegular() && fi.Size() == e.FileSize && fi.ModTime().Equal(e.ModTime.ToTime()) &&
-			fi.Mode().Perm() == os.FileMode(e.Permissions)&os.ModePerm {
-			return nil
+		if fi != nil && fi.Mode().IsRegular() && fi.Size() == e.FileSize && fi.ModTime().Equal(e.ModTime.ToTime()) {
+			// The data is the snapshot's (kopia's own check); its mode and
+			// owner are set in place when they differ.
+			return s.metadata(path, fi, e)
 		}
 		return s.file(ctx, e, path, fi, rel)
 	case snapshot.EntryTypeSymlink:
@@ -211,10 +228,10 @@ func (s *syncer) file(ctx context.Context, e *snapshot.DirEntry, path string, fi
 	if err != nil {
 		return fmt.Errorf("file %q: %w", rel, err)
 	}
-	if err := os.Chmod(s.tmp, os.FileMode(e.Permissions)&os.ModePerm); err != nil {
+	s.chown(s.tmp, e) // before the mode: a chown clears setuid and setgid
+	if err := os.Chmod(s.tmp, os.FileMode(e.Permissions)&modBits); err != nil {
 		return err
 	}
-	s.chown(s.tmp, e)
 	t := e.ModTime.ToTime()
 	if err := os.Chtimes(s.tmp, t, t); err != nil {
 		return err
@@ -222,6 +239,7 @@ func (s *syncer) file(ctx context.Context, e *snapshot.DirEntry, path string, fi
 	if err := s.replace(path, fi); err != nil {
 		return err
 	}
+	s.written[filepath.ToSlash(rel)] = true
 	s.d.WrittenFiles++
 	s.d.WrittenBytes += n
 	if s.progress != nil {
@@ -251,7 +269,28 @@ func (s *syncer) symlink(ctx context.Context, e *snapshot.DirEntry, path string,
 	if err := os.Symlink(target, s.tmp); err != nil {
 		return err
 	}
+	s.chown(s.tmp, e)
+	s.written[filepath.ToSlash(rel)] = true
 	return s.replace(path, fi)
+}
+
+// modBits are the mode bits a snapshot keeps (kopia's fs.ModBits).
+const modBits = os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky
+
+// metadata gives the kept file at path the snapshot's mode and (when
+// this process may) owner, where they differ.
+func (s *syncer) metadata(path string, fi os.FileInfo, e *snapshot.DirEntry) error {
+	if want := os.FileMode(e.Permissions) & modBits; fi.Mode()&modBits != want {
+		if err := os.Chmod(path, want); err != nil {
+			return err
+		}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Uid != e.UserID || st.Gid != e.GroupID) {
+		s.chown(path, e)
+		// The chown cleared setuid and setgid: set the mode again.
+		return os.Chmod(path, os.FileMode(e.Permissions)&modBits)
+	}
+	return nil
 }
 
 // replace renames the temporary file over path (a directory there is
@@ -263,6 +302,16 @@ func (s *syncer) replace(path string, fi os.FileInfo) error {
 		}
 	}
 	return os.Rename(s.tmp, path)
+}
+
+// syncFS flushes the file system that holds dir (syncfs(2)).
+func syncFS(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.Syncfs(int(f.Fd()))
 }
 
 // chown gives path the snapshot's owner, when this process may (a

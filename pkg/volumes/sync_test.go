@@ -187,3 +187,46 @@ func equalMaps(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestSyncRecordReusesHashes: after a sync, the claim's content list
+// takes the hashes of the files the sync kept from the list before (it
+// does not read the whole claim again during a cutover), and hashes the
+// files it wrote. A kept file whose bytes changed under an unchanged size
+// and modification time shows it: the list still has its old hash.
+func TestSyncRecordReusesHashes(t *testing.T) {
+	ctx := context.Background()
+	loc, _ := openTestStore(t)
+	r := openTestRepo(t, loc, true)
+	src, dst := t.TempDir(), t.TempDir()
+	writeTree(t, src, map[string]string{"kept": "0123456789", "dir/changed": "v1"})
+	s1, err := r.Snapshot(ctx, src, "pvc/ns/data", map[string]string{TagBackup: "s1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RestoreClaim(ctx, s1.SnapshotID, dst, "r1", ClaimPolicy{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	kept := filepath.Join(dst, "kept")
+	fi, _ := os.Stat(kept)
+	if err := os.WriteFile(kept, []byte("9876543210"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(kept, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	writeTree(t, src, map[string]string{"dir/changed": "v2 longer"})
+	s2, err := r.Snapshot(ctx, src, "pvc/ns/data", map[string]string{TagBackup: "s2"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.RestoreClaim(ctx, s2.SnapshotID, dst, "r2", ClaimPolicy{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := CheckContent(ctx, dst, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Changed) != 1 || !strings.Contains(c.Changed[0], `"kept" (changed)`) {
+		t.Errorf("changed %v: want only kept, whose old hash the list reused", c.Changed)
+	}
+}

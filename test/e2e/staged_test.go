@@ -23,7 +23,8 @@ import (
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
-// liveWriter keeps writing while it runs: 16 MiB written once, then a
+// liveWriter keeps writing while it runs (its pod's pre-backup hook
+// appends a line to /data/hooks): 16 MiB written once, then a
 // numbered line appended to /data/log every 50 ms, each acknowledged by
 // /data/acked once it is in the log; a second loop creates and deletes
 // files in /data/churn all the while. It stops on SIGTERM and resumes from
@@ -85,12 +86,17 @@ func TestStagedCutover(t *testing.T) {
 	}
 	waitAppReady(ctx, t, e.dst, ns, "writer")
 	checkLog(t, execOut(ctx, t, e.dst, ns, "writer-0", "cat /data/log"), acked, "target")
+	// Each stage's backup ran the pre hook, and the cutover before the
+	// quiesce: three flushes, all in the target.
+	if got := execOut(ctx, t, e.dst, ns, "writer-0", "cat /data/hooks"); got != "flush\nflush\nflush" {
+		t.Errorf("target's /data/hooks: %q, want the two stages' and the cutover's pre hooks", got)
+	}
 	if got := execOut(ctx, t, e.dst, ns, "writer-0", "sha256sum /data/base"); got != base {
 		t.Errorf("target's /data/base: %s, want the source's %s", got, base)
 	}
 	j = readJournal(ctx, t, e)
 	c := j.Cutover
-	if c == nil || c.Step != enginemigration.CutoverDone || c.Downtime <= 0 || c.Prediction.Total <= 0 || len(c.Workloads) != 1 || *c.Workloads[0].Replicas != 1 {
+	if c == nil || c.Step != enginemigration.CutoverDone || c.Hooks != 1 || c.Downtime <= 0 || c.Prediction.Total <= 0 || len(c.Workloads) != 1 || *c.Workloads[0].Replicas != 1 {
 		t.Fatalf("journal's cutover: %+v", c)
 	}
 	t.Logf("downtime %s, predicted %s (%+v)", c.Downtime, c.Prediction.Total, c.Prediction)
@@ -141,7 +147,8 @@ func createLiveWriter(ctx context.Context, t *testing.T, k kubernetes.Interface,
 		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("200Mi")}}}}
 	if _, err := k.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "writer"},
 		Spec: appsv1.StatefulSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: sel}, ServiceName: "writer",
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel,
+				Annotations: map[string]string{"pre.hook.backup.velero.io/command": `["/bin/sh", "-c", "echo flush >> /data/hooks"]`}},
 				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: &grace, Containers: []corev1.Container{c}}},
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{claim}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"math/rand"
 	"os"
 	"strconv"
@@ -23,7 +24,8 @@ import (
 // target's claim with the snapshot it holds; whenever the source is at
 // zero, the journal holds its count; a rerun cutover moves every
 // acknowledged write; a rollback after a killed cutover puts the source
-// back at its count with its data; no helper pod is left.
+// back at its count with its data; a cutover after the rollbacks moves
+// what the source wrote since; no helper pod is left.
 func TestStagedKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -78,12 +80,32 @@ func TestStagedKilled(t *testing.T) {
 	run("stage 3", stagedArgs(e, "stage")...)
 	acked = ackedNumber(t, execOut(ctx, t, e.src, ns, "writer-0", "cat /data/acked"))
 	kill("cutover 2", 2*time.Second, 15*time.Second, stagedArgs(e, "cutover", "--report-dir", t.TempDir())...)
-	run("rollback 2", stagedArgs(e, "rollback")...)
+	if j := readJournal(ctx, t, e); j.Cutover == nil {
+		// Killed before the cutover was recorded: nothing was changed,
+		// and a rollback says there is nothing to roll back.
+		t.Logf("cutover 2 was killed before it recorded its prediction")
+		if r := ferry(t, e.env, stagedArgs(e, "rollback")...); r.code == 0 || !strings.Contains(r.stderr, "no cutover began") {
+			t.Errorf("rollback without a cutover: exit %d: %s", r.code, r.stderr)
+		}
+	} else {
+		run("rollback 2", stagedArgs(e, "rollback")...)
+	}
 	if sts, err := src.AppsV1().StatefulSets(ns).Get(ctx, "writer", metav1.GetOptions{}); err != nil || *sts.Spec.Replicas != 1 {
 		t.Fatalf("source after the rollback of a killed cutover: %v %v, want 1 replica", sts.Spec.Replicas, err)
 	}
 	waitAppReady(ctx, t, e.src, ns, "writer")
 	checkLog(t, execOut(ctx, t, e.src, ns, "writer-0", "cat /data/log"), acked, "source after the rollback of a killed cutover")
+
+	// A cutover after rollbacks moves what the source wrote since: a new
+	// final backup, and the target's workloads started again.
+	run("stage 4", stagedArgs(e, "stage")...)
+	acked = ackedNumber(t, execOut(ctx, t, e.src, ns, "writer-0", "cat /data/acked"))
+	run("cutover 3", stagedArgs(e, "cutover", "--report-dir", t.TempDir())...)
+	waitAppReady(ctx, t, e.dst, ns, "writer")
+	checkLog(t, execOut(ctx, t, e.dst, ns, "writer-0", "cat /data/log"), acked, "target after a cutover that follows rollbacks")
+	if j := readJournal(ctx, t, e); j.Cutover == nil || j.Cutovers < 2 || j.Cutover.Name != fmt.Sprintf("m1-cutover-%d", j.Cutovers) {
+		t.Errorf("the third cutover's record: %+v", j.Cutover)
+	}
 	noHelperLeft(ctx, t, e.src)
 	noHelperLeft(ctx, t, e.dst)
 }
