@@ -87,7 +87,9 @@ type result struct {
 	ActualOverPredicted     float64                    `json:"actualOverPredicted"`
 	Prediction              enginemigration.Prediction `json:"prediction"`
 	Stages                  []enginemigration.StageRecord
-	LoadAverage             string `json:"loadAverage"`
+	// Steps are the cutover's actual steps, in seconds.
+	Steps       map[string]float64 `json:"steps"`
+	LoadAverage string             `json:"loadAverage"`
 }
 
 func main() {
@@ -157,6 +159,14 @@ func run(size int64, change float64, out string) error {
 	fmt.Printf("| %.0f MiB, %d files; %.1f MiB changed since the last stage | %.1f s | %.1f s | **%.2f** | %.1f s | **%.2f** |\n",
 		float64(b.size)/(1<<20), files, float64(res.ChangedSinceLastStage)/(1<<20), res.StopTheWorldSeconds, res.CutoverSeconds, res.CutoverOverStopTheWorld, res.PredictedSeconds, res.ActualOverPredicted)
 	fmt.Printf("\nprediction: %s\n", c.Prediction)
+	res.Steps = map[string]float64{
+		"quiesce":           c.PodsGone.Sub(c.QuiesceStarted).Seconds(),
+		"finalBackup":       c.DeltaDone.Sub(c.PodsGone).Seconds(),
+		"restore":           c.Restored.Sub(c.DeltaDone).Seconds(),
+		"compareUntilReady": c.Ready.Sub(c.Restored).Seconds(),
+	}
+	fmt.Printf("actual steps: quiesce %.1f s, final backup %.1f s, restore (delta written, objects created) %.1f s, objects compared until Ready %.1f s\n",
+		res.Steps["quiesce"], res.Steps["finalBackup"], res.Steps["restore"], res.Steps["compareUntilReady"])
 	return benchutil.WriteJSON(filepath.Join(root, out), res)
 }
 
