@@ -27,6 +27,7 @@ type stagedOptions struct {
 	maxStages      int
 	quiesceTimeout time.Duration
 	deleteTarget   bool
+	skipTarget     bool
 }
 
 var stagedLong = map[string]string{
@@ -87,6 +88,7 @@ func newMigrateStagedCmd(g *globals, op string) *cobra.Command {
 		fl.DurationVar(&o.quiesceTimeout, "quiesce-timeout", 5*time.Minute, "how long to wait for the source's pods to be gone after the quiesce")
 	case "rollback":
 		fl.BoolVar(&o.deleteTarget, "delete-target", false, "delete the target's copies of the quiesced workloads instead of scaling them to zero")
+		fl.BoolVar(&o.skipTarget, "skip-unreachable-target", false, "put the source back even when the target cannot be reached (its copies of the workloads may still run)")
 	}
 	return cmd
 }
@@ -109,6 +111,9 @@ func (o *stagedOptions) Validate() error {
 	}
 	if o.op == "done" {
 		return nil
+	}
+	if o.rspec.DryRun {
+		return fmt.Errorf("--dry-run: migrate %s changes the clusters; plan a migration with ferry migrate --dry-run", o.op)
 	}
 	if o.hub.on() {
 		return fmt.Errorf("migrate %s runs here; a hub Migration is not staged yet (unset $%s)", o.op, EnvHubKubeconfig)
@@ -195,7 +200,10 @@ func (o *stagedOptions) rollback(ctx context.Context, loc *store.Location) error
 		return fmt.Errorf("source: %w", err)
 	}
 	dst, err := connect(ctx, o.toKubeconfig, o.toContext)
-	if err != nil {
+	switch {
+	case err != nil && !o.skipTarget:
+		return fmt.Errorf("target: %w (nothing was rolled back; --skip-unreachable-target puts the source back without it)", err)
+	case err != nil:
 		fmt.Fprintf(o.stderr, "target: %v: the source is put back; the target's copies are left as they are\n", err)
 		dst = nil
 	}
@@ -230,6 +238,13 @@ func (o *stagedOptions) cutover(ctx context.Context, mo enginemigration.Options)
 	}
 	if err := o.print(res.Backup, res.Restore, res.RestoreResults, m); err != nil {
 		return err
+	}
+	if c := j.Cutover; c != nil && c.Step != enginemigration.CutoverDone {
+		code := ExitPartiallyFailed
+		if c.Phase == v1alpha1.PhaseFailed {
+			code = ExitFailed
+		}
+		return &exitError{code: code, msg: fmt.Sprintf("the cutover of migration %s is not done (step %s): %s; the source is quiesced: run ferry migrate cutover %s again once the cause is fixed, or ferry migrate rollback %s", o.name, c.Step, c.Error, o.name, o.name)}
 	}
 	if c := j.Cutover; c != nil && c.Step == enginemigration.CutoverDone {
 		fmt.Fprintf(o.stdout, "Downtime: %s (predicted %s). Until ferry migrate done %s, ferry migrate rollback %s puts the source back (what the target wrote since is not moved back)\n", c.Downtime.Round(time.Second), c.Prediction.Total.Round(time.Second), o.name, o.name)

@@ -312,6 +312,7 @@ func TestValidateMigrate(t *testing.T) {
 		{[]string{"migrate", "cutover", "m", s, "--from-context", "a", "--to-context", "b", "--quiesce-timeout", "0s"}, []string{"--quiesce-timeout 0s: must be positive"}},
 		{[]string{"migrate", "rollback", "m", s, "--from-context", "a", "--to-context", "b", "--delete-target"}, nil},
 		{[]string{"migrate", "cutover", "m", s, "--from-context", "a", "--to-context", "b", "--verify=false"}, []string{"--verify=false: a cutover verifies"}},
+		{[]string{"migrate", "rollback", "m", s, "--from-context", "a", "--to-context", "b", "--dry-run"}, []string{"--dry-run: migrate rollback changes the clusters"}},
 	})
 }
 

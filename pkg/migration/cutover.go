@@ -63,6 +63,9 @@ func Cutover(ctx context.Context, o Options, co CutoverOptions) (*Result, *Journ
 	if err := sameSpecs(j, &o); err != nil {
 		return nil, j, err
 	}
+	if err := j.sameClusters(ctx, o.Source, o.Target); err != nil {
+		return nil, j, err
+	}
 	if j.Cutover != nil && j.Cutover.Step == CutoverRolling {
 		return nil, j, fmt.Errorf("migration %s: a rollback of its cutover began and did not finish, so the source may run again: finish it with ferry migrate rollback %s before a new cutover", o.Name, o.Name)
 	}
@@ -213,8 +216,20 @@ func finish(ctx context.Context, o Options, j *Journal, res *Result, err error) 
 		return res, j, err
 	}
 	phase, _, msg := res.Outcome()
+	if phase == v1alpha1.PhaseCompleted {
+		// A claim the restore left alone (a pod mounted it) did not get
+		// the final delta: the cutover is not done.
+		for _, cl := range claimStages(ctx, o.Location, o.Name) {
+			if cl.Error != "" {
+				phase, msg = v1alpha1.PhasePartiallyFailed, fmt.Sprintf("claim %s did not get the final delta: %s", cl.Claim, cl.Error)
+				break
+			}
+		}
+	}
 	c.Phase = phase
-	if phase == v1alpha1.PhaseFailed {
+	if phase != v1alpha1.PhaseCompleted {
+		// Not done: the step stays Quiesced, and running the cutover again
+		// resumes the restore (or the user rolls back).
 		c.Error = msg
 		_ = j.save(ctx, o.Location)
 		return res, j, nil
@@ -269,14 +284,24 @@ func rerun(ctx context.Context, o *Options) (*Result, bool, error) {
 // zero, and waits until they are gone: the restore creates them again at
 // their recorded counts (it does not update what exists).
 func removeTargetCopies(ctx context.Context, o *Options, j *Journal) error {
+	if j.Cutovers < 2 {
+		return nil // no earlier cutover created any
+	}
 	for _, w := range j.Cutover.Workloads {
 		t := w
 		t.Namespace = mapNamespace(j.Restore, w.Namespace)
+		// Only a copy an earlier cutover of this migration restored: what
+		// the user put in the target is not ferry's to delete.
+		labels, found := targetLabels(ctx, o.Target.Typed, t)
+		if !found || !strings.HasPrefix(labels[v1alpha1.LabelRestore], j.Name+"-cutover-") {
+			continue
+		}
 		if err := deleteWorkload(ctx, *o, t); err != nil {
 			return fmt.Errorf("cutover %s: removing the target's %s %s/%s that an earlier cutover left: %w", o.Name, t.Kind, t.Namespace, t.Name, err)
 		}
 		err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			return gone(ctx, o.Target.Typed, t), nil
+			_, found := targetLabels(ctx, o.Target.Typed, t)
+			return !found, nil
 		})
 		if err != nil {
 			return fmt.Errorf("cutover %s: the target's %s %s/%s that an earlier cutover left is not gone: %w", o.Name, t.Kind, t.Namespace, t.Name, err)
@@ -285,20 +310,27 @@ func removeTargetCopies(ctx context.Context, o *Options, j *Journal) error {
 	return nil
 }
 
-// gone says whether workload w is not in the cluster of c.
-func gone(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload) bool {
+// targetLabels reads workload w's labels in the cluster of c; found is
+// false when it is not there (or cannot be read: then it is left alone).
+func targetLabels(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload) (map[string]string, bool) {
+	var m metav1.Object
 	var err error
 	switch w.Kind {
 	case "Deployment":
-		_, err = c.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		m, err = c.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
 	case "StatefulSet":
-		_, err = c.AppsV1().StatefulSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		m, err = c.AppsV1().StatefulSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
 	case "ReplicaSet":
-		_, err = c.AppsV1().ReplicaSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		m, err = c.AppsV1().ReplicaSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
 	case "CronJob":
-		_, err = c.BatchV1().CronJobs(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		m, err = c.BatchV1().CronJobs(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+	default:
+		return nil, false
 	}
-	return isNotFound(err)
+	if err != nil {
+		return nil, false
+	}
+	return m.GetLabels(), true
 }
 
 // workloads lists the source's Deployments, StatefulSets, ReplicaSets

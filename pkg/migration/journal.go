@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -24,6 +25,11 @@ type Journal struct {
 	Restore v1alpha1.RestoreSpec `json:"restore"`
 	Stages  []StageRecord        `json:"stages,omitempty"`
 	Cutover *CutoverRecord       `json:"cutover,omitempty"`
+	// SourceID and TargetID are the clusters' IDs (kube-system's UID) at
+	// the first stage: every later command checks it was given the same
+	// two, the same way round.
+	SourceID string `json:"sourceID,omitempty"`
+	TargetID string `json:"targetID,omitempty"`
 	// Cutovers counts the cutovers begun (a rollback ends one; the next
 	// takes a new backup, as the source ran again).
 	Cutovers int `json:"cutovers,omitempty"`
@@ -58,10 +64,13 @@ func Finish(ctx context.Context, loc *store.Location, name string) (*Journal, er
 	if err := j.finished(); err != nil {
 		return j, err
 	}
-	if j.Cutover == nil || j.Cutover.Step != CutoverDone {
+	if j.Cutover == nil || j.Cutover.Step != CutoverDone || j.Cutover.Phase != v1alpha1.PhaseCompleted {
 		step := "none began"
 		if j.Cutover != nil {
 			step = "it is at step " + string(j.Cutover.Step)
+			if j.Cutover.Phase != "" && j.Cutover.Phase != v1alpha1.PhaseCompleted {
+				step += ", its migration " + string(j.Cutover.Phase) + ": run ferry migrate cutover again once the cause is fixed, or roll back"
+			}
 		}
 		return j, fmt.Errorf("migration %s: only a migration whose cutover finished can be declared done (%s)", name, step)
 	}
@@ -191,6 +200,9 @@ func LoadJournal(ctx context.Context, loc *store.Location, name string) (*Journa
 	if err != nil {
 		return nil, fmt.Errorf("migration %s: its journal: %w", name, err)
 	}
+	if j.Name != name {
+		return nil, fmt.Errorf("migration %s: its journal %s names migration %q: it is not this migration's", name, store.MigrationJournalKey(name), j.Name)
+	}
 	return &j, nil
 }
 
@@ -209,6 +221,39 @@ func (j *Journal) lastStage() *StageRecord {
 	for i := len(j.Stages) - 1; i >= 0; i-- {
 		if !j.Stages[i].Ended.IsZero() && j.Stages[i].Error == "" {
 			return &j.Stages[i]
+		}
+	}
+	return nil
+}
+
+// sameClusters checks that source and target (either may be nil: not
+// reached) are the clusters of j's first stage, the same way round, and
+// records them when j has none yet. A cluster whose ID cannot be read is
+// not checked (its own error comes when it is used).
+func (j *Journal) sameClusters(ctx context.Context, source, target *kube.Cluster) error {
+	for _, c := range []struct {
+		role    string
+		cluster *kube.Cluster
+		id      *string
+	}{{"source", source, &j.SourceID}, {"target", target, &j.TargetID}} {
+		if c.cluster == nil {
+			continue
+		}
+		id, err := c.cluster.ID(ctx)
+		if err != nil {
+			continue
+		}
+		if *c.id == "" {
+			*c.id = id
+			continue
+		}
+		if id != *c.id {
+			other := map[string]string{"source": j.TargetID, "target": j.SourceID}[c.role]
+			hint := ""
+			if id == other {
+				hint = " (the source and the target are swapped)"
+			}
+			return fmt.Errorf("migration %s: the %s given, %s, is not the cluster its first stage used as %s%s", j.Name, c.role, c.cluster.Name, c.role, hint)
 		}
 	}
 	return nil

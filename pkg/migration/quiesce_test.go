@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	ktesting "k8s.io/client-go/testing"
 
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/store"
 )
@@ -120,7 +121,14 @@ func TestFinish(t *testing.T) {
 	if _, err := Finish(ctx, loc, "m"); err == nil || !strings.Contains(err.Error(), "at step Quiesced") {
 		t.Errorf("finish of a cutover at Quiesced: %v", err)
 	}
-	j.Cutover.Step = CutoverDone
+	j.Cutover.Step, j.Cutover.Phase = CutoverDone, v1alpha1.PhasePartiallyFailed
+	if err := j.save(ctx, loc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Finish(ctx, loc, "m"); err == nil || !strings.Contains(err.Error(), "PartiallyFailed") {
+		t.Errorf("finish of a PartiallyFailed cutover: %v", err)
+	}
+	j.Cutover.Phase = v1alpha1.PhaseCompleted
 	if err := j.save(ctx, loc); err != nil {
 		t.Fatal(err)
 	}

@@ -36,6 +36,9 @@ func Rollback(ctx context.Context, o Options, ro RollbackOptions) (*Journal, err
 	if err := j.finished(); err != nil {
 		return j, err
 	}
+	if err := j.sameClusters(ctx, o.Source, o.Target); err != nil {
+		return j, err
+	}
 	c := j.Cutover
 	if c == nil {
 		return j, fmt.Errorf("migration %s: no cutover began, so the source was not changed and there is nothing to roll back", o.Name)

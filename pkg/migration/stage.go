@@ -46,6 +46,10 @@ func stageSpec(b v1alpha1.BackupSpec, r v1alpha1.RestoreSpec) (v1alpha1.BackupSp
 		return b, errors.New("spec.includedResources, spec.excludedResources: a staged migration moves whole namespaces (its cutover quiesces every workload in them)")
 	case r.DryRun:
 		return b, errors.New("spec.dryRun: a staged migration writes the target's claims; plan it with a dry-run migrate instead")
+	case len(b.ExcludedNamespaces) > 0:
+		return b, errors.New("spec.excludedNamespaces: a staged migration names the namespaces it moves (spec.includedNamespaces), and its cutover quiesces all of them")
+	case r.VerifyRuntime != nil && r.VerifyRuntime.Skip:
+		return b, errors.New("spec.verifyRuntime.skip: a cutover's downtime ends when its verification sees the target's workloads run")
 	}
 	b.DefaultVolumesToFsBackup = true
 	return b, nil
@@ -81,6 +85,9 @@ func Stage(ctx context.Context, o Options) (*Journal, error) {
 		return j, sameSpecs(j, &o)
 	case j.Cutover != nil:
 		return j, fmt.Errorf("migration %s: its cutover began at %s (step %s); no stage runs after it (ferry migrate rollback %s undoes it)", o.Name, j.Cutover.Started.Format(time.RFC3339), j.Cutover.Step, o.Name)
+	}
+	if err := j.sameClusters(ctx, o.Source, o.Target); err != nil {
+		return j, err
 	}
 	return j, runStage(ctx, &o, j)
 }

@@ -175,11 +175,11 @@ func RecordContent(ctx context.Context, dir string) (*Content, error) {
 // recordContentAfterSync is RecordContent after a sync that wrote the
 // files in written (slash paths): the others passed the sync's quick
 // check against the snapshot, so their hashes are taken from the list the
-// claim kept before (when it lists them at the same size) instead of
-// reading them again: a cutover's final delta does not read the whole
-// claim during the downtime.
-func recordContentAfterSync(ctx context.Context, dir string, written map[string]bool) (*Content, error) {
-	f, err := openList(dir)
+// claim kept before (the list at listBefore, when it lists them at the same
+// size) instead of reading them again: a cutover's final delta does not
+// read the whole claim during the downtime.
+func recordContentAfterSync(ctx context.Context, dir, listBefore string, written map[string]bool) (*Content, error) {
+	f, err := openListAt(listBefore)
 	if err != nil {
 		return RecordContent(ctx, dir)
 	}
@@ -255,7 +255,11 @@ func CheckContent(ctx context.Context, dir string, progress Progress) (*ContentC
 // openList opens dir's list of restored entries: a regular file, not
 // followed through a symlink (the application may have written there).
 func openList(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, v1alpha1.DoneMarkerDir, contentList), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	return openListAt(filepath.Join(dir, v1alpha1.DoneMarkerDir, contentList))
+}
+
+func openListAt(p string) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

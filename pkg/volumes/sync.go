@@ -41,6 +41,41 @@ type Delta struct {
 // into it is a sync again, which finishes the job.
 const syncRecord = ".sync"
 
+// listWas is where a sync keeps the claim's content list of before while
+// it writes: the hashes of the files it keeps are taken from it.
+const listWas = ".content.was"
+
+// setListAside begins a sync of snapshot id into the claim at dir: it writes the sync
+// record and moves the content list to listWas, returning that path. A
+// claim that another sync left unfinished keeps no list at all: what that
+// sync wrote has the snapshot's sizes and times under other hashes than
+// the old list's, so the next list hashes every file.
+func setListAside(dir, id string) (string, error) {
+	markers := filepath.Join(dir, v1alpha1.DoneMarkerDir)
+	list, was := filepath.Join(markers, contentList), filepath.Join(markers, listWas)
+	unfinished := syncing(dir)
+	if err := os.WriteFile(filepath.Join(markers, syncRecord), []byte(id+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	if unfinished {
+		if err := errors.Join(removeIfThere(list), removeIfThere(was)); err != nil {
+			return "", err
+		}
+		return was, nil
+	}
+	if err := os.Rename(list, was); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	return was, nil
+}
+
+func removeIfThere(p string) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
 // syncing says whether a sync into the claim at dir began and did not
 // finish.
 func syncing(dir string) bool {
@@ -66,7 +101,8 @@ func (r *Repository) sync(ctx context.Context, id, dir, restoreUID string, marks
 		return nil, err
 	}
 	markers := filepath.Join(dir, v1alpha1.DoneMarkerDir)
-	if err := os.WriteFile(filepath.Join(markers, syncRecord), []byte(id+"\n"), 0o644); err != nil {
+	was, err := setListAside(dir, id)
+	if err != nil {
 		return nil, fmt.Errorf("syncing snapshot %s into %s: %w", id, dir, err)
 	}
 	for uid := range marks {
@@ -85,10 +121,11 @@ func (r *Repository) sync(ctx context.Context, id, dir, restoreUID string, marks
 	if err := s.dir(ctx, man.RootEntry, dir, ""); err != nil {
 		return nil, fmt.Errorf("syncing snapshot %s into %s: %w (the claim holds no snapshot until a sync finishes)", id, dir, err)
 	}
-	content, err := recordContentAfterSync(ctx, dir, s.written)
+	content, err := recordContentAfterSync(ctx, dir, was, s.written)
 	if err != nil {
 		content = nil // best effort, as in restore
 	}
+	_ = os.Remove(was)
 	// The data on disk before the marker that says it is there.
 	if err := syncFS(dir); err != nil {
 		return nil, fmt.Errorf("syncing snapshot %s into %s: %w", id, dir, err)

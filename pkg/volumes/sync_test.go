@@ -163,6 +163,11 @@ func TestClaimSyncKilledMidway(t *testing.T) {
 	if !syncing(dst) {
 		t.Error("no sync record in a half-synced claim")
 	}
+	// The content list went with the markers: the file the killed sync
+	// wrote has the next snapshot's size and time, not the old list's hash.
+	if _, err := os.Stat(filepath.Join(dst, ".ferry", contentList)); !os.IsNotExist(err) {
+		t.Errorf("a half-synced claim keeps its content list: %v", err)
+	}
 	// A restore of the first snapshot again is a sync too (not a skip).
 	res, err := r.RestoreClaim(ctx, s2.SnapshotID, dst, "r3", ClaimPolicy{}, nil)
 	if err != nil || res.Delta == nil {
@@ -173,6 +178,9 @@ func TestClaimSyncKilledMidway(t *testing.T) {
 	}
 	if syncing(dst) {
 		t.Error("the sync record outlived the sync")
+	}
+	if c, err := CheckContent(ctx, dst, nil); err != nil || len(c.Changed) != 0 || c.NoList {
+		t.Errorf("content check after the finished sync: %+v %v", c, err)
 	}
 }
 
