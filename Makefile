@@ -4,8 +4,10 @@ GO ?= go
 BIN := bin
 TOOLS_BIN := $(or $(FERRY_TOOLS_BIN),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ferry/bin)
 STATICCHECK_VERSION := v0.8.2
+GOTESTSUM_VERSION := v1.13.0
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS_BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
+GOTESTSUM := $(TOOLS_BIN)/gotestsum-$(GOTESTSUM_VERSION)
 # The hub's API generators (pkg/hub/apis): k8s.io/code-generator at the
 # version of the k8s.io modules, openapi-gen at go.mod's k8s.io/kube-openapi.
 CODE_GENERATOR_VERSION := v0.37.2
@@ -52,6 +54,7 @@ control-plane:
 
 tools:
 	@test -x $(TOOLS_BIN)/staticcheck || GOBIN=$(TOOLS_BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@test -x $(GOTESTSUM) || { GOBIN=$(TOOLS_BIN) $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION) && mv $(TOOLS_BIN)/gotestsum $(GOTESTSUM); }
 	@test -x $(CONTROLLER_GEN) || { GOBIN=$(TOOLS_BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION) && mv $(TOOLS_BIN)/controller-gen $(CONTROLLER_GEN); }
 	@test -x $(CODE_GENERATOR_BIN)/conversion-gen || GOBIN=$(CODE_GENERATOR_BIN) $(GO) install $(foreach g,deepcopy-gen conversion-gen defaulter-gen,k8s.io/code-generator/cmd/$(g)@$(CODE_GENERATOR_VERSION))
 	@test -x $(OPENAPI_GEN) || GOBIN=$(dir $(OPENAPI_GEN)) $(GO) install k8s.io/kube-openapi/cmd/openapi-gen@$(KUBE_OPENAPI_VERSION)
@@ -92,8 +95,10 @@ lint: tools
 unit:
 	$(GO) test -short -count=1 -exec $(NETNS_EXEC) ./...
 
+# Two streams side by side (hack/test.sh): the packages and the e2e tests
+# on real nodes, and the other e2e tests; it ends with the slowest tests.
 test: control-plane lint
-	$(GO) test -count=1 -timeout 60m -exec $(NETNS_EXEC) ./...
+	GO=$(GO) hack/test.sh $(GOTESTSUM) $(NETNS_EXEC)
 
 bench: control-plane build
 	$(GO) run -exec $(NETNS_EXEC) ./bench/resources
