@@ -188,14 +188,14 @@ type CutoverRecord struct {
 }
 
 // ErrNoJournal is wrapped when a migration has no journal: no stage ran.
-var ErrNoJournal = errors.New("no stage of this migration has run (ferry migrate stage NAME starts one)")
+var ErrNoJournal = errors.New("no stage of this migration has run: it has no journal")
 
 // LoadJournal reads migration name's journal.
 func LoadJournal(ctx context.Context, loc *store.Location, name string) (*Journal, error) {
 	var j Journal
 	err := loc.GetJSON(ctx, store.MigrationJournalKey(name), &j)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("migration %s: %w", name, ErrNoJournal)
+		return nil, fmt.Errorf("migration %s: %w (%s in %s)", name, ErrNoJournal, store.MigrationJournalKey(name), loc.URL())
 	}
 	if err != nil {
 		return nil, fmt.Errorf("migration %s: its journal: %w", name, err)

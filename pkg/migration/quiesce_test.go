@@ -169,3 +169,52 @@ func TestSameSpecs(t *testing.T) {
 		t.Errorf("another mapping: %v", err)
 	}
 }
+
+// TestRollbackTargetNotStopped: a rollback whose target copies cannot be
+// stopped (reachable, but a scale refused) leaves the source quiesced, so
+// the two never both run, and says so; run again once the target takes
+// the scale, it puts the source back.
+func TestRollbackTargetNotStopped(t *testing.T) {
+	ctx := context.Background()
+	two := int32(2)
+	objs := func() []any {
+		return []any{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: appsv1.DeploymentSpec{Replicas: &two}}}
+	}
+	srcClient, dstClient := fakeClient(objs()), fakeClient(objs())
+	loc, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	o := &Options{Name: "m", Source: &kube.Cluster{Name: "src", Typed: srcClient}, Target: &kube.Cluster{Name: "dst", Typed: dstClient}, Location: loc}
+	o.complete()
+	j := &Journal{Name: "m", Cutover: &CutoverRecord{Step: CutoverPredicted}}
+	j.Backup.IncludedNamespaces = []string{"shop"}
+	if err := quiesce(ctx, o, CutoverOptions{QuiesceTimeout: 5 * time.Second}, j); err != nil {
+		t.Fatal(err)
+	}
+	refuse := true
+	dstClient.PrependReactor("patch", "deployments", func(_ ktesting.Action) (bool, runtime.Object, error) {
+		if refuse {
+			return true, nil, errors.New(`deployments.apps "web" is forbidden: admission webhook denied the request`)
+		}
+		return false, nil, nil
+	})
+	_, err = Rollback(ctx, *o, RollbackOptions{})
+	if err == nil || !strings.Contains(err.Error(), "forbidden") || !strings.Contains(err.Error(), "source stays quiesced") {
+		t.Fatalf("rollback whose target copy cannot be stopped: %v", err)
+	}
+	if d, _ := srcClient.AppsV1().Deployments("shop").Get(ctx, "web", metav1.GetOptions{}); *d.Spec.Replicas != 0 {
+		t.Errorf("the source's web runs at %d while the target's copy may too", *d.Spec.Replicas)
+	}
+	if got, _ := LoadJournal(ctx, loc, "m"); got.Cutover == nil || got.Cutover.Step != CutoverRolling {
+		t.Errorf("journal after the failed rollback: %+v", got)
+	}
+	refuse = false
+	if _, err := Rollback(ctx, *o, RollbackOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := srcClient.AppsV1().Deployments("shop").Get(ctx, "web", metav1.GetOptions{}); *d.Spec.Replicas != 2 {
+		t.Errorf("web at %d after the second rollback, want 2", *d.Spec.Replicas)
+	}
+}

@@ -47,11 +47,14 @@ func Rollback(ctx context.Context, o Options, ro RollbackOptions) (*Journal, err
 	if err := j.save(ctx, o.Location); err != nil {
 		return j, err
 	}
+	// Source and target never both run the workloads: a target whose
+	// copies cannot be stopped keeps the source quiesced. Only a target
+	// the caller chose to go without (nil) lets the source run anyway.
 	var targetErr error
 	if o.Target == nil {
 		targetErr = errors.New("the target was not reached, so its copies of the workloads may still run")
-	} else {
-		targetErr = stopTargetCopies(ctx, o, j, ro)
+	} else if err := stopTargetCopies(ctx, o, j, ro); err != nil {
+		return j, fmt.Errorf("migration %s: rollback: %w; the source stays quiesced so that source and target never both run: run the rollback again once the target's copies can be stopped (or without the target, which puts the source back anyway)", o.Name, err)
 	}
 	for _, w := range c.Workloads {
 		if err := scale(ctx, o.Source.Typed, w, 0, false); err != nil {
@@ -69,7 +72,7 @@ func Rollback(ctx context.Context, o Options, ro RollbackOptions) (*Journal, err
 		}
 	}
 	if targetErr != nil {
-		return j, fmt.Errorf("migration %s: rollback: the source runs at its recorded counts again, but %w; run the rollback again once the target is reachable", o.Name, targetErr)
+		return j, fmt.Errorf("migration %s: rollback: the source runs at its recorded counts again, but %w; run the rollback again once the target is reachable to stop them", o.Name, targetErr)
 	}
 	now := time.Now()
 	j.Cutover, j.RolledBack = nil, &now

@@ -178,7 +178,7 @@ func claimStages(ctx context.Context, loc *store.Location, name string) []ClaimS
 	if err := loc.GetJSON(ctx, store.BackupVolumesKey(name), &rec); err != nil {
 		return []ClaimStage{{Claim: "(all)", Error: "the stage's snapshot record: " + err.Error()}}
 	}
-	_ = loc.GetJSON(ctx, store.RestoreVolumesKey(name), &writes)
+	werr := loc.GetJSON(ctx, store.RestoreVolumesKey(name), &writes)
 	byID := map[string]volumes.PodVolumeRestore{}
 	for _, w := range writes {
 		byID[w.Identity] = w
@@ -196,8 +196,10 @@ func claimStages(ctx context.Context, loc *store.Location, name string) []ClaimS
 		w, ok := byID[v.Identity]
 		switch {
 		case c.Error != "":
+		case !ok && werr != nil:
+			c.Error = fmt.Sprintf("whether its snapshot was written into the target's claim is not known: reading %s: %v", store.RestoreVolumesKey(name), werr)
 		case !ok:
-			c.Error = "its snapshot was not written into the target's claim"
+			c.Error = "restore " + name + " did not write its snapshot into the target's claim (its volume record has no entry for it)"
 		case w.Error != "":
 			c.Error = w.Error
 		case w.RestoreResult != nil:
