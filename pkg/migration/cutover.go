@@ -134,13 +134,29 @@ func predictCutover(ctx context.Context, o *Options, co CutoverOptions, j *Journ
 // gone.
 func quiesce(ctx context.Context, o *Options, co CutoverOptions, j *Journal) error {
 	c := j.Cutover
-	src := o.Source.Typed
+	var froze []*corev1.Pod
 	if c.Step == CutoverPredicted {
-		n, err := preHooks(ctx, o, j.Backup.IncludedNamespaces)
-		c.Hooks = n
+		ran, err := preHooks(ctx, o, j.Backup.IncludedNamespaces)
+		c.Hooks = len(ran)
 		if err != nil {
 			return fmt.Errorf("migration %s: %w", o.Name, err)
 		}
+		froze = ran
+	}
+	// A quiesce that stops short thaws the pods its pre hooks froze.
+	if err := stopSource(ctx, o, co, j); err != nil {
+		postHooks(ctx, o, froze)
+		return err
+	}
+	return nil
+}
+
+// stopSource records the source's workloads in the journal (at the first
+// try), then scales them to zero and waits until their pods are gone.
+func stopSource(ctx context.Context, o *Options, co CutoverOptions, j *Journal) error {
+	c := j.Cutover
+	src := o.Source.Typed
+	if c.Step == CutoverPredicted {
 		ws, err := workloads(ctx, src, j.Backup.IncludedNamespaces)
 		if err != nil {
 			return fmt.Errorf("migration %s: reading the source's workloads: %w", o.Name, err)
@@ -430,7 +446,7 @@ func podsGone(ctx context.Context, c kubernetes.Interface, namespaces []string, 
 				return false, nil // retried until the deadline
 			}
 			for _, p := range pods.Items {
-				if ref := metav1.GetControllerOf(&p); ref != nil && (ref.Kind == "ReplicaSet" || ref.Kind == "StatefulSet") && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				if quiescedPod(&p) {
 					left = append(left, ns+"/"+p.Name)
 				}
 			}
