@@ -218,3 +218,37 @@ func TestRollbackTargetNotStopped(t *testing.T) {
 		t.Errorf("web at %d after the second rollback, want 2", *d.Spec.Replicas)
 	}
 }
+
+// TestStageRespec: until a stage finishes, a stage given other specs
+// replaces the first stage's (a wrong mapping is corrected by running the
+// stage again); once one finished, other specs are refused.
+func TestStageRespec(t *testing.T) {
+	ctx := context.Background()
+	loc, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	j := &Journal{Name: "m", SourceID: "a", TargetID: "b", Stages: []StageRecord{{Number: 1, Name: "m-stage-1", Started: time.Now(), Ended: time.Now(), Error: "claim shop/data: storage class fast not found"}}}
+	j.Backup.IncludedNamespaces = []string{"shop"}
+	j.Restore.StorageClassMapping = map[string]string{"standard": "fast"}
+	if err := j.save(ctx, loc); err != nil {
+		t.Fatal(err)
+	}
+	o := &Options{Name: "m", Location: loc}
+	o.complete()
+	o.Backup.Spec.IncludedNamespaces = []string{"shop"}
+	o.Restore.Spec.StorageClassMapping = map[string]string{"standard": "premium"}
+	got, err := stageJournal(ctx, o)
+	if err != nil || got.Restore.StorageClassMapping["standard"] != "premium" || got.SourceID != "" {
+		t.Fatalf("after a failed first stage, other specs: %+v %v", got, err)
+	}
+	got.Stages[0].Error = "" // it finished
+	if err := got.save(ctx, loc); err != nil {
+		t.Fatal(err)
+	}
+	o.Restore.Spec.StorageClassMapping = map[string]string{"standard": "other"}
+	if _, err := stageJournal(ctx, o); err == nil || !strings.Contains(err.Error(), "spec.storageClassMapping") {
+		t.Errorf("after a finished stage, other specs: %v", err)
+	}
+}

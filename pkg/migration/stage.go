@@ -69,6 +69,22 @@ func Stage(ctx context.Context, o Options) (*Journal, error) {
 	if err := CheckClusters(ctx, o.Source, o.Target); err != nil {
 		return nil, err
 	}
+	j, err := stageJournal(ctx, &o)
+	if err != nil {
+		return j, err
+	}
+	if err := j.sameClusters(ctx, o.Source, o.Target); err != nil {
+		return j, err
+	}
+	return j, runStage(ctx, &o, j)
+}
+
+// stageJournal is the journal the next stage of o.Name runs with: a new
+// one with o's specs, or the one in the location. Until a stage finishes,
+// o's specs replace the journal's (a first stage that failed on a wrong
+// mapping is corrected by running it again with the right one); after,
+// other specs are refused.
+func stageJournal(ctx context.Context, o *Options) (*Journal, error) {
 	j, err := LoadJournal(ctx, o.Location, o.Name)
 	switch {
 	case errors.Is(err, ErrNoJournal):
@@ -76,20 +92,26 @@ func Stage(ctx context.Context, o Options) (*Journal, error) {
 		if err != nil {
 			return nil, err
 		}
-		j = &Journal{Name: o.Name, Backup: spec, Restore: o.Restore.Spec}
+		return &Journal{Name: o.Name, Backup: spec, Restore: o.Restore.Spec}, nil
 	case err != nil:
 		return nil, err
 	case j.Finished != nil:
 		return j, j.finished()
-	case sameSpecs(j, &o) != nil:
-		return j, sameSpecs(j, &o)
 	case j.Cutover != nil:
 		return j, fmt.Errorf("migration %s: its cutover began at %s (step %s); no stage runs after it (ferry migrate rollback %s undoes it)", o.Name, j.Cutover.Started.Format(time.RFC3339), j.Cutover.Step, o.Name)
+	case sameSpecs(j, o) == nil:
+		return j, nil
+	case j.lastStage() != nil:
+		return j, sameSpecs(j, o)
 	}
-	if err := j.sameClusters(ctx, o.Source, o.Target); err != nil {
+	spec, err := stageSpec(o.Backup.Spec, o.Restore.Spec)
+	if err != nil {
 		return j, err
 	}
-	return j, runStage(ctx, &o, j)
+	o.Log.Warn("no stage of this migration finished: the specs given replace its first stage's", "migration", o.Name, "stages", len(j.Stages))
+	j.Backup, j.Restore = spec, o.Restore.Spec
+	j.SourceID, j.TargetID = "", "" // the clusters too may have been the wrong ones
+	return j, nil
 }
 
 // runStage runs the next stage of j and records it.
