@@ -81,6 +81,11 @@ func Cutover(ctx context.Context, o Options, co CutoverOptions) (*Result, *Journ
 	if c.Step == CutoverPredicted || c.Step == CutoverQuiescing {
 		if err := quiesce(ctx, &o, co, j); err != nil {
 			c.Error = err.Error()
+			if c.Step == CutoverPredicted {
+				// Nothing was recorded or scaled (a pre hook failed): no
+				// cutover to undo, and stages may run again.
+				j.Cutover = nil
+			}
 			_ = j.save(ctx, o.Location)
 			return nil, j, err
 		}

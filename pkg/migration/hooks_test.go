@@ -109,3 +109,31 @@ func TestQuiesceHooks(t *testing.T) {
 }
 
 func sorted(s []string) []string { s = slices.Clone(s); slices.Sort(s); return s }
+
+// TestCutoverPreHookFails: a cutover whose pre hook fails changed
+// nothing, so it leaves no cutover in the journal (stages may run again,
+// nothing to roll back).
+func TestCutoverPreHookFails(t *testing.T) {
+	ctx := context.Background()
+	recordHooks(t)
+	src := fakeClient([]any{hookedPod("db-0", "StatefulSet", "db", "fail")})
+	loc, err := store.Open(ctx, "file://"+t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	j := &Journal{Name: "m", Cutovers: 1, Cutover: &CutoverRecord{Name: "m-cutover-1", Step: CutoverPredicted}}
+	j.Backup.IncludedNamespaces = []string{"shop"}
+	if err := j.save(ctx, loc); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Name: "m", Location: loc, Source: &kube.Cluster{Name: "src", Typed: src, Config: &rest.Config{Host: "https://src"}},
+		Target: &kube.Cluster{Name: "dst", Typed: fakeClient(nil), Config: &rest.Config{Host: "https://dst"}}}
+	if _, _, err := Cutover(ctx, o, CutoverOptions{}); err == nil || !strings.Contains(err.Error(), "nothing was quiesced") {
+		t.Fatalf("cutover with a failing pre hook: %v", err)
+	}
+	got, err := LoadJournal(ctx, loc, "m")
+	if err != nil || got.Cutover != nil {
+		t.Errorf("journal after a cutover that changed nothing: %+v %v", got.Cutover, err)
+	}
+}
