@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -17,6 +19,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/transform"
 )
 
 // CutoverOptions are a cutover's own: its downtime bound and deadlines.
@@ -313,15 +316,14 @@ func removeTargetCopies(ctx context.Context, o *Options, j *Journal) error {
 		t.Namespace = mapNamespace(j.Restore, w.Namespace)
 		// Only a copy an earlier cutover of this migration restored: what
 		// the user put in the target is not ferry's to delete.
-		labels, found := targetLabels(ctx, o.Target.Typed, t)
-		if !found || !strings.HasPrefix(labels[v1alpha1.LabelRestore], j.Name+"-cutover-") {
+		if ours, _ := j.cutoverCopy(ctx, o.Target.Typed, t); !ours {
 			continue
 		}
 		if err := deleteWorkload(ctx, *o, t); err != nil {
 			return fmt.Errorf("cutover %s: removing the target's %s %s/%s that an earlier cutover left: %w", o.Name, t.Kind, t.Namespace, t.Name, err)
 		}
 		err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			_, found := targetLabels(ctx, o.Target.Typed, t)
+			_, _, found := targetWorkload(ctx, o.Target.Typed, t)
 			return !found, nil
 		})
 		if err != nil {
@@ -331,27 +333,60 @@ func removeTargetCopies(ctx context.Context, o *Options, j *Journal) error {
 	return nil
 }
 
-// targetLabels reads workload w's labels in the cluster of c; found is
-// false when it is not there (or cannot be read: then it is left alone).
-func targetLabels(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload) (map[string]string, bool) {
-	var m metav1.Object
+// cutoverCopy says whether the target's workload w is a copy that a
+// cutover of j restored: its ferry.dev/restore label is one of the
+// cutovers' restore names (as a label value, which a long name is cut to).
+// A workload the target had of its own, or one that cannot be read, is
+// not. pods selects its pods (nil for a CronJob).
+func (j *Journal) cutoverCopy(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload) (ok bool, pods labels.Selector) {
+	m, sel, found := targetWorkload(ctx, c, w)
+	if !found {
+		return false, nil
+	}
+	for i := 1; i <= j.Cutovers; i++ {
+		if m.GetLabels()[v1alpha1.LabelRestore] == transform.LabelValue(fmt.Sprintf("%s-cutover-%d", j.Name, i)) {
+			return true, sel
+		}
+	}
+	return false, nil
+}
+
+// targetWorkload reads workload w in the cluster of c, with the selector
+// of its pods (nil for a CronJob); found is false when it is not there
+// (or cannot be read: then it is left alone).
+func targetWorkload(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload) (m metav1.Object, pods labels.Selector, found bool) {
+	var ls *metav1.LabelSelector
 	var err error
 	switch w.Kind {
 	case "Deployment":
-		m, err = c.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		var d *appsv1.Deployment
+		if d, err = c.AppsV1().Deployments(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
+			m, ls = d, d.Spec.Selector
+		}
 	case "StatefulSet":
-		m, err = c.AppsV1().StatefulSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		var st *appsv1.StatefulSet
+		if st, err = c.AppsV1().StatefulSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
+			m, ls = st, st.Spec.Selector
+		}
 	case "ReplicaSet":
-		m, err = c.AppsV1().ReplicaSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
+		var r *appsv1.ReplicaSet
+		if r, err = c.AppsV1().ReplicaSets(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{}); err == nil {
+			m, ls = r, r.Spec.Selector
+		}
 	case "CronJob":
 		m, err = c.BatchV1().CronJobs(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
 	default:
-		return nil, false
+		return nil, nil, false
 	}
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
-	return m.GetLabels(), true
+	if ls != nil {
+		if sel, err := metav1.LabelSelectorAsSelector(ls); err == nil && !sel.Empty() {
+			pods = sel
+		}
+	}
+	return m, pods, true
 }
 
 // workloads lists the source's Deployments, StatefulSets, ReplicaSets

@@ -17,6 +17,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/store"
+	"github.com/kubeferry/ferry/pkg/transform"
 )
 
 // TestQuiesceRecordsBeforeScaling: the cutover's quiesce records every
@@ -35,7 +36,13 @@ func TestQuiesceRecordsBeforeScaling(t *testing.T) {
 			&batchv1.CronJob{ObjectMeta: meta("nightly"), Spec: batchv1.CronJobSpec{Suspend: &no}},
 		}
 	}
-	srcClient, dstClient := fakeClient(objs()), fakeClient(objs())
+	// In the target, db and nightly are the cutover's copies; web is the
+	// target's own (no restore label of this migration).
+	dst := objs()
+	for _, d := range dst[1:] {
+		d.(metav1.Object).SetLabels(map[string]string{v1alpha1.LabelRestore: "m-cutover-1"})
+	}
+	srcClient, dstClient := fakeClient(objs()), fakeClient(dst)
 	loc, err := store.Open(ctx, "file://"+t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +50,7 @@ func TestQuiesceRecordsBeforeScaling(t *testing.T) {
 	defer loc.Close()
 	o := &Options{Name: "m", Source: &kube.Cluster{Typed: srcClient}, Target: &kube.Cluster{Typed: dstClient}, Location: loc}
 	o.complete()
-	j := &Journal{Name: "m", Cutover: &CutoverRecord{Step: CutoverPredicted}}
+	j := &Journal{Name: "m", Cutovers: 1, Cutover: &CutoverRecord{Name: "m-cutover-1", Step: CutoverPredicted}}
 	j.Backup.IncludedNamespaces = []string{"shop"}
 	// The journal is read back at each patch of the quiesce: the counts
 	// are in it.
@@ -85,6 +92,9 @@ func TestQuiesceRecordsBeforeScaling(t *testing.T) {
 	}
 	if s, _ := dstClient.AppsV1().StatefulSets("shop").Get(ctx, "db", metav1.GetOptions{}); *s.Spec.Replicas != 0 {
 		t.Errorf("target's db at %d after the rollback, want 0", *s.Spec.Replicas)
+	}
+	if d, _ := dstClient.AppsV1().Deployments("shop").Get(ctx, "web", metav1.GetOptions{}); *d.Spec.Replicas != 2 {
+		t.Errorf("the target's own web (not a cutover's copy) at %d after the rollback, want 2", *d.Spec.Replicas)
 	}
 	if got, _ := LoadJournal(ctx, loc, "m"); got.Cutover != nil || got.RolledBack == nil {
 		t.Errorf("journal after the rollback: %+v", got)
@@ -178,7 +188,8 @@ func TestRollbackTargetNotStopped(t *testing.T) {
 	ctx := context.Background()
 	two := int32(2)
 	objs := func() []any {
-		return []any{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: appsv1.DeploymentSpec{Replicas: &two}}}
+		return []any{&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Labels: map[string]string{v1alpha1.LabelRestore: "m-cutover-1"}},
+			Spec: appsv1.DeploymentSpec{Replicas: &two}}}
 	}
 	srcClient, dstClient := fakeClient(objs()), fakeClient(objs())
 	loc, err := store.Open(ctx, "file://"+t.TempDir())
@@ -188,7 +199,7 @@ func TestRollbackTargetNotStopped(t *testing.T) {
 	defer loc.Close()
 	o := &Options{Name: "m", Source: &kube.Cluster{Name: "src", Typed: srcClient}, Target: &kube.Cluster{Name: "dst", Typed: dstClient}, Location: loc}
 	o.complete()
-	j := &Journal{Name: "m", Cutover: &CutoverRecord{Step: CutoverPredicted}}
+	j := &Journal{Name: "m", Cutovers: 1, Cutover: &CutoverRecord{Name: "m-cutover-1", Step: CutoverPredicted}}
 	j.Backup.IncludedNamespaces = []string{"shop"}
 	if err := quiesce(ctx, o, CutoverOptions{QuiesceTimeout: 5 * time.Second}, j); err != nil {
 		t.Fatal(err)
@@ -250,5 +261,27 @@ func TestStageRespec(t *testing.T) {
 	o.Restore.Spec.StorageClassMapping = map[string]string{"standard": "other"}
 	if _, err := stageJournal(ctx, o); err == nil || !strings.Contains(err.Error(), "spec.storageClassMapping") {
 		t.Errorf("after a finished stage, other specs: %v", err)
+	}
+}
+
+// TestCutoverCopyLongName: a copy is told by its restore label, which a
+// long migration name is cut to (with a hash): a 60-character name's
+// copies are found, a workload of another migration's is not.
+func TestCutoverCopyLongName(t *testing.T) {
+	ctx := context.Background()
+	name := strings.Repeat("m", 60)
+	label := func(restore string) map[string]string {
+		return map[string]string{v1alpha1.LabelRestore: transform.LabelValue(restore)}
+	}
+	dst := fakeClient([]any{
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Labels: label(name + "-cutover-2")}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "other", Labels: label(name + "x-cutover-2")}},
+	})
+	j := &Journal{Name: name, Cutovers: 2}
+	if ok, _ := j.cutoverCopy(ctx, dst, v1alpha1.QuiescedWorkload{Kind: "Deployment", Namespace: "shop", Name: "web"}); !ok {
+		t.Error("the copy of a long-named migration's cutover 2 is not found")
+	}
+	if ok, _ := j.cutoverCopy(ctx, dst, v1alpha1.QuiescedWorkload{Kind: "Deployment", Namespace: "shop", Name: "other"}); ok {
+		t.Error("another migration's workload is taken for a copy")
 	}
 }

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kwait "k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/helperpod"
@@ -106,16 +110,24 @@ func sweepHelpers(ctx context.Context, c *kube.Cluster) error {
 
 // stopTargetCopies scales the target's copies of the quiesced workloads
 // to zero (or deletes them) and waits until their pods are gone, so that
-// source and target never both run them.
+// source and target never both run them. Only the copies a cutover
+// restored are stopped: a workload of the same name that the target had
+// of its own keeps running.
 func stopTargetCopies(ctx context.Context, o Options, j *Journal, ro RollbackOptions) error {
-	var namespaces []string
-	seen := map[string]bool{}
+	type podsOf struct {
+		namespace string
+		sel       labels.Selector
+	}
+	var wait []podsOf
 	for _, w := range j.Cutover.Workloads {
 		t := w
 		t.Namespace = mapNamespace(j.Restore, w.Namespace)
-		if !seen[t.Namespace] {
-			seen[t.Namespace] = true
-			namespaces = append(namespaces, t.Namespace)
+		ours, sel := j.cutoverCopy(ctx, o.Target.Typed, t)
+		if !ours {
+			continue
+		}
+		if sel != nil {
+			wait = append(wait, podsOf{t.Namespace, sel})
 		}
 		var err error
 		if ro.DeleteTarget {
@@ -127,8 +139,24 @@ func stopTargetCopies(ctx context.Context, o Options, j *Journal, ro RollbackOpt
 			return fmt.Errorf("the target's %s %s/%s could not be stopped: %w", t.Kind, t.Namespace, t.Name, err)
 		}
 	}
-	if err := podsGone(ctx, o.Target.Typed, namespaces, 5*time.Minute); err != nil {
-		return fmt.Errorf("in the target, %w", err)
+	var left []string
+	err := kwait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		left = left[:0]
+		for _, w := range wait {
+			pods, err := o.Target.Typed.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: w.sel.String()})
+			if err != nil {
+				return false, nil // retried until the deadline
+			}
+			for _, p := range pods.Items {
+				if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+					left = append(left, w.namespace+"/"+p.Name)
+				}
+			}
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("in the target, the stopped copies' pods were not gone within 5m: %v (still there: %s)", err, strings.Join(left, ", "))
 	}
 	return nil
 }
