@@ -28,6 +28,7 @@ type stagedOptions struct {
 	quiesceTimeout time.Duration
 	deleteTarget   bool
 	skipTarget     bool
+	maxStagesSet   bool
 }
 
 var stagedLong = map[string]string{
@@ -98,6 +99,7 @@ func (o *stagedOptions) Complete(cmd *cobra.Command, args []string) error {
 	if o.name == "" {
 		return fmt.Errorf("migrate %s: NAME is empty", o.op)
 	}
+	o.maxStagesSet = cmd.Flags().Changed("max-stages")
 	if o.op == "done" {
 		return o.crypt.complete()
 	}
@@ -106,14 +108,27 @@ func (o *stagedOptions) Complete(cmd *cobra.Command, args []string) error {
 
 func (o *stagedOptions) Validate() error {
 	// The stages and cutovers are backups and restores named after it.
-	if err := enginemigration.ValidateName(o.name + "-cutover-999"); err != nil {
-		return fmt.Errorf("migration name %q: its cutovers are named %s-cutover-N: %w", o.name, o.name, err)
+	if err := enginemigration.ValidateStagedName(o.name); err != nil {
+		return err
 	}
 	if o.op == "done" {
 		return nil
 	}
 	if o.rspec.DryRun {
 		return fmt.Errorf("--dry-run: migrate %s changes the clusters; plan a migration with ferry migrate --dry-run", o.op)
+	}
+	if o.op != "rollback" {
+		// Refused before a cluster is reached: what no stage takes, and
+		// a repository password that cannot be read (every claim's data
+		// moves through the volume repository).
+		if err := enginemigration.CheckStagedSpecs(o.bspec, o.rspec); err != nil {
+			return err
+		}
+		if o.volumes.hostPodsDir == "" {
+			if _, err := readPassword(o.volumes.passwordFile); err != nil {
+				return fmt.Errorf("migrate %s moves every claim's data through the volume repository: %w", o.op, err)
+			}
+		}
 	}
 	if o.hub.on() {
 		return fmt.Errorf("migrate %s runs here; a hub Migration is not staged yet (unset $%s)", o.op, EnvHubKubeconfig)
@@ -126,6 +141,8 @@ func (o *stagedOptions) Validate() error {
 			return fmt.Errorf("--max-downtime %s: must not be negative", o.maxDowntime)
 		case o.maxStages < 1:
 			return fmt.Errorf("--max-stages %d: must be at least 1", o.maxStages)
+		case o.maxStagesSet && o.maxDowntime == 0:
+			return fmt.Errorf("--max-stages bounds the stages that --max-downtime runs: give --max-downtime too")
 		case o.quiesceTimeout <= 0:
 			return fmt.Errorf("--quiesce-timeout %s: must be positive", o.quiesceTimeout)
 		}
@@ -179,8 +196,11 @@ func (o *stagedOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.stderr, "restore %s: %s\n", r.Name, r.Status.Phase)
 	}
 	if o.op == "stage" {
+		began := time.Now()
 		j, err := enginemigration.Stage(ctx, mo)
-		if j != nil && len(j.Stages) > 0 {
+		// Only a stage this run began is printed, not a refused run's
+		// last stage.
+		if j != nil && len(j.Stages) > 0 && !j.Stages[len(j.Stages)-1].Started.Before(began) {
 			printStage(o.stdout, j.Stages[len(j.Stages)-1])
 			if p, perr := enginemigration.Predict(j, time.Now()); perr == nil && err == nil {
 				fmt.Fprintln(o.stdout, p.String())
@@ -223,7 +243,7 @@ func (o *stagedOptions) cutover(ctx context.Context, mo enginemigration.Options)
 		OnPrediction: func(p enginemigration.Prediction) { fmt.Fprintln(o.stdout, p.String()) }}
 	res, j, err := enginemigration.Cutover(ctx, mo, co)
 	if err != nil && !errors.Is(err, enginemigration.ErrVerification) {
-		if j != nil && j.Cutover != nil && j.Cutover.Step != enginemigration.CutoverPredicted {
+		if j != nil && j.Finished == nil && j.Cutover != nil && (j.Cutover.Step == enginemigration.CutoverQuiescing || j.Cutover.Step == enginemigration.CutoverQuiesced) {
 			err = fmt.Errorf("%w\nthe cutover stopped at step %s: run it again to finish it, or ferry migrate rollback %s", err, j.Cutover.Step, o.name)
 		}
 		return err

@@ -278,6 +278,9 @@ func TestValidateMigrate(t *testing.T) {
 	cleanEnv(t)
 	f := newRefusalFiles(t)
 	s := "--storage=file://" + f.dir
+	stg := func(op, name string, args ...string) []string {
+		return append([]string{"migrate", op, name, s, "--from-context", "a", "--to-context", "b", "--repository-password-file", f.password}, args...)
+	}
 	checkValidate(t, []validateCase{
 		{[]string{"migrate", s}, []string{"migrate needs two clusters: set --from-context and --to-context (or --from-kubeconfig and --to-kubeconfig)"}},
 		{[]string{"migrate", s, "--from-kubeconfig", "a", "--to-kubeconfig", "a"}, []string{"migrate needs two clusters"}},
@@ -302,17 +305,27 @@ func TestValidateMigrate(t *testing.T) {
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--existing-resource-policy", "merge"}, []string{"--existing-resource-policy", `"merge"`}},
 		{[]string{"migrate", s, "--from-context", "a", "--to-context", "b", "--push-images"}, []string{"--image-registry-mappings (spec.imageRegistryMappings): Required value: --push-images needs"}},
 		// The staged subcommands: migrate's flags, the name as argument.
-		{[]string{"migrate", "stage", "m", s, "--from-context", "a", "--to-context", "b", "--include-namespaces", "shop"}, nil},
-		{[]string{"migrate", "stage", "M_1", s, "--from-context", "a", "--to-context", "b"}, []string{`migration name "M_1"`}},
+		{stg("stage", "m", "--include-namespaces", "shop"), nil},
+		{stg("stage", "m"), nil}, // a later stage takes the journal's namespaces
+		{stg("stage", "M_1"), []string{`migration name "M_1": lowercase letters, digits, '-' and '.'`}},
 		{[]string{"migrate", "stage", "", s, "--from-context", "a", "--to-context", "b"}, []string{"migrate stage: NAME is empty"}},
-		{[]string{"migrate", "stage", strings.Repeat("a", 175), s, "--from-context", "a", "--to-context", "b"}, []string{"its cutovers are named"}},
-		{[]string{"migrate", "stage", "m", s, "--from-context", "a", "--to-context", "a"}, []string{"name the same cluster"}},
-		{[]string{"migrate", "cutover", "m", s, "--from-context", "a", "--to-context", "b", "--max-downtime", "-1m"}, []string{"--max-downtime -1m0s: must not be negative"}},
-		{[]string{"migrate", "cutover", "m", s, "--from-context", "a", "--to-context", "b", "--max-stages", "0"}, []string{"--max-stages 0: must be at least 1"}},
-		{[]string{"migrate", "cutover", "m", s, "--from-context", "a", "--to-context", "b", "--quiesce-timeout", "0s"}, []string{"--quiesce-timeout 0s: must be positive"}},
-		{[]string{"migrate", "rollback", "m", s, "--from-context", "a", "--to-context", "b", "--delete-target"}, nil},
-		{[]string{"migrate", "cutover", "m", s, "--from-context", "a", "--to-context", "b", "--verify=false"}, []string{"--verify=false: a cutover verifies"}},
-		{[]string{"migrate", "rollback", "m", s, "--from-context", "a", "--to-context", "b", "--dry-run"}, []string{"--dry-run: migrate rollback changes the clusters"}},
+		{stg("stage", strings.Repeat("a", 175)), []string{"175 characters, at most 169 (its cutovers are named NAME-cutover-999)"}},
+		{stg("stage", strings.Repeat("a", 169)), nil},
+		{[]string{"migrate", "stage", "m", s, "--repository-password-file", f.password, "--from-context", "a", "--to-context", "a"}, []string{"name the same cluster"}},
+		{[]string{"migrate", "stage", "m", s, "--from-context", "a", "--to-context", "b"}, []string{"migrate stage moves every claim's data through the volume repository", "no repository password"}},
+		{stg("stage", "m", "-l", "app=x"), []string{"spec.labelSelector: a staged migration moves whole namespaces"}},
+		{stg("stage", "m", "--include-namespaces", "sh*"), []string{`spec.includedNamespaces "sh*": a staged migration names its namespaces`}},
+		{stg("stage", "m", "--include-namespaces", "shop", "--exclude-namespaces", "x"), []string{"spec.excludedNamespaces"}},
+		{stg("stage", "m", "--include-resources", "pods"), []string{"spec.includedResources"}},
+		{stg("cutover", "m", "--max-downtime", "-1m"), []string{"--max-downtime -1m0s: must not be negative"}},
+		{stg("cutover", "m", "--max-stages", "0"), []string{"--max-stages 0: must be at least 1"}},
+		{stg("cutover", "m", "--max-stages", "3"), []string{"--max-stages bounds the stages that --max-downtime runs: give --max-downtime too"}},
+		{stg("cutover", "m", "--max-stages", "3", "--max-downtime", "2m"), nil},
+		{stg("cutover", "m", "--quiesce-timeout", "0s"), []string{"--quiesce-timeout 0s: must be positive"}},
+		{stg("rollback", "m", "--delete-target"), nil},
+		{[]string{"migrate", "rollback", "m", s, "--from-context", "a", "--to-context", "b"}, nil}, // a rollback moves no data
+		{stg("cutover", "m", "--verify=false"), []string{"--verify=false: a cutover verifies"}},
+		{stg("rollback", "m", "--dry-run"), []string{"--dry-run: migrate rollback changes the clusters"}},
 	})
 }
 

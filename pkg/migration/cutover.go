@@ -121,7 +121,11 @@ func predictCutover(ctx context.Context, o *Options, co CutoverOptions, j *Journ
 		}
 		if next.Total > p.Total*95/100 && next.Total > co.MaxDowntime {
 			seen = append(seen, round(next.Total).String())
-			return fmt.Errorf("migration %s: %w: the predictions were %s (the application changes its data as fast as a stage moves it), the bound is %s; the cutover did not start", o.Name, ErrNotConverging, strings.Join(seen, ", "), co.MaxDowntime)
+			why := "the application changes its data as fast as a stage moves it"
+			if next.DeltaBytes < 1<<20 {
+				why = fmt.Sprintf("the final delta is %s: the prediction is the cutover's fixed cost (quiesce, helper pods, restore, start), which more stages do not lower", bytesString(next.DeltaBytes))
+			}
+			return fmt.Errorf("migration %s: %w: the predictions were %s (%s), the bound is %s; the cutover did not start", o.Name, ErrNotConverging, strings.Join(seen, ", "), why, co.MaxDowntime)
 		}
 		p = next
 	}

@@ -170,8 +170,13 @@ func TestSameSpecs(t *testing.T) {
 		t.Errorf("the same namespaces: %v", err)
 	}
 	o.Backup.Spec.IncludedNamespaces = []string{"shop", "blog"}
-	if err := sameSpecs(j, o); err == nil || !strings.Contains(err.Error(), "spec.includedNamespaces [shop blog] differs from its first stage's ([shop])") {
+	if err := sameSpecs(j, o); err == nil || !strings.Contains(err.Error(), "spec.includedNamespaces [blog shop] differs from its first stage's ([shop])") {
 		t.Errorf("other namespaces: %v", err)
+	}
+	j.Backup.IncludedNamespaces = []string{"blog", "shop"}
+	o.Backup.Spec.IncludedNamespaces = []string{"shop", "blog", "shop"}
+	if err := sameSpecs(j, o); err != nil {
+		t.Errorf("the same namespaces in another order: %v", err)
 	}
 	o.Backup.Spec.IncludedNamespaces = nil
 	o.Restore.Spec.NamespaceMapping = map[string]string{"shop": "other"}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,40 @@ import (
 // does not name its namespaces: a cutover quiesces the workloads of
 // spec.includedNamespaces, and never a whole cluster's.
 var ErrNoNamespaces = errors.New("a staged migration needs spec.includedNamespaces: its cutover scales the workloads of those namespaces to zero, and never a whole cluster's")
+
+// ValidateStagedName refuses a name that cannot be a staged migration's:
+// its stages and cutovers are backups and restores named NAME-stage-N and
+// NAME-cutover-N (N up to 999), so NAME takes lowercase letters, digits,
+// '-' and '.', begins and ends with a letter or digit, and leaves room for
+// the longest suffix.
+func ValidateStagedName(name string) error {
+	const suffix = "-cutover-999"
+	if name == "" {
+		return errors.New("a staged migration needs a name")
+	}
+	if err := ValidateName(name); err != nil {
+		return fmt.Errorf("migration name %q: lowercase letters, digits, '-' and '.', beginning and ending with a letter or digit", name)
+	}
+	if err := ValidateName(name + suffix); err != nil {
+		max := len(name)
+		for max > 0 && ValidateName(name[:max]+suffix) != nil {
+			max--
+		}
+		return fmt.Errorf("migration name %q: %d characters, at most %d (its cutovers are named NAME%s)", name, len(name), max, suffix)
+	}
+	return nil
+}
+
+// CheckStagedSpecs refuses, before anything is read, specs that no stage
+// of a staged migration takes (see stageSpec); the namespaces may be left
+// out, as a later stage takes the journal's.
+func CheckStagedSpecs(b v1alpha1.BackupSpec, r v1alpha1.RestoreSpec) error {
+	if len(b.IncludedNamespaces) == 0 {
+		b.IncludedNamespaces = []string{"later-stage"}
+	}
+	_, err := stageSpec(b, r)
+	return err
+}
 
 // stageSpec checks and completes the specs of a staged migration's first
 // stage: it moves claims' data, so every claim of the selection is
@@ -335,6 +370,14 @@ func stopTime(p corev1.Pod) time.Duration {
 	return 0
 }
 
+// sortedSet is s sorted, without repeats: namespaces given in another
+// order are the same selection.
+func sortedSet(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // sameSpecs refuses a later stage or a cutover given a selection or a
 // mapping other than the first stage's (which the journal keeps and
 // they use): ignoring it would move something else than asked for. An
@@ -347,8 +390,8 @@ func sameSpecs(j *Journal, o *Options) error {
 	}
 	b, r := o.Backup.Spec, o.Restore.Spec
 	for _, f := range []field{
-		{"spec.includedNamespaces", b.IncludedNamespaces, j.Backup.IncludedNamespaces, len(b.IncludedNamespaces) > 0},
-		{"spec.excludedNamespaces", b.ExcludedNamespaces, j.Backup.ExcludedNamespaces, len(b.ExcludedNamespaces) > 0},
+		{"spec.includedNamespaces", sortedSet(b.IncludedNamespaces), sortedSet(j.Backup.IncludedNamespaces), len(b.IncludedNamespaces) > 0},
+		{"spec.excludedNamespaces", sortedSet(b.ExcludedNamespaces), sortedSet(j.Backup.ExcludedNamespaces), len(b.ExcludedNamespaces) > 0},
 		{"spec.labelSelector", b.LabelSelector, j.Backup.LabelSelector, b.LabelSelector != ""},
 		{"spec.namespaceMapping", r.NamespaceMapping, j.Restore.NamespaceMapping, len(r.NamespaceMapping) > 0},
 		{"spec.storageClassMapping", r.StorageClassMapping, j.Restore.StorageClassMapping, len(r.StorageClassMapping) > 0},
