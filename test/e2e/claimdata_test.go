@@ -217,7 +217,7 @@ func (e *volumeEnv) sixClaims(ctx context.Context, t *testing.T) {
 // slot), then runs the same command again.
 func rerunAfterKill(ctx context.Context, t *testing.T, e *volumeEnv, sig syscall.Signal, name, target string) {
 	want := readSums(ctx, t, e.src, "six", "six", 6, false)
-	args := e.migrateArgs(name, "six", target)
+	args := e.migrateArgs(name, "six", target, "-v") // its log says where a slow run is
 	cmd, stderr, done := startFerry(t, e.env, args...)
 	started := waitRestoreHelpers(ctx, t, e.dst, target, 4, done, stderr)
 	if err := cmd.Process.Signal(sig); err != nil {
@@ -322,7 +322,8 @@ func waitRestoreHelpers(ctx context.Context, t *testing.T, c *testenv.Cluster, n
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	t.Fatalf("%d restore helper pods did not appear in %s within 5m", n, ns)
+	dumpCluster(ctx, t, c)
+	t.Fatalf("%d restore helper pods did not appear in %s within 5m; ferry's output so far:\n%s", n, ns, stderr)
 	return nil
 }
 

@@ -24,12 +24,15 @@ import (
 // killAtRandomObjects is the size of the namespace the kills work on.
 const killAtRandomObjects = 5000
 
+// killRounds is how many backups, and then restores, are killed.
+const killRounds = 6
+
 // killSeedEnv, if set, is the seed of the random kill delays (to replay a
 // failed run: the test logs its seed).
 const killSeedEnv = "FERRY_E2E_KILL_SEED"
 
 // TestKillAtRandom SIGKILLs `ferry backup create` and `ferry restore
-// create` 10 times each on a 5,000-object namespace: the first backup as
+// create` killRounds times each on a 5,000-object namespace: the first backup as
 // soon as its started marker is in the store, the rest at random points.
 // No run may fail on its own before its kill. No backup may show
 // Completed unless its archive verifies; at least one is Incomplete, and
@@ -65,7 +68,7 @@ func TestKillAtRandom(t *testing.T) {
 	killRestores(t, e, src, dst, rng)
 }
 
-// killBackups kills 10 backups of namespace big: kill-b0 when its started
+// killBackups kills killRounds backups of namespace big: kill-b0 when its started
 // marker appears in the store (after it and before the commit, so it must
 // be Incomplete), the others after random delays within the time an
 // unkilled backup takes. It returns the names of the Incomplete ones.
@@ -79,7 +82,7 @@ func killBackups(t *testing.T, e *env, rng *rand.Rand) []string {
 	storeDir := strings.TrimPrefix(e.storage, "file://")
 
 	var incomplete []string
-	for i := 0; i < 10; i++ {
+	for i := 0; i < killRounds; i++ {
 		name := fmt.Sprintf("kill-b%d", i)
 		event, when := fileAppears(filepath.Join(storeDir, store.BackupDir(name), store.BackupStartedMarker)), "at its started marker"
 		if i > 0 {
@@ -150,7 +153,7 @@ func targetState(t *testing.T, cs kubernetes.Interface) ([]string, int) {
 	return names, len(cms.Items)
 }
 
-// killRestores kills 10 restores of backup whole at random points, each
+// killRestores kills killRounds restores of backup whole at random points, each
 // into a namespace of its own, runs each again under its name and checks
 // the target against the source.
 func killRestores(t *testing.T, e *env, src, dst kubernetes.Interface, rng *rand.Rand) {
@@ -161,7 +164,7 @@ func killRestores(t *testing.T, e *env, src, dst kubernetes.Interface, rng *rand
 	restoreTime := time.Since(start)
 	t.Logf("an unkilled restore takes %s", restoreTime.Round(time.Millisecond))
 	want := sourceData(t, src, "big")
-	for i := 0; i < 10; i++ {
+	for i := 0; i < killRounds; i++ {
 		name := fmt.Sprintf("kill-r%d", i)
 		ns := fmt.Sprintf("copy-%d", i)
 		delay := time.Duration(rng.Int63n(int64(restoreTime) + 1))

@@ -177,7 +177,7 @@ func faultFixture(ctx context.Context, t *testing.T, k kubernetes.Interface, bus
 	one := int32(1)
 	for _, app := range []string{"pull", "pinned", "cfg", "fine"} {
 		c := corev1.Container{Name: "main", Image: busybox, Command: []string{"sh", "-c", "touch /tmp/ready; sleep 3600"},
-			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ready"}}}, PeriodSeconds: 1}}
+			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ready"}}}, PeriodSeconds: 1, FailureThreshold: 900}}
 		spec := corev1.PodSpec{TerminationGracePeriodSeconds: new(int64)}
 		switch app {
 		case "pull":

@@ -43,7 +43,7 @@ func (f workloadFixture) container(keepRunning bool) corev1.Container {
 		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 	}
 	if keepRunning {
-		c.ReadinessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ready"}}}, PeriodSeconds: 1}
+		c.StartupProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ready"}}}, PeriodSeconds: 1, FailureThreshold: 900}
 	}
 	return c
 }
