@@ -140,7 +140,7 @@ func createLiveWriter(ctx context.Context, t *testing.T, k kubernetes.Interface,
 	one, grace := int32(1), int64(5)
 	sel := map[string]string{"app": "writer"}
 	c := corev1.Container{Name: "main", Image: image, Command: []string{"sh", "-c", liveWriter},
-		VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+		VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 		StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ready"}}}, PeriodSeconds: 1, FailureThreshold: 900}}
 	claim := corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data"}, Spec: corev1.PersistentVolumeClaimSpec{
 		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},

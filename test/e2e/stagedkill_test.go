@@ -137,8 +137,8 @@ func claimHoldsLastStage(ctx context.Context, t *testing.T, e *volumeEnv, ns str
 	}
 	chk := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "check-claim", Labels: map[string]string{"app": "check-claim"}},
 		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64), Containers: []corev1.Container{{Name: "main", Image: e.reg.NodeHost + "/" + testenv.BusyboxImage,
-			Command:        []string{"sh", "-c", "touch /tmp/ready; sleep 3600"},
-			VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+			Command:      []string{"sh", "-c", "touch /tmp/ready; sleep 3600"},
+			VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
 			StartupProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ready"}}}, PeriodSeconds: 1, FailureThreshold: 900}}},
 			Volumes: []corev1.Volume{claimVolume("data-writer-0")}}}
 	if _, err := k.CoreV1().Pods(ns).Create(ctx, chk, metav1.CreateOptions{}); err != nil {
