@@ -62,7 +62,7 @@ func recordHooks(t *testing.T) func() []string {
 func TestQuiesceHooks(t *testing.T) {
 	ctx := context.Background()
 	two, one := int32(2), int32(1)
-	run := func(t *testing.T, dbPre string) (*Journal, error, []string, *appsv1.Deployment) {
+	run := func(t *testing.T, dbPre string) (*Journal, []string, *appsv1.Deployment, error) {
 		ran := recordHooks(t)
 		src := fakeClient([]any{
 			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}, Spec: appsv1.DeploymentSpec{Replicas: &two}},
@@ -81,10 +81,10 @@ func TestQuiesceHooks(t *testing.T) {
 		j.Backup.IncludedNamespaces = []string{"shop"}
 		qerr := quiesce(ctx, o, CutoverOptions{QuiesceTimeout: time.Second}, j)
 		d, _ := src.AppsV1().Deployments("shop").Get(ctx, "web", metav1.GetOptions{})
-		return j, qerr, ran(), d
+		return j, ran(), d, qerr
 	}
 	t.Run("a pre hook fails", func(t *testing.T) {
-		j, err, ran, web := run(t, "fail")
+		j, ran, web, err := run(t, "fail")
 		if err == nil || !strings.Contains(err.Error(), "nothing was quiesced") {
 			t.Fatalf("quiesce with a failing pre hook: %v", err)
 		}
@@ -96,7 +96,7 @@ func TestQuiesceHooks(t *testing.T) {
 		}
 	})
 	t.Run("every pre hook runs", func(t *testing.T) {
-		j, _, ran, web := run(t, "flush")
+		j, ran, web, _ := run(t, "flush")
 		// The fake cluster's pods never go: the quiesce times out
 		// waiting, and the pods it froze are unfrozen.
 		if want := []string{"db-0:flush", "db-0:unfreeze", "web-1:freeze", "web-1:unfreeze"}; !slices.Equal(sorted(ran), want) {
