@@ -320,15 +320,19 @@ func removeTargetCopies(ctx context.Context, o *Options, j *Journal) error {
 		t.Namespace = mapNamespace(j.Restore, w.Namespace)
 		// Only a copy an earlier cutover of this migration restored: what
 		// the user put in the target is not ferry's to delete.
-		if ours, _ := j.cutoverCopy(ctx, o.Target.Typed, t); !ours {
+		ours, _, err := j.cutoverCopy(ctx, o.Target.Typed, t)
+		if err != nil {
+			return fmt.Errorf("cutover %s: %w", o.Name, err)
+		}
+		if !ours {
 			continue
 		}
 		if err := deleteWorkload(ctx, *o, t); err != nil {
 			return fmt.Errorf("cutover %s: removing the target's %s %s/%s that an earlier cutover left: %w", o.Name, t.Kind, t.Namespace, t.Name, err)
 		}
-		err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			_, _, found := targetWorkload(ctx, o.Target.Typed, t)
-			return !found, nil
+		err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, _, err := targetWorkload(ctx, o.Target.Typed, t)
+			return isNotFound(err), nil
 		})
 		if err != nil {
 			return fmt.Errorf("cutover %s: the target's %s %s/%s that an earlier cutover left is not gone: %w", o.Name, t.Kind, t.Namespace, t.Name, err)
@@ -340,27 +344,29 @@ func removeTargetCopies(ctx context.Context, o *Options, j *Journal) error {
 // cutoverCopy says whether the target's workload w is a copy that a
 // cutover of j restored: its ferry.dev/restore label is one of the
 // cutovers' restore names (as a label value, which a long name is cut to).
-// A workload the target had of its own, or one that cannot be read, is
-// not. pods selects its pods (nil for a CronJob).
-func (j *Journal) cutoverCopy(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload) (ok bool, pods labels.Selector) {
-	m, sel, found := targetWorkload(ctx, c, w)
-	if !found {
-		return false, nil
+// A workload the target had of its own, or none, is not. pods selects its
+// pods (nil for a CronJob). A workload that cannot be read is an error:
+// whether it runs is not known.
+func (j *Journal) cutoverCopy(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload) (ok bool, pods labels.Selector, err error) {
+	m, sel, err := targetWorkload(ctx, c, w)
+	switch {
+	case isNotFound(err):
+		return false, nil, nil
+	case err != nil:
+		return false, nil, fmt.Errorf("reading the target's %s %s/%s: %w", w.Kind, w.Namespace, w.Name, err)
 	}
 	for i := 1; i <= j.Cutovers; i++ {
 		if m.GetLabels()[v1alpha1.LabelRestore] == transform.LabelValue(fmt.Sprintf("%s-cutover-%d", j.Name, i)) {
-			return true, sel
+			return true, sel, nil
 		}
 	}
-	return false, nil
+	return false, nil, nil
 }
 
 // targetWorkload reads workload w in the cluster of c, with the selector
-// of its pods (nil for a CronJob); found is false when it is not there
-// (or cannot be read: then it is left alone).
-func targetWorkload(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload) (m metav1.Object, pods labels.Selector, found bool) {
+// of its pods (nil for a CronJob).
+func targetWorkload(ctx context.Context, c kubernetes.Interface, w v1alpha1.QuiescedWorkload) (m metav1.Object, pods labels.Selector, err error) {
 	var ls *metav1.LabelSelector
-	var err error
 	switch w.Kind {
 	case "Deployment":
 		var d *appsv1.Deployment
@@ -380,17 +386,17 @@ func targetWorkload(ctx context.Context, c kubernetes.Interface, w v1alpha1.Quie
 	case "CronJob":
 		m, err = c.BatchV1().CronJobs(w.Namespace).Get(ctx, w.Name, metav1.GetOptions{})
 	default:
-		return nil, nil, false
+		return nil, nil, fmt.Errorf("kind %s is not quiesced", w.Kind)
 	}
 	if err != nil {
-		return nil, nil, false
+		return nil, nil, err
 	}
 	if ls != nil {
 		if sel, err := metav1.LabelSelectorAsSelector(ls); err == nil && !sel.Empty() {
 			pods = sel
 		}
 	}
-	return m, pods, true
+	return m, pods, nil
 }
 
 // workloads lists the source's Deployments, StatefulSets, ReplicaSets

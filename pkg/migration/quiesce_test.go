@@ -209,6 +209,21 @@ func TestRollbackTargetNotStopped(t *testing.T) {
 	if err := quiesce(ctx, o, CutoverOptions{QuiesceTimeout: 5 * time.Second}, j); err != nil {
 		t.Fatal(err)
 	}
+	// A copy that cannot be read: whether it runs is not known.
+	unreadable := true
+	dstClient.PrependReactor("get", "deployments", func(_ ktesting.Action) (bool, runtime.Object, error) {
+		if unreadable {
+			return true, nil, errors.New("etcdserver: request timed out")
+		}
+		return false, nil, nil
+	})
+	if _, err := Rollback(ctx, *o, RollbackOptions{}); err == nil || !strings.Contains(err.Error(), "request timed out") {
+		t.Fatalf("rollback whose target copy cannot be read: %v", err)
+	}
+	if d, _ := srcClient.AppsV1().Deployments("shop").Get(ctx, "web", metav1.GetOptions{}); *d.Spec.Replicas != 0 {
+		t.Errorf("the source's web runs at %d while the target's copy may too", *d.Spec.Replicas)
+	}
+	unreadable = false
 	refuse := true
 	dstClient.PrependReactor("patch", "deployments", func(_ ktesting.Action) (bool, runtime.Object, error) {
 		if refuse {
@@ -283,10 +298,10 @@ func TestCutoverCopyLongName(t *testing.T) {
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "other", Labels: label(name + "x-cutover-2")}},
 	})
 	j := &Journal{Name: name, Cutovers: 2}
-	if ok, _ := j.cutoverCopy(ctx, dst, v1alpha1.QuiescedWorkload{Kind: "Deployment", Namespace: "shop", Name: "web"}); !ok {
+	if ok, _, err := j.cutoverCopy(ctx, dst, v1alpha1.QuiescedWorkload{Kind: "Deployment", Namespace: "shop", Name: "web"}); !ok || err != nil {
 		t.Error("the copy of a long-named migration's cutover 2 is not found")
 	}
-	if ok, _ := j.cutoverCopy(ctx, dst, v1alpha1.QuiescedWorkload{Kind: "Deployment", Namespace: "shop", Name: "other"}); ok {
+	if ok, _, err := j.cutoverCopy(ctx, dst, v1alpha1.QuiescedWorkload{Kind: "Deployment", Namespace: "shop", Name: "other"}); ok || err != nil {
 		t.Error("another migration's workload is taken for a copy")
 	}
 }

@@ -122,14 +122,16 @@ func stopTargetCopies(ctx context.Context, o Options, j *Journal, ro RollbackOpt
 	for _, w := range j.Cutover.Workloads {
 		t := w
 		t.Namespace = mapNamespace(j.Restore, w.Namespace)
-		ours, sel := j.cutoverCopy(ctx, o.Target.Typed, t)
+		ours, sel, err := j.cutoverCopy(ctx, o.Target.Typed, t)
+		if err != nil {
+			return err
+		}
 		if !ours {
 			continue
 		}
 		if sel != nil {
 			wait = append(wait, podsOf{t.Namespace, sel})
 		}
-		var err error
 		if ro.DeleteTarget {
 			err = deleteWorkload(ctx, o, t)
 		} else {
