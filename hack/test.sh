@@ -53,7 +53,7 @@ rc_api=$(cat "$out/api.rc" 2>/dev/null || echo 1)
 
 echo
 echo "Slowest tests (60s and over):"
-cat "$out"/*.json | "$gotestsum" tool slowest --threshold 60s --num 40
+cat "$out"/*.json | "$gotestsum" tool slowest --threshold 60s
 if [ $rc_nodes -ne 0 ] || [ $rc_api -ne 0 ]; then
   echo "FAIL: nodes stream exit $rc_nodes, api stream exit $rc_api"
   exit 1
