@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/running"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/transform"
 )
@@ -214,12 +215,16 @@ func finalRun(ctx context.Context, o Options, j *Journal) (*Result, *Journal, er
 	o.Name = c.Name
 	o.complete()
 	next := o.OnStep
+	var ready <-chan time.Time
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
 	o.OnStep = func(s Step) {
 		switch s {
 		case StepRestore:
 			c.DeltaDone = time.Now()
 		case StepVerify:
 			c.Restored = time.Now()
+			ready = watchReady(watchCtx, &o, j)
 		}
 		if next != nil {
 			next(s)
@@ -232,7 +237,41 @@ func finalRun(ctx context.Context, o Options, j *Journal) (*Result, *Journal, er
 		return finish(ctx, o, j, nil, err)
 	}
 	res, err := Run(ctx, o)
+	if ready != nil {
+		select {
+		case c.targetReady = <-ready:
+		default: // the verification saw them Ready first
+		}
+	}
 	return finish(ctx, o, j, res, err)
+}
+
+// watchReady watches, from the end of the cutover's restore, the
+// target's copies of the quiesced workloads (running.Check, every 250ms)
+// and sends when they were all healthy, or the zero time. The downtime
+// ends then: the verification compares every object before its own
+// runtime check, and would see them Ready seconds after they served.
+func watchReady(ctx context.Context, o *Options, j *Journal) <-chan time.Time {
+	kinds := map[string]string{"Deployment": "deployments.apps", "StatefulSet": "statefulsets.apps", "CronJob": "cronjobs.batch"}
+	var objs []running.Object
+	for _, w := range j.Cutover.Workloads {
+		if r := kinds[w.Kind]; r != "" {
+			objs = append(objs, running.Object{Resource: r, Namespace: mapNamespace(j.Restore, w.Namespace), Name: w.Name})
+		}
+	}
+	ro := running.Options{Poll: 250 * time.Millisecond, Log: o.Log}
+	if rt := j.Restore.VerifyRuntime; rt != nil && rt.Timeout != nil {
+		ro.Timeout = rt.Timeout.Duration
+	}
+	ch := make(chan time.Time, 1)
+	go func() {
+		var at time.Time
+		if len(objs) > 0 {
+			at = running.Check(ctx, o.Target, objs, ro).Ready
+		}
+		ch <- at
+	}()
+	return ch
 }
 
 // finish records the outcome of the cutover's migration.
@@ -267,6 +306,11 @@ func finish(ctx context.Context, o Options, j *Journal, res *Result, err error) 
 		// The workloads serve from there: the data check after it is the
 		// verification's, not downtime.
 		c.Ready = v.Running.Ready
+	}
+	if t := c.targetReady; !t.IsZero() && t.Before(c.Ready) {
+		// Seen by the watch of the quiesced workloads' copies, which
+		// does not wait for the objects' comparison.
+		c.Ready = t
 	}
 	c.Downtime = c.Ready.Sub(c.QuiesceStarted)
 	c.Error = ""

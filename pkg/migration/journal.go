@@ -185,6 +185,9 @@ type CutoverRecord struct {
 	Error          string        `json:"error,omitempty"`
 	// Phase is the final migration's outcome.
 	Phase v1alpha1.Phase `json:"phase,omitempty"`
+	// targetReady is when the watch of the quiesced workloads' copies saw
+	// them all healthy (watchReady); zero if it did not first.
+	targetReady time.Time
 }
 
 // ErrNoJournal is wrapped when a migration has no journal: no stage ran.

@@ -70,7 +70,10 @@ func Objects(items []report.Result) []Object {
 type Options struct {
 	// Timeout bounds the wait for the workloads (default DefaultTimeout).
 	Timeout time.Duration
-	// Poll is the time between two looks at the workloads (default 2s).
+	// Poll is the time between two looks at the workloads (default 500ms
+	// while at most 50 are not healthy yet, so that a cutover's downtime
+	// ends when its workloads are Ready, not up to a poll later; 2s
+	// while more are).
 	Poll time.Duration
 	// Images, if set, resolves each image reference the workloads name
 	// at its registry (from where ferry runs); nil leaves images out.
@@ -102,9 +105,6 @@ func Check(ctx context.Context, cl *kube.Cluster, objs []Object, o Options) *rep
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
-	if o.Poll <= 0 {
-		o.Poll = 2 * time.Second
-	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -133,11 +133,11 @@ func Check(ctx context.Context, cl *kube.Cluster, objs []Object, o Options) *rep
 		return pending
 	}
 	deadline := start.Add(o.Timeout)
-	for look(false) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
-		o.Log.Debug("waiting for the restored workloads", "deadline", deadline)
+	for pending := look(false); pending > 0 && time.Now().Before(deadline) && ctx.Err() == nil; pending = look(false) {
+		o.Log.Debug("waiting for the restored workloads", "deadline", deadline, "pending", pending)
 		select {
 		case <-ctx.Done():
-		case <-time.After(o.Poll):
+		case <-time.After(o.poll(pending)):
 		}
 	}
 	// A workload that was healthy at its first look may have failed since
@@ -167,6 +167,18 @@ func Check(ctx context.Context, cl *kube.Cluster, objs []Object, o Options) *rep
 		r.ImagesCheckedFrom = "from where ferry runs, not from the target's nodes (a node that cannot pull shows in its workload's row)"
 	}
 	return r
+}
+
+// poll is the wait before the next look, with pending objects not
+// healthy yet.
+func (o Options) poll(pending int) time.Duration {
+	switch {
+	case o.Poll > 0:
+		return o.Poll
+	case pending <= 50:
+		return 500 * time.Millisecond
+	}
+	return 2 * time.Second
 }
 
 func (s *state) row() report.Check {
