@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 
 # The e2e tests that run pods on real nodes (kubelet, containerd): the
 # heavier half of test/e2e's time.
-E2E_NODES='^(TestClaimDataArrives|TestMigrateWorkloadVolumes|TestServerWorkloadVolumes|TestHubWorkloadVolumes|TestStagedCutover|TestStagedKilled|TestBackupHooks|TestVolumeMoveKilled|TestInstallOnNodes|TestServerCredentials)$'
+E2E_NODES='^(TestClaimDataArrives|TestMigrateWorkloadVolumes|TestServerWorkloadVolumes|TestHubWorkloadVolumes|TestHubStaged|TestStagedCutover|TestStagedKilled|TestBackupHooks|TestVolumeMoveKilled|TestInstallOnNodes|TestServerCredentials)$'
 
 out=$(mktemp -d "${TMPDIR:-/tmp}/ferry-test.XXXXXX")
 trap 'rm -rf "$out"' EXIT

@@ -89,7 +89,7 @@ SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 	fl.StringSliceVar(&o.etcdServers, "etcd-servers", nil, "URLs of an existing etcd to keep the objects in, instead of the embedded one")
 	fl.StringSliceVar(&o.tokenAuthFiles, "token-auth-file", nil, "more static-token files (kube-apiserver's CSV format), besides DIR/tokens.csv")
 	fl.BoolVar(&o.controllers, "controllers", true, "run the controllers, which carry Migrations, Backups, Restores and Schedules out against their member clusters")
-	fl.DurationVar(&o.leaseDuration, "migration-lease-duration", 30*time.Second, "how long a Migration's lease lasts unrenewed: after a hub stops, another hub (or its restart) fails the Migrations it was running once their leases expire")
+	fl.DurationVar(&o.leaseDuration, "migration-lease-duration", 30*time.Second, "how long a Migration's lease lasts unrenewed: after a hub stops, another hub (or its restart) takes over the Migrations it was running once their leases expire (a one-shot Migration in a step ends Failed, a staged one resumes from its journal)")
 	fl.IntVar(&o.workers, "migration-workers", 4, "how many Migrations run at once (and as many Backups, Restores and location checks)")
 	o.volumes.registerPassword(cmd)
 	fl.StringVar(&o.volumes.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move Migrations' volume data in the member clusters (and by the ferry-restore-wait init container); the only image a target needs to pull")

@@ -56,6 +56,16 @@ func migrationRestore(name string, restore map[string]any) *unstructured.Unstruc
 	return m
 }
 
+func migrationStaged(name string, namespaces []any, staged map[string]any) *unstructured.Unstructured {
+	var backup map[string]any
+	if namespaces != nil {
+		backup = map[string]any{"includedNamespaces": namespaces}
+	}
+	m := migrationV1beta1(name, backup)
+	_ = unstructured.SetNestedMap(m.Object, staged, "spec", "staged")
+	return m
+}
+
 func migrationV1beta1(name string, backup map[string]any) *unstructured.Unstructured {
 	return obj("ferry.dev/v1beta1", "Migration", name, map[string]any{"spec": map[string]any{
 		"source":  map[string]any{"cluster": "old"},
@@ -278,6 +288,12 @@ func testInvalid(t *testing.T, c dynamic.Interface) {
 		{"unknown-cloud", migrationRestore("cloud", map[string]any{"toCloud": "mars"}), "spec.restore.toCloud"},
 		{"volume-data-policy", migrationRestore("vdp", map[string]any{"existingVolumeDataPolicy": "merge"}), "spec.restore.existingVolumeDataPolicy"},
 		{"negative-crd-timeout", migrationRestore("crd", map[string]any{"crdTimeout": "-1m"}), "spec.restore.crdTimeout"},
+		// Staged Migrations: what no stage takes, refused at create.
+		{"staged-interval", migrationStaged("st1", []any{"shop"}, map[string]any{"interval": "1s"}), "spec.staged.interval"},
+		{"staged-no-namespaces", migrationStaged("st2", nil, map[string]any{"interval": "1m"}), "spec.backup.includedNamespaces"},
+		{"staged-pattern", migrationStaged("st3", []any{"shop-*"}, map[string]any{"interval": "1m"}), "spec.staged"},
+		{"staged-max-stages", migrationStaged("st4", []any{"shop"}, map[string]any{"interval": "1m", "maxStages": int64(3)}), "spec.staged.maxDowntime"},
+		{"staged-name", migrationStaged(strings.Repeat("s", 175), []any{"shop"}, map[string]any{"interval": "1m"}), "metadata.name"},
 	}
 	for _, tc := range cases {
 		_, err := c.Resource(migrationsV1beta1).Namespace(ns).Create(context.Background(), tc.m, metav1.CreateOptions{})

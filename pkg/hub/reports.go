@@ -78,7 +78,13 @@ func (h *reports) report(ctx context.Context, key types.NamespacedName, asJSON b
 		return nil, http.StatusBadGateway, err
 	}
 	defer loc.Close()
-	body, err := migration.OpenReport(ctx, loc, m.Name, !asJSON)
+	// A staged Migration's report is its cutover's, with the cutover's
+	// timeline.
+	name := m.Name
+	if c := m.Status.Cutover; c != nil && c.Name != "" {
+		name = c.Name
+	}
+	body, err := migration.OpenReport(ctx, loc, name, !asJSON)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, http.StatusNotFound, fmt.Errorf("migration %s: %w in %s", key, err, loc.URL())

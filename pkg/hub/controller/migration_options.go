@@ -24,49 +24,71 @@ import (
 // migrate connects to m's clusters and location and runs the migration,
 // calling onStep (which records the step) before each step starts.
 func (r *MigrationReconciler) migrate(ctx context.Context, m *v1beta1.Migration, p *progress, onStep func(migration.Step) error) (*migration.Result, error) {
+	o, done, err := r.prepare(ctx, m, p)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	stepCtx, stepErr, cancel := recordSteps(ctx, &o, onStep)
+	defer cancel()
+	res, err := migration.Run(stepCtx, o)
+	if *stepErr != nil {
+		return res, *stepErr
+	}
+	return res, err
+}
+
+// recordSteps sets o.OnStep to call onStep; when a step cannot be
+// recorded, the context it returns is cancelled and *stepErr says why.
+func recordSteps(ctx context.Context, o *migration.Options, onStep func(migration.Step) error) (context.Context, *error, context.CancelFunc) {
+	stepErr := new(error)
+	stepCtx, cancel := context.WithCancel(ctx)
+	o.OnStep = func(s migration.Step) {
+		if err := onStep(s); err != nil && *stepErr == nil {
+			*stepErr = err // the step could not be recorded: stop
+			cancel()
+		}
+	}
+	return stepCtx, stepErr, cancel
+}
+
+// prepare connects to m's location and clusters and returns the
+// migration's options, checked; done closes what they opened.
+func (r *MigrationReconciler) prepare(ctx context.Context, m *v1beta1.Migration, p *progress) (o migration.Options, done func(), err error) {
 	// The location and its Credentials first: their errors are the
 	// Migration's own, and need no cluster.
 	loc, creds, err := OpenLocation(ctx, r.Reader, m)
 	if err != nil {
-		return nil, err
+		return o, nil, err
 	}
-	defer loc.Close()
+	defer func() {
+		if err != nil {
+			loc.Close()
+		}
+	}()
 	src, srcSpec, err := r.connect(ctx, m.Namespace, m.Spec.Source.Cluster, "spec.source.cluster", "SourceUnreachable")
 	if err != nil {
-		return nil, err
+		return o, nil, err
 	}
 	dst, dstSpec, err := r.connect(ctx, m.Namespace, m.Spec.Target.Cluster, "spec.target.cluster", "TargetUnreachable")
 	if err != nil {
-		return nil, err
+		return o, nil, err
 	}
 	if err := migration.CheckClusters(ctx, src, dst); err != nil {
-		return nil, fail("SameCluster", "spec.source.cluster %q and spec.target.cluster %q: %w", m.Spec.Source.Cluster, m.Spec.Target.Cluster, err)
+		return o, nil, fail("SameCluster", "spec.source.cluster %q and spec.target.cluster %q: %w", m.Spec.Source.Cluster, m.Spec.Target.Cluster, err)
 	}
-	o := options(m, src, dst, loc)
+	o = options(m, src, dst, loc)
 	closeVolumes, err := r.volumes(ctx, &o, m, srcSpec, dstSpec, creds)
 	if err != nil {
-		return nil, err
+		return o, nil, err
 	}
-	defer closeVolumes()
 	o.Backup.OnProgress = func(done, _ int) { p.mu.Lock(); p.backedUp = int64(done); p.mu.Unlock() }
 	o.Restore.OnProgress = func(done, _ int) { p.mu.Lock(); p.stored = int64(done); p.mu.Unlock() }
-	var stepErr error
-	stepCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	o.OnStep = func(s migration.Step) {
-		if err := onStep(s); err != nil && stepErr == nil {
-			stepErr = err // the step could not be recorded: stop
-			cancel()
-		}
-	}
 	if err := o.Validate(); err != nil {
-		return nil, fail("InvalidSpec", "%w", err)
+		closeVolumes()
+		return o, nil, fail("InvalidSpec", "%w", err)
 	}
-	res, err := migration.Run(stepCtx, o)
-	if stepErr != nil {
-		return res, stepErr
-	}
-	return res, err
+	return o, func() { closeVolumes(); loc.Close() }, nil
 }
 
 // connect reaches the Cluster name of the Migration's namespace (see
@@ -82,6 +104,9 @@ func (r *MigrationReconciler) connect(ctx context.Context, namespace, name, path
 // Migration at once.
 func (r *MigrationReconciler) volumes(ctx context.Context, o *migration.Options, m *v1beta1.Migration, src, dst *v1beta1.Cluster, creds map[string]string) (func(), error) {
 	if r.Volumes.Password == "" {
+		if m.Spec.Staged != nil {
+			return nil, fail("NoRepositoryPassword", "spec.staged: a staged Migration moves volume data: %w", errNoPassword)
+		}
 		if m.Spec.Volumes {
 			return nil, fail("NoRepositoryPassword", "spec.volumes: %w", errNoPassword)
 		}
@@ -157,7 +182,7 @@ func options(m *v1beta1.Migration, src, dst *kube.Cluster, loc *store.Location) 
 		Images:                   mode,
 		ImageRegistryMappings:    s.Images.RegistryMappings,
 		ImagesRequired:           s.Images.Required,
-		DefaultVolumesToFsBackup: s.Volumes,
+		DefaultVolumesToFsBackup: s.Volumes || s.Staged != nil,
 	}
 	rs := s.Restore
 	rspec := v1alpha1.RestoreSpec{

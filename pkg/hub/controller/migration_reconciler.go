@@ -25,7 +25,10 @@ import (
 //   - one whose holder stopped in a step (the lease expired, or this
 //     process restarted) is Failed with reason HubInterrupted, as its
 //     backup or restore may be partial. It is never resumed silently, and
-//     never shown Completed unless every step ended.
+//     never shown Completed unless every step ended;
+//   - a staged Migration (spec.staged) runs a stage at a time, and its
+//     cutover, each under the lease, and resumes from its journal
+//     instead (reconcileStaged).
 type MigrationReconciler struct {
 	Client client.Client
 	// Reader reads the hub directly, not the cache; default Client.
@@ -52,6 +55,9 @@ func (r *MigrationReconciler) Reconcile(ctx context.Context, req reconcile.Reque
 	}
 	if wait, held := r.leased().heldElsewhere(&m); held {
 		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	if m.Spec.Staged != nil {
+		return r.reconcileStaged(ctx, &m)
 	}
 	if m.Status.Phase != "" && m.Status.Phase != v1beta1.PhasePending {
 		return reconcile.Result{}, r.failInterrupted(ctx, &m)

@@ -44,10 +44,13 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.Migration{}.OpenAPIModelName():                    schema_hub_apis_ferry_v1alpha1_Migration(ref),
 		v1alpha1.MigrationBackup{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref),
 		v1alpha1.MigrationCounts{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref),
+		v1alpha1.MigrationCutover{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationCutover(ref),
 		v1alpha1.MigrationImages{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_MigrationImages(ref),
 		v1alpha1.MigrationList{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_MigrationList(ref),
+		v1alpha1.MigrationPrediction{}.OpenAPIModelName():          schema_hub_apis_ferry_v1alpha1_MigrationPrediction(ref),
 		v1alpha1.MigrationRestore{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref),
 		v1alpha1.MigrationSpec{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref),
+		v1alpha1.MigrationStage{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_MigrationStage(ref),
 		v1alpha1.MigrationStatus{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref),
 		v1alpha1.MigrationStorage{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref),
 		v1alpha1.PodVolumeCounts{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_PodVolumeCounts(ref),
@@ -62,6 +65,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.ScheduleList{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1alpha1_ScheduleList(ref),
 		v1alpha1.ScheduleSpec{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1alpha1_ScheduleSpec(ref),
 		v1alpha1.ScheduleStatus{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_ScheduleStatus(ref),
+		v1alpha1.StagedMigration{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_StagedMigration(ref),
 		v1alpha1.VerificationSummary{}.OpenAPIModelName():          schema_hub_apis_ferry_v1alpha1_VerificationSummary(ref),
 		v1beta1.Backup{}.OpenAPIModelName():                        schema_hub_apis_ferry_v1beta1_Backup(ref),
 		v1beta1.BackupList{}.OpenAPIModelName():                    schema_hub_apis_ferry_v1beta1_BackupList(ref),
@@ -88,10 +92,13 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta1.Migration{}.OpenAPIModelName():                     schema_hub_apis_ferry_v1beta1_Migration(ref),
 		v1beta1.MigrationBackup{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_MigrationBackup(ref),
 		v1beta1.MigrationCounts{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_MigrationCounts(ref),
+		v1beta1.MigrationCutover{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationCutover(ref),
 		v1beta1.MigrationImages{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_MigrationImages(ref),
 		v1beta1.MigrationList{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_MigrationList(ref),
+		v1beta1.MigrationPrediction{}.OpenAPIModelName():           schema_hub_apis_ferry_v1beta1_MigrationPrediction(ref),
 		v1beta1.MigrationRestore{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationRestore(ref),
 		v1beta1.MigrationSpec{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_MigrationSpec(ref),
+		v1beta1.MigrationStage{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_MigrationStage(ref),
 		v1beta1.MigrationStatus{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_MigrationStatus(ref),
 		v1beta1.MigrationStorage{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationStorage(ref),
 		v1beta1.PodVolumeCounts{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_PodVolumeCounts(ref),
@@ -106,6 +113,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta1.ScheduleList{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1beta1_ScheduleList(ref),
 		v1beta1.ScheduleSpec{}.OpenAPIModelName():                  schema_hub_apis_ferry_v1beta1_ScheduleSpec(ref),
 		v1beta1.ScheduleStatus{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_ScheduleStatus(ref),
+		v1beta1.StagedMigration{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_StagedMigration(ref),
 		v1beta1.VerificationSummary{}.OpenAPIModelName():           schema_hub_apis_ferry_v1beta1_VerificationSummary(ref),
 		v1.AWSElasticBlockStoreVolumeSource{}.OpenAPIModelName():   schema_k8sio_api_core_v1_AWSElasticBlockStoreVolumeSource(ref),
 		v1.Affinity{}.OpenAPIModelName():                           schema_k8sio_api_core_v1_Affinity(ref),
@@ -1731,6 +1739,69 @@ func schema_hub_apis_ferry_v1alpha1_MigrationCounts(ref common.ReferenceCallback
 	}
 }
 
+func schema_hub_apis_ferry_v1alpha1_MigrationCutover(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationCutover is a staged Migration's cutover.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the cutover's backup and restore in the location (<migration>-cutover-<n>); the Migration's report is theirs.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"step": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Step is Predicted, Quiescing, Quiesced, Done or RollingBack.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"workloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Workloads counts the source workloads quiesced.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"quiesceTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "QuiesceTime is when the first source workload was scaled down: the downtime's start.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"readyTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReadyTime is when the target's workloads were all Ready: the downtime's end.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"downtime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Downtime is ReadyTime - QuiesceTime, beside Predicted.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"predicted": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Predicted is the prediction the cutover started with.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"name", "step", "predicted"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1alpha1_MigrationImages(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1816,6 +1887,82 @@ func schema_hub_apis_ferry_v1alpha1_MigrationList(ref common.ReferenceCallback) 
 		},
 		Dependencies: []string{
 			v1alpha1.Migration{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_MigrationPrediction(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationPrediction is a staged Migration's predicted cutover downtime, from measured rates (ferry migrate cutover prints it).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Total is the predicted downtime: the sum of the four steps.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"quiesce": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Quiesce is the source pods' termination.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"delta": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Delta is the final delta's snapshot and write.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"restore": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Restore is the resources' restore at the target's create rate.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"start": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Start is the target's start, until its pods are Ready.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"deltaBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DeltaBytes is the predicted change since the last stage.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"objects": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Objects is how many objects the cutover restores.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"basis": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Basis says what each figure was computed from.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"total", "quiesce", "delta", "restore", "start", "deltaBytes", "objects"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -2010,12 +2157,108 @@ func schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref common.ReferenceCallback) 
 							Ref:         ref(v1alpha1.RuntimeVerification{}.OpenAPIModelName()),
 						},
 					},
+					"staged": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Staged makes the Migration a staged one: stages on an interval while the source runs, then the cutover spec.staged.cutover triggers. Set at creation only; while it is set, only spec.staged may change.",
+							Ref:         ref(v1alpha1.StagedMigration{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"sourceCluster", "targetCluster", "storage"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.Encryption{}.OpenAPIModelName(), v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName(), v1alpha1.RuntimeVerification{}.OpenAPIModelName()},
+			v1alpha1.Encryption{}.OpenAPIModelName(), v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName(), v1alpha1.RuntimeVerification{}.OpenAPIModelName(), v1alpha1.StagedMigration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_MigrationStage(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationStage is what one stage of a staged Migration moved, summed over its claims.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"number": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompletionTime is unset while the stage runs, or when it did not end.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"claims": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Claims counts the claims the stage copied.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"scannedBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ScannedBytes are the claims' files; ChangedBytes those of the files written into the target's claims (new or changed since the last stage); UploadedBytes what the snapshots wrote to the location.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"changedBytes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"uploadedBytes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"changedFiles": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ChangedFiles, RemovedFiles and VanishedFiles count the files written, removed from the target (the source removed them), and removed while the source was read (a live application's; never an error).",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"removedFiles": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"vanishedFiles": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says why the stage failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"number", "startTime", "claims", "scannedBytes", "changedBytes", "uploadedBytes"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -2102,11 +2345,48 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref common.ReferenceCallback
 							Ref:         ref(v1alpha1.Lease{}.OpenAPIModelName()),
 						},
 					},
+					"stageCount": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StageCount counts a staged Migration's stages; Stages are the last 20 of them, oldest first.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"stages": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.MigrationStage{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"nextStageTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NextStageTime is when the next stage starts, unless the cutover is triggered first.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"prediction": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Prediction is the cutover's predicted downtime after the last stage (the cutover's own, once it began).",
+							Ref:         ref(v1alpha1.MigrationPrediction{}.OpenAPIModelName()),
+						},
+					},
+					"cutover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cutover is the cutover's progress and its actual downtime.",
+							Ref:         ref(v1alpha1.MigrationCutover{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.Lease{}.OpenAPIModelName(), v1alpha1.MigrationCounts{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1alpha1.Lease{}.OpenAPIModelName(), v1alpha1.MigrationCounts{}.OpenAPIModelName(), v1alpha1.MigrationCutover{}.OpenAPIModelName(), v1alpha1.MigrationPrediction{}.OpenAPIModelName(), v1alpha1.MigrationStage{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -2815,6 +3095,47 @@ func schema_hub_apis_ferry_v1alpha1_ScheduleStatus(ref common.ReferenceCallback)
 		},
 		Dependencies: []string{
 			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_StagedMigration(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "StagedMigration makes a Migration a staged one, as ferry migrate stage and cutover run it (docs/design.md#staged-cutover): while the source runs, a stage every Interval copies the selected claims' data into the target's claims (only what changed since the last stage); no workload runs in the target. Once Cutover is set, the next step is the cutover: the source is quiesced, the final delta and the resources are restored, and the Migration ends when the target's workloads are Ready and verified. A staged Migration moves volume data: spec.volumes is implied.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"interval": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Interval is the time from one stage's start to the next's (at least 10s); a stage that takes longer is followed by the next at once.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"cutover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cutover, once true, starts the cutover after the stage running (if any). It cannot be unset: to go back after a cutover, use ferry migrate rollback against the same location.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"maxDowntime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MaxDowntime, if set, runs more stages at the cutover until the predicted downtime is under it, at most MaxStages stages in all (default 5); a prediction that does not get under it fails the Migration before the source is quiesced.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"maxStages": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+				},
+				Required: []string{"interval"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -4238,6 +4559,69 @@ func schema_hub_apis_ferry_v1beta1_MigrationCounts(ref common.ReferenceCallback)
 	}
 }
 
+func schema_hub_apis_ferry_v1beta1_MigrationCutover(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationCutover is a staged Migration's cutover.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the cutover's backup and restore in the location (<migration>-cutover-<n>); the Migration's report is theirs.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"step": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Step is Predicted, Quiescing, Quiesced, Done or RollingBack.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"workloads": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Workloads counts the source workloads quiesced.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"quiesceTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "QuiesceTime is when the first source workload was scaled down: the downtime's start.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"readyTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReadyTime is when the target's workloads were all Ready: the downtime's end.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"downtime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Downtime is ReadyTime - QuiesceTime, beside Predicted.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"predicted": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Predicted is the prediction the cutover started with.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"name", "step", "predicted"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1beta1_MigrationImages(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -4323,6 +4707,82 @@ func schema_hub_apis_ferry_v1beta1_MigrationList(ref common.ReferenceCallback) c
 		},
 		Dependencies: []string{
 			v1beta1.Migration{}.OpenAPIModelName(), metav1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_MigrationPrediction(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationPrediction is a staged Migration's predicted cutover downtime, from measured rates (ferry migrate cutover prints it).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"total": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Total is the predicted downtime: the sum of the four steps.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"quiesce": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Quiesce is the source pods' termination.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"delta": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Delta is the final delta's snapshot and write.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"restore": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Restore is the resources' restore at the target's create rate.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"start": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Start is the target's start, until its pods are Ready.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"deltaBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DeltaBytes is the predicted change since the last stage.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"objects": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Objects is how many objects the cutover restores.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"basis": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Basis says what each figure was computed from.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"total", "quiesce", "delta", "restore", "start", "deltaBytes", "objects"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -4515,12 +4975,108 @@ func schema_hub_apis_ferry_v1beta1_MigrationSpec(ref common.ReferenceCallback) c
 							Ref:         ref(v1beta1.RuntimeVerification{}.OpenAPIModelName()),
 						},
 					},
+					"staged": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Staged makes the Migration a staged one: stages on an interval while the source runs, then the cutover spec.staged.cutover triggers. Set at creation only; while it is set, only spec.staged may change.",
+							Ref:         ref(v1beta1.StagedMigration{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"source", "target", "storage"},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.Encryption{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName(), v1beta1.RuntimeVerification{}.OpenAPIModelName()},
+			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.Encryption{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName(), v1beta1.RuntimeVerification{}.OpenAPIModelName(), v1beta1.StagedMigration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_MigrationStage(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationStage is what one stage of a staged Migration moved, summed over its claims.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"number": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "CompletionTime is unset while the stage runs, or when it did not end.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"claims": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Claims counts the claims the stage copied.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"scannedBytes": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ScannedBytes are the claims' files; ChangedBytes those of the files written into the target's claims (new or changed since the last stage); UploadedBytes what the snapshots wrote to the location.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"changedBytes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"uploadedBytes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int64",
+						},
+					},
+					"changedFiles": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ChangedFiles, RemovedFiles and VanishedFiles count the files written, removed from the target (the source removed them), and removed while the source was read (a live application's; never an error).",
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"removedFiles": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"vanishedFiles": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int64",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Message says why the stage failed.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"number", "startTime", "claims", "scannedBytes", "changedBytes", "uploadedBytes"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -4607,11 +5163,48 @@ func schema_hub_apis_ferry_v1beta1_MigrationStatus(ref common.ReferenceCallback)
 							Ref:         ref(v1beta1.Lease{}.OpenAPIModelName()),
 						},
 					},
+					"stageCount": {
+						SchemaProps: spec.SchemaProps{
+							Description: "StageCount counts a staged Migration's stages; Stages are the last 20 of them, oldest first.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"stages": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta1.MigrationStage{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"nextStageTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NextStageTime is when the next stage starts, unless the cutover is triggered first.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"prediction": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Prediction is the cutover's predicted downtime after the last stage (the cutover's own, once it began).",
+							Ref:         ref(v1beta1.MigrationPrediction{}.OpenAPIModelName()),
+						},
+					},
+					"cutover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cutover is the cutover's progress and its actual downtime.",
+							Ref:         ref(v1beta1.MigrationCutover{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.Lease{}.OpenAPIModelName(), v1beta1.MigrationCounts{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1beta1.Lease{}.OpenAPIModelName(), v1beta1.MigrationCounts{}.OpenAPIModelName(), v1beta1.MigrationCutover{}.OpenAPIModelName(), v1beta1.MigrationPrediction{}.OpenAPIModelName(), v1beta1.MigrationStage{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -5320,6 +5913,47 @@ func schema_hub_apis_ferry_v1beta1_ScheduleStatus(ref common.ReferenceCallback) 
 		},
 		Dependencies: []string{
 			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_StagedMigration(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "StagedMigration makes a Migration a staged one, as ferry migrate stage and cutover run it (docs/design.md#staged-cutover): while the source runs, a stage every Interval copies the selected claims' data into the target's claims (only what changed since the last stage); no workload runs in the target. Once Cutover is set, the next step is the cutover: the source is quiesced, the final delta and the resources are restored, and the Migration ends when the target's workloads are Ready and verified. A staged Migration moves volume data: spec.volumes is implied.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"interval": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Interval is the time from one stage's start to the next's (at least 10s); a stage that takes longer is followed by the next at once.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"cutover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cutover, once true, starts the cutover after the stage running (if any). It cannot be unset: to go back after a cutover, use ferry migrate rollback against the same location.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"maxDowntime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MaxDowntime, if set, runs more stages at the cutover until the predicted downtime is under it, at most MaxStages stages in all (default 5); a prediction that does not get under it fails the Migration before the source is quiesced.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"maxStages": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+				},
+				Required: []string{"interval"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 

@@ -163,6 +163,10 @@ type MigrationSpec struct {
 	// image the workloads name is resolved at its registry.
 	// +optional
 	VerifyRuntime *RuntimeVerification `json:"verifyRuntime,omitempty"`
+	// Staged makes the Migration a staged one: stages on an interval while
+	// the source runs, then the cutover spec.staged.cutover triggers. Set
+	// at creation only; while it is set, only spec.staged may change.
+	Staged *StagedMigration `json:"staged,omitempty"`
 }
 
 // RuntimeVerification tunes a verification's runtime checks.
@@ -285,6 +289,12 @@ const (
 	PhaseCompleted       MigrationPhase = "Completed"
 	PhasePartiallyFailed MigrationPhase = "PartiallyFailed"
 	PhaseFailed          MigrationPhase = "Failed"
+	// A staged Migration is Staging while a stage runs, Staged between
+	// stages, and at Quiesce while the cutover stops the source; the
+	// cutover's migration then goes through the steps above.
+	PhaseStaging MigrationPhase = "Staging"
+	PhaseStaged  MigrationPhase = "Staged"
+	PhaseQuiesce MigrationPhase = "Quiesce"
 )
 
 // MigrationConditionSucceeded is True once a Migration Completed, False
@@ -310,6 +320,18 @@ type MigrationStatus struct {
 	// while it runs. A lease not renewed within its duration is expired:
 	// that process stopped, and another hub takes the Migration over.
 	Lease *Lease `json:"lease,omitempty"`
+	// StageCount counts a staged Migration's stages; Stages are the
+	// last 20 of them, oldest first.
+	StageCount int32            `json:"stageCount,omitempty"`
+	Stages     []MigrationStage `json:"stages,omitempty"`
+	// NextStageTime is when the next stage starts, unless the cutover
+	// is triggered first.
+	NextStageTime *metav1.Time `json:"nextStageTime,omitempty"`
+	// Prediction is the cutover's predicted downtime after the last
+	// stage (the cutover's own, once it began).
+	Prediction *MigrationPrediction `json:"prediction,omitempty"`
+	// Cutover is the cutover's progress and its actual downtime.
+	Cutover *MigrationCutover `json:"cutover,omitempty"`
 }
 
 // Lease is a hub process's claim on a Migration, Backup or Restore, as a

@@ -67,12 +67,14 @@ func (s strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorL
 	return append(errs, s.validateClusters(ctx, &m.Spec, nil)...)
 }
 
-// ValidateUpdate checks a changed Migration; the Clusters are looked up
+// ValidateUpdate checks a changed Migration (a staged one's spec is fixed
+// but for spec.staged); the Clusters are looked up
 // again only when their names changed.
 func (s strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
-	m := obj.(*ferry.Migration)
+	m, was := obj.(*ferry.Migration), old.(*ferry.Migration)
 	errs := ValidateMigration(m)
-	return append(errs, s.validateClusters(ctx, &m.Spec, &old.(*ferry.Migration).Spec)...)
+	errs = append(errs, ValidateMigrationUpdate(&m.Spec, &was.Spec, field.NewPath("spec"))...)
+	return append(errs, s.validateClusters(ctx, &m.Spec, &was.Spec)...)
 }
 
 // validateClusters looks up spec.source.cluster and spec.target.cluster in

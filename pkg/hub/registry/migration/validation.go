@@ -2,7 +2,9 @@ package migration
 
 import (
 	"slices"
+	"time"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -25,6 +27,12 @@ func ValidateMigration(m *ferry.Migration) field.ErrorList {
 			errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), m.Name, err.Error()))
 		}
 	}
+	if m.Spec.Staged != nil && m.Name != "" {
+		// Its stages and cutovers are named NAME-stage-N, NAME-cutover-N.
+		if err := engine.ValidateStagedName(m.Name); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), m.Name, err.Error()))
+		}
+	}
 	return append(errs, ValidateMigrationSpec(&m.Spec, field.NewPath("spec"))...)
 }
 
@@ -43,7 +51,72 @@ func ValidateMigrationSpec(s *ferry.MigrationSpec, p *field.Path) field.ErrorLis
 	if rt := s.VerifyRuntime; rt != nil && rt.Timeout != nil && rt.Timeout.Duration < 0 {
 		errs = append(errs, field.Invalid(p.Child("verifyRuntime", "timeout"), rt.Timeout.Duration.String(), "must not be negative"))
 	}
+	errs = append(errs, validateStaged(s, p.Child("staged"))...)
 	return append(errs, validateImages(&s.Images, p.Child("images"))...)
+}
+
+// minStageInterval is the shortest spec.staged.interval.
+const minStageInterval = 10 * time.Second
+
+func validateStaged(spec *ferry.MigrationSpec, p *field.Path) field.ErrorList {
+	s := spec.Staged
+	if s == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	// What no stage takes: the engine's own check, on the specs the hub's
+	// controller gives it.
+	b, r := spec.Backup, spec.Restore
+	bs := v1alpha1.BackupSpec{IncludedNamespaces: b.IncludedNamespaces, ExcludedNamespaces: b.ExcludedNamespaces,
+		IncludedResources: b.IncludedResources, ExcludedResources: b.ExcludedResources, LabelSelector: b.LabelSelector}
+	rs := v1alpha1.RestoreSpec{DryRun: r.DryRun}
+	if spec.VerifyRuntime != nil && spec.VerifyRuntime.Skip {
+		rs.VerifyRuntime = &v1alpha1.RuntimeVerification{Skip: true}
+	}
+	if len(b.IncludedNamespaces) == 0 {
+		errs = append(errs, field.Required(field.NewPath("spec", "backup", "includedNamespaces"), "a staged Migration names the namespaces it moves: its cutover quiesces every workload in them"))
+	} else if err := engine.CheckStagedSpecs(bs, rs); err != nil {
+		errs = append(errs, field.Forbidden(p, "a staged Migration does not take "+err.Error()))
+	}
+	if s.Interval.Duration < minStageInterval {
+		errs = append(errs, field.Invalid(p.Child("interval"), s.Interval.Duration.String(), "must be at least "+minStageInterval.String()))
+	}
+	if s.MaxDowntime != nil && s.MaxDowntime.Duration <= 0 {
+		errs = append(errs, field.Invalid(p.Child("maxDowntime"), s.MaxDowntime.Duration.String(), "must be positive"))
+	}
+	if s.MaxStages < 0 {
+		errs = append(errs, field.Invalid(p.Child("maxStages"), s.MaxStages, "must not be negative"))
+	}
+	if s.MaxStages > 0 && s.MaxDowntime == nil {
+		errs = append(errs, field.Required(p.Child("maxDowntime"), "spec.staged.maxStages bounds the stages run to get under it"))
+	}
+	return errs
+}
+
+// ValidateMigrationUpdate checks what may change of a Migration's spec:
+// spec.staged is set at creation only, and a staged Migration's stages
+// all use the spec they started with (its journal refuses another), so
+// only spec.staged changes, and spec.staged.cutover is never unset.
+func ValidateMigrationUpdate(s, old *ferry.MigrationSpec, p *field.Path) field.ErrorList {
+	sp := p.Child("staged")
+	switch {
+	case old.Staged == nil && s.Staged == nil:
+		return nil
+	case old.Staged == nil:
+		return field.ErrorList{field.Forbidden(sp, "may be set only when the Migration is created")}
+	case s.Staged == nil:
+		return field.ErrorList{field.Forbidden(sp, "may not be removed from a staged Migration")}
+	}
+	var errs field.ErrorList
+	if old.Staged.Cutover && !s.Staged.Cutover {
+		errs = append(errs, field.Forbidden(sp.Child("cutover"), "may not be unset once the cutover was triggered (ferry migrate rollback undoes a cutover)"))
+	}
+	a, b := *s, *old
+	a.Staged, b.Staged = nil, nil
+	if !apiequality.Semantic.DeepEqual(a, b) {
+		errs = append(errs, field.Forbidden(p, "a staged Migration's spec may not change but for spec.staged: its stages and cutover move what the first stage selected"))
+	}
+	return errs
 }
 
 func validateClusterName(name string, p *field.Path) field.ErrorList {
@@ -93,7 +166,7 @@ func validateImages(im *ferry.MigrationImages, p *field.Path) field.ErrorList {
 // ValidateMigrationStatus checks a status update.
 func ValidateMigrationStatus(s *ferry.MigrationStatus, p *field.Path) field.ErrorList {
 	phases := []ferry.MigrationPhase{"", ferry.PhasePending, ferry.PhaseBackup, ferry.PhaseImages, ferry.PhaseVolumes,
-		ferry.PhaseRestore, ferry.PhaseVerify, ferry.PhaseCompleted, ferry.PhasePartiallyFailed, ferry.PhaseFailed}
+		ferry.PhaseRestore, ferry.PhaseVerify, ferry.PhaseStaging, ferry.PhaseStaged, ferry.PhaseQuiesce, ferry.PhaseCompleted, ferry.PhasePartiallyFailed, ferry.PhaseFailed}
 	var errs field.ErrorList
 	if !slices.Contains(phases, s.Phase) {
 		errs = append(errs, field.NotSupported(p.Child("phase"), s.Phase, phases[1:]))

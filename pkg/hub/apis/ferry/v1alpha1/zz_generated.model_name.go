@@ -126,6 +126,11 @@ func (in MigrationCounts) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationCutover) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationCutover"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationImages) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationImages"
 }
@@ -136,6 +141,11 @@ func (in MigrationList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationPrediction) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationPrediction"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationRestore) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationRestore"
 }
@@ -143,6 +153,11 @@ func (in MigrationRestore) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationSpec) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationStage) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationStage"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -213,6 +228,11 @@ func (in ScheduleSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ScheduleStatus) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.ScheduleStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in StagedMigration) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.StagedMigration"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -182,6 +182,11 @@ type MigrationSpec struct {
 	// image the workloads name is resolved at its registry.
 	// +optional
 	VerifyRuntime *RuntimeVerification `json:"verifyRuntime,omitempty"`
+	// Staged makes the Migration a staged one: stages on an interval while
+	// the source runs, then the cutover spec.staged.cutover triggers. Set
+	// at creation only; while it is set, only spec.staged may change.
+	// +optional
+	Staged *StagedMigration `json:"staged,omitempty"`
 }
 
 // RuntimeVerification tunes a verification's runtime checks.
@@ -329,6 +334,12 @@ const (
 	PhaseCompleted       MigrationPhase = "Completed"
 	PhasePartiallyFailed MigrationPhase = "PartiallyFailed"
 	PhaseFailed          MigrationPhase = "Failed"
+	// A staged Migration is Staging while a stage runs, Staged between
+	// stages, and at Quiesce while the cutover stops the source; the
+	// cutover's migration then goes through the steps above.
+	PhaseStaging MigrationPhase = "Staging"
+	PhaseStaged  MigrationPhase = "Staged"
+	PhaseQuiesce MigrationPhase = "Quiesce"
 )
 
 // MigrationConditionSucceeded is True once a Migration Completed, False
@@ -366,6 +377,23 @@ type MigrationStatus struct {
 	// that process stopped, and another hub takes the Migration over.
 	// +optional
 	Lease *Lease `json:"lease,omitempty"`
+	// StageCount counts a staged Migration's stages; Stages are the
+	// last 20 of them, oldest first.
+	// +optional
+	StageCount int32 `json:"stageCount,omitempty"`
+	// +optional
+	Stages []MigrationStage `json:"stages,omitempty"`
+	// NextStageTime is when the next stage starts, unless the cutover
+	// is triggered first.
+	// +optional
+	NextStageTime *metav1.Time `json:"nextStageTime,omitempty"`
+	// Prediction is the cutover's predicted downtime after the last
+	// stage (the cutover's own, once it began).
+	// +optional
+	Prediction *MigrationPrediction `json:"prediction,omitempty"`
+	// Cutover is the cutover's progress and its actual downtime.
+	// +optional
+	Cutover *MigrationCutover `json:"cutover,omitempty"`
 }
 
 // Lease is a hub process's claim on a Migration, Backup or Restore, as a

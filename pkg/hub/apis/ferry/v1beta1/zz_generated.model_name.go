@@ -131,6 +131,11 @@ func (in MigrationCounts) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationCutover) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationCutover"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationImages) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationImages"
 }
@@ -141,6 +146,11 @@ func (in MigrationList) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationPrediction) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationPrediction"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationRestore) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationRestore"
 }
@@ -148,6 +158,11 @@ func (in MigrationRestore) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationSpec) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationSpec"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationStage) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationStage"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
@@ -218,6 +233,11 @@ func (in ScheduleSpec) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in ScheduleStatus) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.ScheduleStatus"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in StagedMigration) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.StagedMigration"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/report"
+)
+
+// TestHubStaged is TestStagedCutover through the hub: a Migration with
+// spec.staged runs a stage every 25 seconds while the writer runs; its
+// status lists the stages (the later ones move about what changed) and
+// the prediction; its spec is fixed but for spec.staged; setting
+// spec.staged.cutover cuts over, and the status and the hub's report show
+// the downtime beside the prediction. The hub, SIGKILLed in the cutover's
+// restore and started again, finishes the cutover from the journal. The
+// target holds every write acknowledged before the cutover.
+func TestHubStaged(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	e := newVolumeEnv(ctx, t)
+	src := kubernetes.NewForConfigOrDie(e.src.Config)
+	const ns = "live"
+	createLiveWriter(ctx, t, src, ns, e.reg.NodeHost+"/"+testenv.BusyboxImage)
+	waitAppReady(ctx, t, e.src, ns, "writer")
+
+	dir := t.TempDir()
+	h := &hubProc{dataDir: dir, env: e.env, args: []string{"hub", "--data-dir", dir, "--secure-port", "0", "-v",
+		"--repository-password-file", e.password, "--helper-image", e.image, "--migration-lease-duration", "6s"}}
+	h.start(t)
+	hubKC := filepath.Join(dir, "admin.kubeconfig")
+	for _, c := range []*testenv.Cluster{e.src, e.dst} {
+		r := ferry(t, nil, "hub", "cluster", "add", c.Name, "--kubeconfig", writeContextKubeconfig(t, c), "--hub", hubKC,
+			"--node-pods-dir", filepath.Join(c.Node.RootDir, "pods"))
+		if r.code != 0 {
+			t.Fatalf("hub cluster add %s: exit %d\n%s", c.Name, r.code, r.stderr)
+		}
+	}
+	hc, cfg := h.client(t)
+	m := &v1beta1.Migration{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "live"}, Spec: v1beta1.MigrationSpec{
+		Source: v1beta1.ClusterReference{Cluster: "src"}, Target: v1beta1.ClusterReference{Cluster: "dst"},
+		Storage: v1beta1.MigrationStorage{Location: e.location},
+		Backup:  v1beta1.MigrationBackup{IncludedNamespaces: []string{ns}},
+		Staged:  &v1beta1.StagedMigration{Interval: metav1.Duration{Duration: 25 * time.Second}}}}
+	if err := hc.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	m = waitFor(t, hc, m, 8*time.Minute, func(m *v1beta1.Migration) bool {
+		return m.Status.StageCount >= 2 && m.Status.Phase == v1beta1.PhaseStaged || terminal(m.Status.Phase)
+	})
+	st := m.Status
+	t.Logf("status after two stages: %+v", st)
+	if len(st.Stages) < 2 || st.Prediction == nil || st.Prediction.Total.Duration <= 0 || st.NextStageTime == nil || st.Lease != nil || st.Reason != "" {
+		t.Fatalf("hub Migration live after two stages: %+v\nhub log:\n%s", st, h.log.String())
+	}
+	s1, s2 := st.Stages[0], st.Stages[1]
+	if s1.ChangedBytes < 16<<20 || s2.ScannedBytes < 16<<20 || s2.ChangedBytes > 1<<20 || s2.CompletionTime == nil || s2.Claims != 1 {
+		t.Errorf("stages %+v, %+v: want all of the data first, then only the log", s1, s2)
+	}
+	if pods, _ := kubernetes.NewForConfigOrDie(e.dst.Config).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=writer"}); len(pods.Items) != 0 {
+		t.Errorf("a stage started the workload in the target: %d pods", len(pods.Items))
+	}
+	checkStagedSpecFixed(ctx, t, hc, m)
+
+	acked := ackedNumber(t, execOut(ctx, t, e.src, ns, "writer-0", "cat /data/acked"))
+	if err := hc.Patch(ctx, m, crclient.RawPatch(types.MergePatchType, []byte(`{"spec":{"staged":{"cutover":true}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	// SIGKILL the hub in the cutover's restore, with the source quiesced:
+	// the hub started again resumes the cutover from the journal.
+	m = waitFor(t, hc, m, 5*time.Minute, func(m *v1beta1.Migration) bool {
+		return m.Status.Phase == v1beta1.PhaseRestore || terminal(m.Status.Phase)
+	})
+	if m.Status.Phase != v1beta1.PhaseRestore {
+		t.Fatalf("hub Migration live ended before it could be killed in its cutover: %+v\nhub log:\n%s", m.Status, h.log.String())
+	}
+	h.kill()
+	h.start(t)
+	hc, cfg = h.client(t)
+	m = waitFor(t, hc, m, 8*time.Minute, func(m *v1beta1.Migration) bool { return terminal(m.Status.Phase) })
+	st = m.Status
+	t.Logf("status after the cutover: %+v\ncutover %+v", st, st.Cutover)
+	if st.Phase != v1beta1.PhaseCompleted || st.Cutover == nil || st.Cutover.Step != "Done" || st.Cutover.Downtime == nil || st.Cutover.Downtime.Duration <= 0 ||
+		st.Cutover.Predicted.Duration <= 0 || st.Cutover.Workloads != 1 || st.ReportLocation == "" || st.NextStageTime != nil {
+		dumpCluster(ctx, t, e.dst)
+		t.Fatalf("hub Migration live: %s %s %q, cutover %+v\nhub log:\n%s", st.Phase, st.Reason, st.Message, st.Cutover, h.log.String())
+	}
+	waitAppReady(ctx, t, e.dst, ns, "writer")
+	checkLog(t, execOut(ctx, t, e.dst, ns, "writer-0", "cat /data/log"), acked, "target")
+	checkStagedReport(ctx, t, cfg, m)
+	noHelperLeft(ctx, t, e.src)
+	noHelperLeft(ctx, t, e.dst)
+}
+
+func terminal(p v1beta1.MigrationPhase) bool {
+	return p == v1beta1.PhaseCompleted || p == v1beta1.PhasePartiallyFailed || p == v1beta1.PhaseFailed
+}
+
+// checkStagedSpecFixed: a staged Migration's spec changes only in
+// spec.staged, and spec.staged stays.
+func checkStagedSpecFixed(ctx context.Context, t *testing.T, hc crclient.Client, m *v1beta1.Migration) {
+	t.Helper()
+	for _, c := range []struct{ patch, field string }{
+		{`{"spec":{"backup":{"includedNamespaces":["live","other"]}}}`, "spec: Forbidden"},
+		{`{"spec":{"staged":null}}`, "spec.staged: Forbidden"},
+		{`{"spec":{"staged":{"interval":"1s"}}}`, "spec.staged.interval: Invalid value"},
+	} {
+		err := hc.Patch(ctx, m.DeepCopy(), crclient.RawPatch(types.MergePatchType, []byte(c.patch)))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("patch %s: %v, want Invalid at %s", c.patch, err, c.field)
+		}
+	}
+}
+
+// checkStagedReport: the hub's report of a staged Migration is its
+// cutover's, with the stages and the downtime beside the prediction.
+func checkStagedReport(ctx context.Context, t *testing.T, cfg *rest.Config, m *v1beta1.Migration) {
+	t.Helper()
+	rc, err := rest.UnversionedRESTClientFor(withCodec(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := rc.Get().AbsPath(m.Status.ReportLocation).Param("format", "json").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("GET %s?format=json: %v\n%.300s", m.Status.ReportLocation, err, raw)
+	}
+	var rep struct{ Cutover *report.Cutover }
+	if err := json.Unmarshal(raw, &rep); err != nil || rep.Cutover == nil || len(rep.Cutover.Stages) < 2 || len(rep.Cutover.Steps) != 4 ||
+		rep.Cutover.Total.Actual <= 0 || rep.Cutover.Total.Predicted <= 0 {
+		t.Errorf("the hub report's cutover section: %+v (%v)", rep.Cutover, err)
+	}
+}
