@@ -16,9 +16,12 @@
 //     pulls ferry's image on both nodes; untimed);
 //  2. the stop-the-world migration: the writer scaled to 0, "ferry
 //     migrate --name stw" of namespace db into namespace stw of the
-//     target (its verification waits until the target's writer runs),
-//     the source's writer scaled back. Its downtime is from the scale
-//     down to the migrate's exit;
+//     target, through a bucket of its own (its copy is whole, as a move
+//     without stages is; its verification waits until the target's
+//     writer runs), the source's writer scaled back. Its downtime is from
+//     the scale down to the migrate's exit. The same again as "stw-inc"
+//     through the stages' location, for reference: its backup uploads
+//     only what the stages did not;
 //  3. "ferry migrate stage st" again (catching up on what the writer
 //     wrote meanwhile), a wait until about -change (default 1%) of the
 //     data set was written since, then "ferry migrate cutover st" into
@@ -57,6 +60,7 @@ const (
 	prog      = "cutover"
 	namespace = "db"
 	bucket    = "ferry-bench"
+	stwBucket = "ferry-bench-stw"
 	// writeRate is what the writer appends per second.
 	writeRate = 256 << 10
 )
@@ -67,26 +71,34 @@ while true; do dd if=/dev/urandom bs=256k count=1 2>/dev/null >> /data/wal/seg-$
 
 type bench struct {
 	root, ferry, kubeconfig, password, location, image, busybox string
-	env                                                         []string
-	src, dst                                                    *testenv.Cluster
-	size                                                        int64
+	// stwLocation is the stop-the-world migration's: a bucket of its own,
+	// so that its copy is whole, as a move without stages is (in the
+	// stages' repository it would upload only what they did not).
+	stwLocation string
+	env         []string
+	src, dst    *testenv.Cluster
+	size        int64
 }
 
 // result is the run's JSON.
 type result struct {
-	Time                    time.Time                  `json:"time"`
-	Commit                  string                     `json:"commit"`
-	CPUs                    int                        `json:"cpus"`
-	Bytes                   int64                      `json:"bytes"`
-	Files                   int                        `json:"files"`
-	StopTheWorldSeconds     float64                    `json:"stopTheWorldSeconds"`
-	CutoverSeconds          float64                    `json:"cutoverSeconds"`
-	PredictedSeconds        float64                    `json:"predictedSeconds"`
-	ChangedSinceLastStage   int64                      `json:"changedSinceLastStageBytes"`
-	CutoverOverStopTheWorld float64                    `json:"cutoverOverStopTheWorld"`
-	ActualOverPredicted     float64                    `json:"actualOverPredicted"`
-	Prediction              enginemigration.Prediction `json:"prediction"`
-	Stages                  []enginemigration.StageRecord
+	Time                time.Time `json:"time"`
+	Commit              string    `json:"commit"`
+	CPUs                int       `json:"cpus"`
+	Bytes               int64     `json:"bytes"`
+	Files               int       `json:"files"`
+	StopTheWorldSeconds float64   `json:"stopTheWorldSeconds"`
+	// StopTheWorldIncrementalSeconds is the same migration through the
+	// stages' location: its backup uploads only what they did not.
+	StopTheWorldIncrementalSeconds float64                    `json:"stopTheWorldIncrementalSeconds"`
+	CutoverSeconds                 float64                    `json:"cutoverSeconds"`
+	PredictedSeconds               float64                    `json:"predictedSeconds"`
+	ChangedSinceLastStage          int64                      `json:"changedSinceLastStageBytes"`
+	CutoverOverStopTheWorld        float64                    `json:"cutoverOverStopTheWorld"`
+	CutoverOverIncremental         float64                    `json:"cutoverOverIncremental"`
+	ActualOverPredicted            float64                    `json:"actualOverPredicted"`
+	Prediction                     enginemigration.Prediction `json:"prediction"`
+	Stages                         []enginemigration.StageRecord
 	// Steps are the cutover's actual steps, in seconds.
 	Steps       map[string]float64 `json:"steps"`
 	LoadAverage string             `json:"loadAverage"`
@@ -133,7 +145,10 @@ func run(size int64, change float64, out string) error {
 			return err
 		}
 	}
-	if res.StopTheWorldSeconds, err = b.stopTheWorld(ctx); err != nil {
+	if res.StopTheWorldSeconds, err = b.stopTheWorld(ctx, b.stwLocation, "stw"); err != nil {
+		return err
+	}
+	if res.StopTheWorldIncrementalSeconds, err = b.stopTheWorld(ctx, b.location, "stw-inc"); err != nil {
 		return err
 	}
 	if err := b.ferryRun("stage", "st"); err != nil {
@@ -153,11 +168,13 @@ func run(size int64, change float64, out string) error {
 	c := j.Cutover
 	res.CutoverSeconds, res.PredictedSeconds, res.Prediction, res.Stages = c.Downtime.Seconds(), c.Prediction.Total.Seconds(), c.Prediction, j.Stages
 	res.CutoverOverStopTheWorld = res.CutoverSeconds / res.StopTheWorldSeconds
+	res.CutoverOverIncremental = res.CutoverSeconds / res.StopTheWorldIncrementalSeconds
 	res.ActualOverPredicted = res.CutoverSeconds / res.PredictedSeconds
 	res.LoadAverage = loadAvg()
-	fmt.Printf("| data set | stop-the-world downtime | staged cutover downtime | cutover ÷ stop-the-world | cutover predicted | actual ÷ predicted |\n|---|--:|--:|--:|--:|--:|\n")
-	fmt.Printf("| %.0f MiB, %d files; %.1f MiB changed since the last stage | %.1f s | %.1f s | **%.2f** | %.1f s | **%.2f** |\n",
-		float64(b.size)/(1<<20), files, float64(res.ChangedSinceLastStage)/(1<<20), res.StopTheWorldSeconds, res.CutoverSeconds, res.CutoverOverStopTheWorld, res.PredictedSeconds, res.ActualOverPredicted)
+	fmt.Printf("| data set | stop-the-world downtime (own bucket; through the stages' repository) | staged cutover downtime | cutover ÷ stop-the-world (÷ through the stages' repository) | cutover predicted | actual ÷ predicted |\n|---|--:|--:|--:|--:|--:|\n")
+	fmt.Printf("| %.0f MiB, %d files; %.1f MiB changed since the last stage | %.1f s (%.1f s) | %.1f s | **%.2f** (%.2f) | %.1f s | **%.2f** |\n",
+		float64(b.size)/(1<<20), files, float64(res.ChangedSinceLastStage)/(1<<20), res.StopTheWorldSeconds, res.StopTheWorldIncrementalSeconds,
+		res.CutoverSeconds, res.CutoverOverStopTheWorld, res.CutoverOverIncremental, res.PredictedSeconds, res.ActualOverPredicted)
 	fmt.Printf("\nprediction: %s\n", c.Prediction)
 	res.Steps = map[string]float64{
 		"quiesce":           c.PodsGone.Sub(c.QuiesceStarted).Seconds(),
@@ -173,11 +190,16 @@ func run(size int64, change float64, out string) error {
 // ferryRun runs ferry migrate OP NAME between the two clusters; op ""
 // runs ferry migrate --name NAME.
 func (b *bench) ferryRun(op, name string, extra ...string) error {
+	return b.ferryRunAt(b.location, op, name, extra...)
+}
+
+// ferryRunAt is ferryRun with the backup storage location loc.
+func (b *bench) ferryRunAt(loc, op, name string, extra ...string) error {
 	args := []string{"migrate", op, name}
 	if op == "" {
 		args = []string{"migrate", "--name", name}
 	}
-	args = append(args, "--kubeconfig", b.kubeconfig, "--from-context", "src", "--to-context", "dst", "--storage", b.location,
+	args = append(args, "--kubeconfig", b.kubeconfig, "--from-context", "src", "--to-context", "dst", "--storage", loc,
 		"--repository-password-file", b.password, "--insecure", "--helper-image", b.image,
 		"--node-pods-dir", filepath.Join(b.src.Node.RootDir, "pods"), "--to-node-pods-dir", filepath.Join(b.dst.Node.RootDir, "pods"))
 	args = append(args, extra...)

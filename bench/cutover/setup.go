@@ -51,11 +51,16 @@ func (b *bench) start(ctx context.Context, work string) (stop func(), err error)
 		return stop, err
 	}
 	stops = append(stops, func() { s3.Stop() })
-	if err := s3.CreateBucket(ctx, bucket); err != nil {
-		return stop, err
+	for _, name := range []string{bucket, stwBucket} {
+		if err := s3.CreateBucket(ctx, name); err != nil {
+			return stop, err
+		}
 	}
 	b.env = []string{store.EnvAWSAccessKeyID + "=" + s3.AccessKey, store.EnvAWSSecretAccessKey + "=" + s3.SecretKey}
-	b.location = fmt.Sprintf("s3://%s?endpoint=%s&use_path_style=true&region=%s", bucket, s3.NodeEndpoint, testenv.S3Region)
+	loc := func(bucket string) string {
+		return fmt.Sprintf("s3://%s?endpoint=%s&use_path_style=true&region=%s", bucket, s3.NodeEndpoint, testenv.S3Region)
+	}
+	b.location, b.stwLocation = loc(bucket), loc(stwBucket)
 	benchutil.Logf(prog, "starting two clusters with a node each")
 	cs, err := testenv.StartNodeClusters(ctx, nil, reg, "src", "dst")
 	if err != nil {
@@ -171,10 +176,11 @@ func warmUp(ctx context.Context, k kubernetes.Interface, image string) error {
 }
 
 // stopTheWorld migrates namespace db with the writer stopped for the
-// whole copy, and returns the downtime: the scale down to the migrate's
-// exit (its verification waits until the target's writer runs). The
-// source's writer runs again after.
-func (b *bench) stopTheWorld(ctx context.Context) (float64, error) {
+// whole copy, as migration name through location loc into namespace name
+// of the target, and returns the downtime: the scale down to the
+// migrate's exit (its verification waits until the target's writer
+// runs). The source's writer runs again after.
+func (b *bench) stopTheWorld(ctx context.Context, loc, name string) (float64, error) {
 	k := kubernetes.NewForConfigOrDie(b.src.Config)
 	start := time.Now()
 	scale := func(n int) error {
@@ -187,12 +193,13 @@ func (b *bench) stopTheWorld(ctx context.Context) (float64, error) {
 	if err := scale(0); err != nil {
 		return 0, err
 	}
-	err := b.ferryRun("", "stw", "--include-namespaces", namespace, "--namespace-mappings", namespace+":stw", "--default-volumes-to-fs-backup",
-		"--report-dir", filepath.Join(os.TempDir(), "ferry-bench-cutover-stw"))
+	reports := filepath.Join(os.TempDir(), "ferry-bench-cutover-"+name)
+	err := b.ferryRunAt(loc, "", name, "--include-namespaces", namespace, "--namespace-mappings", namespace+":"+name, "--default-volumes-to-fs-backup",
+		"--report-dir", reports)
 	took := time.Since(start).Seconds()
 	if err != nil {
 		return 0, err
 	}
-	_ = os.RemoveAll(filepath.Join(os.TempDir(), "ferry-bench-cutover-stw"))
+	_ = os.RemoveAll(reports)
 	return took, scale(1)
 }
