@@ -112,6 +112,30 @@ func Busybox(o Options) (v1.Image, error) {
 	})
 }
 
+// WithTool builds an image of busybox-static and one more static binary,
+// installed as /usr/local/bin/NAME (entrypoint /bin/sh), for test pods
+// that run a real program: etcd as the database a staged migration
+// moves.
+func WithTool(o Options, binary, name string) (v1.Image, error) {
+	files, err := busyboxFiles(o.busybox())
+	if err != nil {
+		return nil, err
+	}
+	if err := requireStatic(binary); err != nil {
+		return nil, err
+	}
+	tool, err := regularFile(binary, "/usr/local/bin/"+name)
+	if err != nil {
+		return nil, err
+	}
+	files = append(files, dir("/usr"), dir("/usr/local"), dir("/usr/local/bin"), tool)
+	return image(o.arch(), files, v1.Config{
+		Entrypoint: []string{"/bin/sh"},
+		Env:        []string{"PATH=/usr/local/bin:/bin"},
+		WorkingDir: "/",
+	})
+}
+
 // Pause builds a pod sandbox image from a static binary that waits for a
 // signal (entrypoint /pause).
 func Pause(binary, arch string) (v1.Image, error) {

@@ -83,10 +83,13 @@ func newNodeDirs(root string) nodeDirs {
 }
 
 // SandboxImage is the pause image's repository in the registry given to
-// StartNodeClusters; BusyboxImage is busybox-static alone, for test pods.
+// StartNodeClusters; BusyboxImage is busybox-static alone, for test pods;
+// EtcdImage is busybox-static with etcd (the control plane's build) at
+// /usr/local/bin/etcd, a real database for test pods.
 const (
 	SandboxImage = "ferry-test/pause:1"
 	BusyboxImage = "ferry-test/busybox:1"
+	EtcdImage    = "ferry-test/etcd:1"
 )
 
 var reapOnce sync.Once
@@ -124,7 +127,7 @@ func StartNodeClusters(ctx context.Context, t testing.TB, reg *Registry, names .
 	if err != nil {
 		return nil, err
 	}
-	if err := pushNodeImages(reg); err != nil {
+	if err := pushNodeImages(reg, bins); err != nil {
 		return nil, err
 	}
 	return startAll(t, names, func(name string) (*Cluster, error) {
@@ -140,8 +143,8 @@ func StartNodeClusters(ctx context.Context, t testing.TB, reg *Registry, names .
 	})
 }
 
-// pushNodeImages builds the pause and busybox images and pushes them.
-func pushNodeImages(reg *Registry) error {
+// pushNodeImages builds the pause, busybox and etcd images and pushes them.
+func pushNodeImages(reg *Registry, bins nodeBins) error {
 	pause, err := pauseBinary()
 	if err != nil {
 		return err
@@ -157,7 +160,14 @@ func pushNodeImages(reg *Registry) error {
 	if err != nil {
 		return err
 	}
-	return reg.Push(BusyboxImage, bb)
+	if err := reg.Push(BusyboxImage, bb); err != nil {
+		return err
+	}
+	etcd, err := imagebuild.WithTool(imagebuild.Options{}, filepath.Join(bins.k8s, "etcd"), "etcd")
+	if err != nil {
+		return err
+	}
+	return reg.Push(EtcdImage, etcd)
 }
 
 // startNodeCluster starts one cluster with a node; on error it cleans up.
