@@ -51,7 +51,7 @@ func TestHubStaged(t *testing.T) {
 			t.Fatalf("hub cluster add %s: exit %d\n%s", c.Name, r.code, r.stderr)
 		}
 	}
-	hc, cfg := h.client(t)
+	hc, _ := h.client(t)
 	m := &v1beta1.Migration{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "live"}, Spec: v1beta1.MigrationSpec{
 		Source: v1beta1.ClusterReference{Cluster: "src"}, Target: v1beta1.ClusterReference{Cluster: "dst"},
 		Storage: v1beta1.MigrationStorage{Location: e.location},
@@ -93,7 +93,7 @@ func TestHubStaged(t *testing.T) {
 	}
 	h.kill()
 	h.start(t)
-	hc, cfg = h.client(t)
+	hc, cfg := h.client(t)
 	m = waitFor(t, hc, m, 8*time.Minute, func(m *v1beta1.Migration) bool { return terminal(m.Status.Phase) })
 	st = m.Status
 	t.Logf("status after the cutover: %+v\ncutover %+v", st, st.Cutover)
