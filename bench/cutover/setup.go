@@ -201,5 +201,11 @@ func (b *bench) stopTheWorld(ctx context.Context, loc, name string) (float64, er
 		return 0, err
 	}
 	_ = os.RemoveAll(reports)
+	// The target's copy stops: it would write beside the cutover measured
+	// later.
+	_, err = kubernetes.NewForConfigOrDie(b.dst.Config).AppsV1().Deployments(name).Patch(ctx, "writer", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{})
+	if err != nil {
+		return 0, err
+	}
 	return took, scale(1)
 }

@@ -53,7 +53,7 @@ workloads run. It prints the actual downtime (the first source workload scaled d
 target's workloads running) beside the prediction.
 
 With --max-downtime D it first runs more stages until the prediction is under D (at most
---max-stages in all); a prediction that stops shrinking ends it before the source is touched.
+--max-stages of them); a prediction that stops shrinking ends it before the source is touched.
 A cutover that was killed is finished by running it again, or undone by ferry migrate
 rollback NAME.`,
 	"rollback": `rollback undoes a staged migration's cutover, at any step, also one that was
@@ -85,7 +85,7 @@ func newMigrateStagedCmd(g *globals, op string) *cobra.Command {
 	switch op {
 	case "cutover":
 		fl.DurationVar(&o.maxDowntime, "max-downtime", 0, "run more stages until the predicted downtime is under this, then cut over (0: cut over now)")
-		fl.IntVar(&o.maxStages, "max-stages", 5, "with --max-downtime, the most stages the migration runs in all")
+		fl.IntVar(&o.maxStages, "max-stages", 5, "with --max-downtime, the most stages the cutover runs to get under it")
 		fl.DurationVar(&o.quiesceTimeout, "quiesce-timeout", 5*time.Minute, "how long to wait for the source's pods to be gone after the quiesce")
 	case "rollback":
 		fl.BoolVar(&o.deleteTarget, "delete-target", false, "delete the target's copies of the quiesced workloads instead of scaling them to zero")

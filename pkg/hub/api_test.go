@@ -290,6 +290,7 @@ func testInvalid(t *testing.T, c dynamic.Interface) {
 		{"negative-crd-timeout", migrationRestore("crd", map[string]any{"crdTimeout": "-1m"}), "spec.restore.crdTimeout"},
 		// Staged Migrations: what no stage takes, refused at create.
 		{"staged-interval", migrationStaged("st1", []any{"shop"}, map[string]any{"interval": "1s"}), "spec.staged.interval"},
+		{"staged-no-interval", migrationStaged("st0", []any{"shop"}, map[string]any{"cutover": true}), "spec.staged.interval"},
 		{"staged-no-namespaces", migrationStaged("st2", nil, map[string]any{"interval": "1m"}), "spec.backup.includedNamespaces"},
 		{"staged-pattern", migrationStaged("st3", []any{"shop-*"}, map[string]any{"interval": "1m"}), "spec.staged"},
 		{"staged-max-stages", migrationStaged("st4", []any{"shop"}, map[string]any{"interval": "1m", "maxStages": int64(3)}), "spec.staged.maxDowntime"},

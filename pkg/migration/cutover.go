@@ -26,7 +26,7 @@ import (
 // CutoverOptions are a cutover's own: its downtime bound and deadlines.
 type CutoverOptions struct {
 	// MaxDowntime, if set, runs more stages until the prediction is under
-	// it, at most MaxStages (default 5) in all, then cuts over; a
+	// it, at most MaxStages (default 5) of them, then cuts over; a
 	// prediction that stops shrinking ends the cutover before the quiesce.
 	MaxDowntime time.Duration
 	MaxStages   int
@@ -108,10 +108,12 @@ func predictCutover(ctx context.Context, o *Options, co CutoverOptions, j *Journ
 		return err
 	}
 	var seen []string
-	for co.MaxDowntime > 0 && p.Total > co.MaxDowntime {
+	// The stages it runs itself count, not those before (on a schedule,
+	// or before a rollback).
+	for ran := 0; co.MaxDowntime > 0 && p.Total > co.MaxDowntime; ran++ {
 		seen = append(seen, round(p.Total).String())
-		if len(j.Stages) >= co.MaxStages {
-			return fmt.Errorf("migration %s: %w: %d stages ran, the predictions were %s, the bound is %s; the cutover did not start", o.Name, ErrNotConverging, len(j.Stages), strings.Join(seen, ", "), co.MaxDowntime)
+		if ran >= co.MaxStages {
+			return fmt.Errorf("migration %s: %w: the cutover ran %d more stages, the predictions were %s, the bound is %s; the cutover did not start", o.Name, ErrNotConverging, ran, strings.Join(seen, ", "), co.MaxDowntime)
 		}
 		if err := runStage(ctx, o, j); err != nil {
 			return err

@@ -27,7 +27,9 @@ import (
 // the prediction; its spec is fixed but for spec.staged; setting
 // spec.staged.cutover cuts over, and the status and the hub's report show
 // the downtime beside the prediction. The hub, SIGKILLed in the cutover's
-// restore and started again, finishes the cutover from the journal. The
+// restore and started again with the target unreachable, retries the
+// cutover (the source is quiesced), and once the target answers again
+// finishes it from the journal. The
 // target's etcd starts from the data and holds every key acknowledged
 // before the cutover.
 func TestHubStaged(t *testing.T) {
@@ -91,9 +93,21 @@ func TestHubStaged(t *testing.T) {
 	if m.Status.Phase != v1beta1.PhaseRestore {
 		t.Fatalf("hub Migration live ended before it could be killed in its cutover: %+v\nhub log:\n%s", m.Status, h.log.String())
 	}
+	// The target becomes unreachable first (its ClusterCredential names a
+	// port nothing listens on): the resumed cutover fails with the source
+	// quiesced, so it is retried, not ended, and says so.
+	good := setClusterServer(ctx, t, hc, "dst", strings.TrimSuffix(e.dst.Config.Host, "/"), "https://127.0.0.1:1")
 	h.kill()
 	h.start(t)
 	hc, cfg := h.client(t)
+	m = waitFor(t, hc, m, 3*time.Minute, func(m *v1beta1.Migration) bool {
+		return m.Status.Reason == "CutoverRetrying" || terminal(m.Status.Phase)
+	})
+	if m.Status.Reason != "CutoverRetrying" || !strings.Contains(m.Status.Message, "stay quiesced") || m.Status.NextStageTime == nil {
+		t.Fatalf("resumed cutover with the target unreachable: %s %s %q, want CutoverRetrying naming the quiesced source\nhub log:\n%s", m.Status.Phase, m.Status.Reason, m.Status.Message, h.log.String())
+	}
+	t.Logf("retrying: %s", m.Status.Message)
+	setClusterServer(ctx, t, hc, "dst", "https://127.0.0.1:1", good)
 	m = waitFor(t, hc, m, 8*time.Minute, func(m *v1beta1.Migration) bool { return terminal(m.Status.Phase) })
 	st = m.Status
 	t.Logf("status after the cutover: %+v\ncutover %+v", st, st.Cutover)
@@ -146,4 +160,22 @@ func checkStagedReport(ctx context.Context, t *testing.T, cfg *rest.Config, m *v
 		rep.Cutover.Total.Actual <= 0 || rep.Cutover.Total.Predicted <= 0 {
 		t.Errorf("the hub report's cutover section: %+v (%v)", rep.Cutover, err)
 	}
+}
+
+// setClusterServer replaces server address from with to in Cluster
+// name's ClusterCredential, and returns from.
+func setClusterServer(ctx context.Context, t *testing.T, hc crclient.Client, name, from, to string) string {
+	t.Helper()
+	var cred v1beta1.ClusterCredential
+	if err := hc.Get(ctx, crclient.ObjectKey{Namespace: "default", Name: name}, &cred); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(cred.Kubeconfig), from) {
+		t.Fatalf("ClusterCredential %s does not name %s", name, from)
+	}
+	cred.Kubeconfig = []byte(strings.ReplaceAll(string(cred.Kubeconfig), from, to))
+	if err := hc.Update(ctx, &cred); err != nil {
+		t.Fatal(err)
+	}
+	return from
 }

@@ -39,9 +39,11 @@ func (r *MigrationReconciler) reconcileStaged(ctx context.Context, m *v1beta1.Mi
 	// The cutover runs once triggered, after at least one stage (it moves
 	// the final delta against one), and a stage a stopped holder left
 	// runs again first.
-	cutover := st.Cutover != nil || st.Phase != v1beta1.PhaseStaging && !idle ||
-		m.Spec.Staged.Cutover && st.Phase != v1beta1.PhaseStaging && st.StageCount > 0
-	if idle && !cutover && st.NextStageTime != nil {
+	cutover := st.Phase != v1beta1.PhaseStaging && !idle ||
+		m.Spec.Staged.Cutover && st.Phase != v1beta1.PhaseStaging && stageDone(st)
+	// Between stages, and after a cutover that failed with the source
+	// quiesced, the next try waits for its time.
+	if (idle && !cutover || st.Reason == reasonCutoverRetry) && st.NextStageTime != nil {
 		if wait := st.NextStageTime.Sub(r.Clock.Now()); wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
@@ -57,6 +59,7 @@ func (r *MigrationReconciler) reconcileStaged(ctx context.Context, m *v1beta1.Mi
 	err := r.leased().claim(ctx, m, func(m *v1beta1.Migration) {
 		now := r.now()
 		m.Status.Phase, m.Status.ObservedGeneration = phase, m.Generation
+		m.Status.Reason, m.Status.Message, m.Status.NextStageTime = "", "", nil
 		if m.Status.StartTime == nil {
 			m.Status.StartTime = &now
 		}
@@ -71,10 +74,27 @@ func (r *MigrationReconciler) reconcileStaged(ctx context.Context, m *v1beta1.Mi
 		events.Record(r.Events, m, false, events.Started, "Migrate", "resuming at step %s from the journal in %s: the hub process that ran it stopped", phase, store.Redact(m.Spec.Storage.Location))
 	}
 	if cutover {
-		r.runCutover(ctx, m)
-		return reconcile.Result{}, nil
+		return r.runCutover(ctx, m), nil
 	}
 	return r.runStage(ctx, m)
+}
+
+// reasonCutoverRetry is the reason of a staged Migration whose cutover
+// failed after the source was quiesced: it is tried again.
+const reasonCutoverRetry = "CutoverRetrying"
+
+// cutoverRetry is the wait before a failed cutover is tried again.
+const cutoverRetry = 30 * time.Second
+
+// stageDone says whether a stage of st ended without error: a cutover
+// predicts from it.
+func stageDone(st *v1beta1.MigrationStatus) bool {
+	for _, s := range st.Stages {
+		if s.CompletionTime != nil && s.Message == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // runStage runs the next stage of m under its lease, then records it,
@@ -105,8 +125,15 @@ func (r *MigrationReconciler) runStage(ctx context.Context, m *v1beta1.Migration
 	var f *failure
 	permanent := errors.As(err, &f) && (f.reason == "InvalidSpec" || f.reason == "SameCluster" || f.reason == "NoRepositoryPassword") ||
 		errors.Is(err, migration.ErrFinished) || errors.Is(err, migration.ErrNoNamespaces)
+	if err != nil && j != nil && j.Cutover != nil {
+		// A cutover this Migration did not trigger (ferry migrate cutover,
+		// or an earlier Migration of this name): the hub leaves it alone.
+		permanent = true
+		err = fail("CutoverOutsideMigration", "the journal of migration %s in %s has a cutover at step %s that this Migration did not start (ferry migrate cutover, or an earlier Migration of the name): finish or roll it back with ferry migrate cutover|rollback %s: %w",
+			m.Name, store.Redact(m.Spec.Storage.Location), j.Cutover.Step, m.Name, err)
+	}
 	werr := r.endStage(ctx, key, func(st *v1beta1.MigrationStatus) {
-		stagedStatus(st, j, now)
+		stagedStatus(st, j, now, false)
 		st.Reason, st.Message = "", ""
 		switch {
 		case permanent:
@@ -128,7 +155,7 @@ func (r *MigrationReconciler) runStage(ctx context.Context, m *v1beta1.Migration
 		s := j.Stages[len(j.Stages)-1]
 		events.Record(r.Events, m, false, "Staged", "Stage", "stage %d: %s changed, %s moved in %s", s.Number, humanize.IBytes(uint64(s.ChangedBytes())), humanize.IBytes(uint64(uploaded(s))), s.Duration().Round(time.Second))
 	}
-	return reconcile.Result{RequeueAfter: max(time.Until(next.Time), 100*time.Millisecond)}, werr
+	return reconcile.Result{RequeueAfter: max(next.Sub(r.Clock.Now()), 100*time.Millisecond)}, werr
 }
 
 // endStage writes a stage's outcome into the Migration's status.
@@ -142,7 +169,7 @@ func (r *MigrationReconciler) endStage(ctx context.Context, key types.Namespaced
 // outcome (its lease was lost, or the hub is stopping): the next holder
 // resumes it from the journal.
 func (r *MigrationReconciler) stopped(ctx context.Context, key types.NamespacedName, err error) bool {
-	if errors.Is(err, errLeaseLost) || ctx.Err() != nil && errors.Is(err, context.Canceled) {
+	if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
 		r.Log.Warn("staged migration stopped before its step ended", "migration", key.String(), "error", err)
 		return true
 	}
@@ -150,8 +177,9 @@ func (r *MigrationReconciler) stopped(ctx context.Context, key types.NamespacedN
 }
 
 // runCutover runs (or finishes) m's cutover under its lease, recording
-// the prediction, the steps and the downtime, and ends the Migration.
-func (r *MigrationReconciler) runCutover(ctx context.Context, m *v1beta1.Migration) {
+// the prediction, the steps and the downtime, and ends the Migration, or
+// queues it again when the source stays quiesced.
+func (r *MigrationReconciler) runCutover(ctx context.Context, m *v1beta1.Migration) reconcile.Result {
 	key := client.ObjectKeyFromObject(m)
 	p := &progress{}
 	metrics.MigrationsInProgress.Inc()
@@ -166,6 +194,9 @@ func (r *MigrationReconciler) runCutover(ctx context.Context, m *v1beta1.Migrati
 				return nil, err
 			}
 			defer done()
+			if err := rolledBackOutside(ctx, &o, m); err != nil {
+				return nil, err
+			}
 			// Until the prediction is made, a stage the bound asks for may
 			// run: the steps recorded are the final migration's.
 			predicted := m.Status.Cutover != nil
@@ -173,7 +204,12 @@ func (r *MigrationReconciler) runCutover(ctx context.Context, m *v1beta1.Migrati
 				if !predicted {
 					return nil
 				}
-				return r.update(ctx, key, func(st *v1beta1.MigrationStatus) { st.Phase = v1beta1.MigrationPhase(s) })
+				return r.update(ctx, key, func(st *v1beta1.MigrationStatus) {
+					st.Phase = v1beta1.MigrationPhase(s)
+					if st.Cutover != nil && s == migration.StepBackup {
+						st.Cutover.Step = string(migration.CutoverQuiesced) // the final migration runs after the quiesce
+					}
+				})
 			})
 			defer cancel()
 			co := migration.CutoverOptions{MaxStages: int(m.Spec.Staged.MaxStages),
@@ -181,7 +217,7 @@ func (r *MigrationReconciler) runCutover(ctx context.Context, m *v1beta1.Migrati
 					predicted = true
 					_ = r.update(ctx, key, func(st *v1beta1.MigrationStatus) {
 						st.Prediction = prediction(pr)
-						st.Cutover = &v1beta1.MigrationCutover{Step: string(migration.CutoverPredicted), Predicted: metav1.Duration{Duration: pr.Total}}
+						st.Cutover = &v1beta1.MigrationCutover{Step: string(migration.CutoverPredicted), Predicted: prediction(pr).Total}
 					})
 				}}
 			if d := m.Spec.Staged.MaxDowntime; d != nil {
@@ -195,31 +231,56 @@ func (r *MigrationReconciler) runCutover(ctx context.Context, m *v1beta1.Migrati
 			return j, err
 		})
 	if r.stopped(ctx, key, err) {
-		return
+		return reconcile.Result{}
 	}
-	r.endCutover(ctx, m, res, j, err, started)
+	return r.endCutover(ctx, m, res, j, err, started)
 }
 
-// endCutover records how m's cutover ended.
-func (r *MigrationReconciler) endCutover(ctx context.Context, m *v1beta1.Migration, res *migration.Result, j *migration.Journal, err error, started time.Time) {
+// rolledBackOutside fails a cutover this Migration began that a rollback
+// (ferry migrate rollback) undid since: the source runs again, and a new
+// cutover is not the hub's to start.
+func rolledBackOutside(ctx context.Context, o *migration.Options, m *v1beta1.Migration) error {
+	if m.Status.Cutover == nil {
+		return nil
+	}
+	j, err := migration.LoadJournal(ctx, o.Location, m.Name)
+	if err != nil || j.Cutover != nil || j.RolledBack == nil {
+		return nil // Cutover reads it again, and says what is wrong
+	}
+	return fail("RolledBack", "the cutover was rolled back at %s (ferry migrate rollback): the source runs again; create a new Migration to cut over again", j.RolledBack.Format(time.RFC3339))
+}
+
+// endCutover records how m's cutover ended. One that failed with the
+// source quiesced (or perhaps quiesced: the journal was not read) is not
+// an end: it is tried again after cutoverRetry, and the message says how
+// to finish or undo it by hand.
+func (r *MigrationReconciler) endCutover(ctx context.Context, m *v1beta1.Migration, res *migration.Result, j *migration.Journal, err error, started time.Time) reconcile.Result {
 	key := client.ObjectKeyFromObject(m)
 	if res == nil && err == nil {
 		err = errors.New("the cutover ended without a result")
 	}
 	phase, reason, msg := outcome(res, err)
-	done := err == nil && j != nil && j.Cutover != nil && j.Cutover.Step == migration.CutoverDone
-	if phase == v1beta1.PhaseCompleted && !done {
-		phase, reason = v1beta1.PhasePartiallyFailed, "CutoverNotDone"
-	}
-	if phase != v1beta1.PhaseCompleted && j != nil && j.Cutover != nil && j.Cutover.Step != migration.CutoverPredicted {
-		if j.Cutover.Error != "" && msg == "" {
+	var step migration.CutoverStep
+	if j != nil && j.Cutover != nil {
+		step = j.Cutover.Step
+		if msg == "" || phase == v1beta1.PhaseCompleted && step != migration.CutoverDone {
 			msg = j.Cutover.Error
 		}
-		msg += fmt.Sprintf("; the source stays quiesced: finish the cutover (ferry migrate cutover %s) or undo it (ferry migrate rollback %s) against %s", m.Name, m.Name, store.Redact(m.Spec.Storage.Location))
+	}
+	switch {
+	case step == migration.CutoverDone && phase == v1beta1.PhaseFailed:
+		phase = v1beta1.PhasePartiallyFailed // the target runs; what came after failed
+	case phase == v1beta1.PhaseCompleted && step != migration.CutoverDone:
+		phase, reason = v1beta1.PhasePartiallyFailed, "CutoverNotDone"
+	}
+	quiesced := step == migration.CutoverQuiescing || step == migration.CutoverQuiesced || j == nil && m.Status.Cutover != nil
+	var f *failure
+	if phase != v1beta1.PhaseCompleted && quiesced && !(errors.As(err, &f) && f.reason == "RolledBack") {
+		return r.retryCutover(ctx, m, j, msg)
 	}
 	metrics.MigrationFinished(string(phase), r.Clock.Since(started).Seconds())
 	err = r.endStage(ctx, key, func(st *v1beta1.MigrationStatus) {
-		stagedStatus(st, j, r.Clock.Now())
+		stagedStatus(st, j, r.Clock.Now(), true)
 		st.NextStageTime = nil
 		if res != nil {
 			counts(st, res)
@@ -231,14 +292,32 @@ func (r *MigrationReconciler) endCutover(ctx context.Context, m *v1beta1.Migrati
 	})
 	if err != nil {
 		r.Log.Error("recording the end of the cutover", "migration", key.String(), "error", err)
-		return
+		return reconcile.Result{}
 	}
 	events.End(r.Events, m, "Cutover", string(phase), 0, 0, failureMessage(phase, msg))
+	return reconcile.Result{}
+}
+
+// retryCutover records a cutover that failed with the source quiesced,
+// releases the lease and queues the Migration for the next try.
+func (r *MigrationReconciler) retryCutover(ctx context.Context, m *v1beta1.Migration, j *migration.Journal, msg string) reconcile.Result {
+	next := metav1.NewTime(r.Clock.Now().Add(cutoverRetry))
+	msg = fmt.Sprintf("%s; the source's workloads in %v stay quiesced: the hub tries the cutover again at %s; to stop it, delete the Migration and finish (ferry migrate cutover %s) or undo (ferry migrate rollback %s) it against %s",
+		msg, m.Spec.Backup.IncludedNamespaces, next.UTC().Format(time.RFC3339), m.Name, m.Name, store.Redact(m.Spec.Storage.Location))
+	err := r.endStage(ctx, client.ObjectKeyFromObject(m), func(st *v1beta1.MigrationStatus) {
+		stagedStatus(st, j, r.Clock.Now(), true)
+		st.Reason, st.Message, st.NextStageTime, st.Lease = reasonCutoverRetry, msg, &next, nil
+	})
+	if err != nil {
+		r.Log.Error("recording the cutover's failure", "migration", m.Namespace+"/"+m.Name, "error", err)
+	}
+	events.Record(r.Events, m, true, reasonCutoverRetry, "Cutover", "%s", msg)
+	return reconcile.Result{RequeueAfter: cutoverRetry}
 }
 
 // stagedStatus copies the journal's stages, prediction and cutover into
 // the status; j may be nil (nothing ran).
-func stagedStatus(st *v1beta1.MigrationStatus, j *migration.Journal, now time.Time) {
+func stagedStatus(st *v1beta1.MigrationStatus, j *migration.Journal, now time.Time, withCutover bool) {
 	if j == nil {
 		return
 	}
@@ -247,10 +326,10 @@ func stagedStatus(st *v1beta1.MigrationStatus, j *migration.Journal, now time.Ti
 	for _, s := range j.Stages[max(len(j.Stages)-maxStatusStages, 0):] {
 		st.Stages = append(st.Stages, stageStatus(s))
 	}
-	if c := j.Cutover; c != nil {
+	if c := j.Cutover; c != nil && withCutover {
 		st.Prediction = prediction(c.Prediction)
 		st.Cutover = cutoverStatus(c)
-	} else if p, err := migration.Predict(j, now); err == nil {
+	} else if p, err := migration.Predict(j, now); err == nil && c == nil {
 		st.Prediction = prediction(p)
 	}
 }

@@ -78,7 +78,9 @@ func validateStaged(spec *ferry.MigrationSpec, p *field.Path) field.ErrorList {
 	} else if err := engine.CheckStagedSpecs(bs, rs); err != nil {
 		errs = append(errs, field.Forbidden(p, "a staged Migration does not take "+err.Error()))
 	}
-	if s.Interval.Duration < minStageInterval {
+	if s.Interval.Duration == 0 {
+		errs = append(errs, field.Required(p.Child("interval"), "the time from one stage's start to the next's, at least "+minStageInterval.String()))
+	} else if s.Interval.Duration < minStageInterval {
 		errs = append(errs, field.Invalid(p.Child("interval"), s.Interval.Duration.String(), "must be at least "+minStageInterval.String()))
 	}
 	if s.MaxDowntime != nil && s.MaxDowntime.Duration <= 0 {
