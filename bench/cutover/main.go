@@ -9,7 +9,9 @@
 // 2 GiB), written into its volume's host directory, and a Deployment
 // "writer" that mounts it and keeps writing: 256 KiB of random bytes
 // appended every second to a segment file of 8 MiB (the write-ahead log
-// of a database).
+// of a database), and a real database beside it, etcd, with a writer
+// putting a key every 50 ms. After the cutover the target's etcd must
+// hold every key its writer acknowledged.
 //
 // Then, with the ferry binary (bin/ferry):
 //  1. "ferry migrate stage st" twice (the first copies everything and
@@ -50,6 +52,9 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kubeferry/ferry/bench/internal/benchutil"
 	"github.com/kubeferry/ferry/internal/testenv"
 	enginemigration "github.com/kubeferry/ferry/pkg/migration"
@@ -70,7 +75,7 @@ const writer = `mkdir -p /data/wal; i=0; touch /tmp/ready
 while true; do dd if=/dev/urandom bs=256k count=1 2>/dev/null >> /data/wal/seg-$((i/32)); i=$((i+1)); sleep 1; done`
 
 type bench struct {
-	root, ferry, kubeconfig, password, location, image, busybox string
+	root, ferry, kubeconfig, password, location, image, busybox, etcd string
 	// stwLocation is the stop-the-world migration's: a bucket of its own,
 	// so that its copy is whole, as a move without stages is (in the
 	// stages' repository it would upload only what they did not).
@@ -102,6 +107,11 @@ type result struct {
 	// Steps are the cutover's actual steps, in seconds.
 	Steps       map[string]float64 `json:"steps"`
 	LoadAverage string             `json:"loadAverage"`
+	// EtcdKeysBeforeCutover is the last key the source's etcd had
+	// acknowledged before the cutover; EtcdKeysHeld the keys the target's
+	// etcd holds, every one its writer acknowledged.
+	EtcdKeysBeforeCutover int `json:"etcdKeysBeforeCutover"`
+	EtcdKeysHeld          int `json:"etcdKeysHeld"`
 }
 
 func main() {
@@ -158,9 +168,20 @@ func run(size int64, change float64, out string) error {
 	wait := time.Duration(float64(res.ChangedSinceLastStage) / writeRate * float64(time.Second))
 	benchutil.Logf(prog, "waiting %s for the writer to change %.1f MiB (%.1f%%)", wait.Round(time.Second), float64(res.ChangedSinceLastStage)/(1<<20), change*100)
 	time.Sleep(wait)
+	pods, err := kubernetes.NewForConfigOrDie(b.src.Config).CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: "app=writer"})
+	if err != nil || len(pods.Items) != 1 {
+		return fmt.Errorf("the source's writer pod: %v", err)
+	}
+	if res.EtcdKeysBeforeCutover, _, err = testenv.EtcdKeys(ctx, b.src.Config, namespace, pods.Items[0].Name, "keys"); err != nil {
+		return err
+	}
 	if err := b.ferryRun("cutover", "st", "--report-dir", filepath.Join(work, "report")); err != nil {
 		return err
 	}
+	if res.EtcdKeysHeld, err = b.etcdKeys(ctx, b.dst, "staged", res.EtcdKeysBeforeCutover); err != nil {
+		return err
+	}
+	benchutil.Logf(prog, "the target's etcd holds all %d keys its writer acknowledged (%d before the cutover)", res.EtcdKeysHeld, res.EtcdKeysBeforeCutover)
 	j, err := b.journal(ctx, "st")
 	if err != nil {
 		return err

@@ -45,7 +45,7 @@ func (b *bench) start(ctx context.Context, work string) (stop func(), err error)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return stop, fmt.Errorf("make image: %v\n%s", err, out)
 	}
-	b.image, b.busybox = reg.NodeHost+"/ferry:bench", reg.NodeHost+"/"+testenv.BusyboxImage
+	b.image, b.busybox, b.etcd = reg.NodeHost+"/ferry:bench", reg.NodeHost+"/"+testenv.BusyboxImage, reg.NodeHost+"/"+testenv.EtcdImage
 	s3, err := testenv.StartS3(ctx, nil)
 	if err != nil {
 		return stop, err
@@ -103,17 +103,55 @@ func (b *bench) fixture(ctx context.Context) (int, error) {
 	_, err = k.AppsV1().Deployments(namespace).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "writer"}, Spec: appsv1.DeploymentSpec{
 		Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: sel}, Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{TerminationGracePeriodSeconds: new(int64),
-			Containers: []corev1.Container{{Name: "main", Image: b.busybox, Command: []string{"sh", "-c", writer},
-				VolumeMounts:   []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
-				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ready"}}}, PeriodSeconds: 1}}},
-			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}}}, metav1.CreateOptions{})
+			Containers: b.containers(),
+			Volumes:    []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}}}, metav1.CreateOptions{})
 	if err != nil {
 		return 0, err
 	}
 	if err := ready(ctx, k, namespace, 1); err != nil {
 		return 0, err
 	}
-	return files, warmUp(ctx, kubernetes.NewForConfigOrDie(b.dst.Config), b.busybox)
+	for _, image := range []string{b.busybox, b.etcd} {
+		if err := warmUp(ctx, kubernetes.NewForConfigOrDie(b.dst.Config), image); err != nil {
+			return 0, err
+		}
+	}
+	return files, nil
+}
+
+// containers are the writer pod's: the segment writer (main), and a real
+// database beside it, etcd with a writer putting a key every 50 ms
+// (testenv.EtcdDBScript, EtcdWriterScript), all on the claim. The pod
+// has no termination grace: etcd is stopped by SIGKILL, as in a crash,
+// and must lose no acknowledged key.
+func (b *bench) containers() []corev1.Container {
+	mount := []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	probe := func(cmd ...string) *corev1.Probe {
+		return &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: cmd}}, PeriodSeconds: 1}
+	}
+	return []corev1.Container{
+		{Name: "main", Image: b.busybox, Command: []string{"sh", "-c", writer}, VolumeMounts: mount, ReadinessProbe: probe("test", "-f", "/tmp/ready")},
+		{Name: "etcd", Image: b.etcd, Command: []string{"sh", "-c", testenv.EtcdDBScript}, VolumeMounts: mount,
+			ReadinessProbe: probe("wget", "-q", "-O", "/dev/null", "http://127.0.0.1:2379/health")},
+		{Name: "keys", Image: b.busybox, Command: []string{"sh", "-c", testenv.EtcdWriterScript}, VolumeMounts: mount, ReadinessProbe: probe("test", "-f", "/tmp/ready")},
+	}
+}
+
+// etcdKeys checks the etcd of namespace ns's writer pod in cluster c: it
+// holds every key its writer acknowledged, at least acked of them.
+func (b *bench) etcdKeys(ctx context.Context, c *testenv.Cluster, ns string, acked int) (int, error) {
+	pods, err := kubernetes.NewForConfigOrDie(c.Config).CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=writer"})
+	if err != nil || len(pods.Items) != 1 {
+		return 0, fmt.Errorf("%s: the writer pod in %s: %v (%d pods)", c.Name, ns, err, len(pods.Items))
+	}
+	last, held, err := testenv.EtcdKeys(ctx, c.Config, ns, pods.Items[0].Name, "keys")
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s: %w", c.Name, err)
+	case last < acked || held != last:
+		return held, fmt.Errorf("%s: etcd holds %d of the %d keys its writer acknowledged; %d were acknowledged before the cutover", c.Name, held, last, acked)
+	}
+	return held, nil
 }
 
 // hostDir waits for claim name to be bound and returns its volume's host

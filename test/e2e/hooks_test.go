@@ -13,6 +13,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kubeferry/ferry/internal/testenv"
 )
@@ -277,14 +278,9 @@ func TestBackupHooks(t *testing.T) {
 	})
 
 	t.Run("helper pod cannot be scheduled", func(t *testing.T) {
-		node, err := kd.CoreV1().Nodes().Get(ctx, dst.Node.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: "ferry.dev/test", Value: "busy", Effect: corev1.TaintEffectNoSchedule})
-		if _, err := kd.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		setTaints(ctx, t, kd, dst.Node.Name, func(ts []corev1.Taint) []corev1.Taint {
+			return append(ts, corev1.Taint{Key: "ferry.dev/test", Value: "busy", Effect: corev1.TaintEffectNoSchedule})
+		})
 		defer untaint(ctx, t, kd, dst.Node.Name)
 		r := e.run(t, dst, "restore", "create", "tainted", "--from-backup", "hooks", "--namespace-mappings", "hk:hk-tainted", "--helper-unschedulable-timeout", "5s",
 			// Also bounds the wait for the post-restore hook of the pod, which cannot run either.
@@ -427,19 +423,31 @@ func waitGone(ctx context.Context, t *testing.T, k kubernetes.Interface, ns, nam
 
 func untaint(ctx context.Context, t *testing.T, k kubernetes.Interface, name string) {
 	t.Helper()
-	node, err := k.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	var keep []corev1.Taint
-	for _, tt := range node.Spec.Taints {
-		if tt.Key != "ferry.dev/test" {
-			keep = append(keep, tt)
+	setTaints(ctx, t, k, name, func(ts []corev1.Taint) []corev1.Taint {
+		var keep []corev1.Taint
+		for _, tt := range ts {
+			if tt.Key != "ferry.dev/test" {
+				keep = append(keep, tt)
+			}
 		}
-	}
-	node.Spec.Taints = keep
-	if _, err := k.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Error(err)
+		return keep
+	})
+}
+
+// setTaints changes node name's taints, again when the kubelet updated
+// the node meanwhile (a conflict failed a CI run).
+func setTaints(ctx context.Context, t *testing.T, k kubernetes.Interface, name string, change func([]corev1.Taint) []corev1.Taint) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		node, err := k.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		node.Spec.Taints = change(node.Spec.Taints)
+		_, err = k.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("node %s: setting its taints: %v", name, err)
 	}
 }

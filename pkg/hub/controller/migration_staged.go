@@ -35,6 +35,7 @@ const maxStatusStages = 20
 //     next holder run the stage again, or finish the cutover.
 func (r *MigrationReconciler) reconcileStaged(ctx context.Context, m *v1beta1.Migration) (reconcile.Result, error) {
 	st := &m.Status
+	retry := st.Reason == reasonCutoverRetry
 	idle := st.Phase == "" || st.Phase == v1beta1.PhasePending || st.Phase == v1beta1.PhaseStaged
 	// The cutover runs once triggered, after at least one stage (it moves
 	// the final delta against one), and a stage a stopped holder left
@@ -43,7 +44,7 @@ func (r *MigrationReconciler) reconcileStaged(ctx context.Context, m *v1beta1.Mi
 		m.Spec.Staged.Cutover && st.Phase != v1beta1.PhaseStaging && stageDone(st)
 	// Between stages, and after a cutover that failed with the source
 	// quiesced, the next try waits for its time.
-	if (idle && !cutover || st.Reason == reasonCutoverRetry) && st.NextStageTime != nil {
+	if (idle && !cutover || retry) && st.NextStageTime != nil {
 		if wait := st.NextStageTime.Sub(r.Clock.Now()); wait > 0 {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
@@ -70,7 +71,10 @@ func (r *MigrationReconciler) reconcileStaged(ctx context.Context, m *v1beta1.Mi
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if resumed {
+	switch {
+	case retry:
+		events.Record(r.Events, m, false, events.Started, "Cutover", "trying the cutover again at step %s, from the journal in %s", phase, store.Redact(m.Spec.Storage.Location))
+	case resumed:
 		events.Record(r.Events, m, false, events.Started, "Migrate", "resuming at step %s from the journal in %s: the hub process that ran it stopped", phase, store.Redact(m.Spec.Storage.Location))
 	}
 	if cutover {
