@@ -312,8 +312,9 @@ func testInvalid(t *testing.T, c dynamic.Interface) {
 	}
 }
 
-// testStatus: a status update does not change the spec, a spec update does
-// not change the status.
+// testStatus: a status update does not change the spec; a spec update of a
+// Migration is refused by field, and a label update does not change the
+// status.
 func testStatus(t *testing.T, c dynamic.Interface) {
 	ctx := context.Background()
 	r := c.Resource(migrationsV1beta1).Namespace(ns)
@@ -334,17 +335,41 @@ func testStatus(t *testing.T, c dynamic.Interface) {
 	if len(got.GetLabels()) != 0 {
 		t.Errorf("a status update changed the labels: %v", got.GetLabels())
 	}
+	// A Completed Migration's spec is fixed: an update is refused, naming
+	// each field changed.
+	_ = unstructured.SetNestedField(got.Object, "Completed", "status", "phase")
+	if got, err = r.UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	edit := got.DeepCopy()
+	_ = unstructured.SetNestedField(edit.Object, false, "spec", "verify")
+	_ = unstructured.SetNestedStringSlice(edit.Object, []string{"shop"}, "spec", "backup", "includedNamespaces")
+	_, err = r.Update(ctx, edit, metav1.UpdateOptions{})
+	if fields := causeFields(err); !apierrors.IsInvalid(err) || !slices.Equal(fields, []string{"spec.backup.includedNamespaces", "spec.verify"}) ||
+		!strings.Contains(err.Error(), "a Migration runs once") {
+		t.Errorf("an edit of a Completed Migration's spec: %v (fields %v), want 422 naming spec.backup.includedNamespaces and spec.verify", err, fields)
+	}
+	// Its labels may change, and the status stays.
+	got.SetLabels(map[string]string{"team": "a"})
 	_ = unstructured.SetNestedField(got.Object, "Failed", "status", "phase")
-	_ = unstructured.SetNestedField(got.Object, false, "spec", "verify")
-	got, err = r.Update(ctx, got, metav1.UpdateOptions{})
-	if err != nil {
+	if got, err = r.Update(ctx, got, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	phase, _, _ = unstructured.NestedString(got.Object, "status", "phase")
-	verify, _, _ := unstructured.NestedBool(got.Object, "spec", "verify")
-	if phase != "Backup" || verify || got.GetGeneration() != 2 {
-		t.Errorf("after a spec update: status.phase %q, spec.verify %v, generation %d; want Backup, false, 2", phase, verify, got.GetGeneration())
+	if phase != "Completed" || got.GetGeneration() != 1 || got.GetLabels()["team"] != "a" {
+		t.Errorf("after a label update: status.phase %q, generation %d, labels %v; want Completed, 1, team=a", phase, got.GetGeneration(), got.GetLabels())
 	}
+}
+
+// causeFields are the fields an Invalid error names.
+func causeFields(err error) []string {
+	var fields []string
+	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
+		for _, c := range s.Status().Details.Causes {
+			fields = append(fields, c.Field)
+		}
+	}
+	return fields
 }
 
 func testWatch(t *testing.T, c dynamic.Interface) {

@@ -90,6 +90,22 @@ func testBackupKinds(t *testing.T, c dynamic.Interface) {
 	if cluster != "old" || phase != "Completed" || got.GetGeneration() != 1 {
 		t.Errorf("after a status update: spec.cluster %q, status.phase %q, generation %d; want old, Completed, 1", cluster, phase, got.GetGeneration())
 	}
+	// The spec of a Backup or Restore is fixed once created.
+	edit := got.DeepCopy()
+	_ = unstructured.SetNestedField(edit.Object, "primary", "spec", "storageLocationName")
+	_, err = c.Resource(ferryGVR("backups")).Namespace(ns).Update(ctx, edit, metav1.UpdateOptions{})
+	if fields := causeFields(err); !apierrors.IsInvalid(err) || !slices.Equal(fields, []string{"spec.storageLocationName"}) {
+		t.Errorf("an edit of a Completed Backup's spec: %v (fields %v), want 422 naming spec.storageLocationName", err, fields)
+	}
+	r, err := create("restores", mk("Restore", "fixed", map[string]any{"cluster": "new", "backupName": "valid"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(r.Object, "in-primary", "spec", "backupName")
+	_, err = c.Resource(ferryGVR("restores")).Namespace(ns).Update(ctx, r, metav1.UpdateOptions{})
+	if fields := causeFields(err); !apierrors.IsInvalid(err) || !slices.Equal(fields, []string{"spec.backupName"}) {
+		t.Errorf("an edit of a Restore's spec: %v (fields %v), want 422 naming spec.backupName", err, fields)
+	}
 	// At v1alpha1, the same object.
 	alpha := ferryGVR("backups")
 	alpha.Version = "v1alpha1"

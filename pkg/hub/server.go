@@ -71,6 +71,8 @@ type Server struct {
 	generic *genericapiserver.GenericAPIServer
 	etcd    *embeddedEtcd
 	unlock  func()
+	// controllers, with Options.Controllers, supervises them.
+	controllers *controllers
 	// Port is the port the hub serves on.
 	Port int
 	// Kubeconfig is the admin kubeconfig's path.
@@ -135,12 +137,12 @@ func New(o Options) (_ *Server, err error) {
 	if o.Controllers != nil {
 		copts := *o.Controllers
 		copts.Config = clientrest.CopyConfig(cfg.LoopbackClientConfig)
+		s.controllers = &controllers{opts: copts}
+		if err := s.generic.AddReadyzChecks(s.controllers.check()); err != nil {
+			return nil, err
+		}
 		s.generic.AddPostStartHookOrDie("ferry-hub-controllers", func(hc genericapiserver.PostStartHookContext) error {
-			go func() {
-				if err := controller.Run(hc, copts); err != nil && copts.Log != nil {
-					copts.Log.Error("hub controllers stopped", "error", err)
-				}
-			}()
+			go s.controllers.run(hc)
 			return nil
 		})
 	}

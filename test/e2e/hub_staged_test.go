@@ -132,7 +132,7 @@ func terminal(p v1beta1.MigrationPhase) bool {
 func checkStagedSpecFixed(ctx context.Context, t *testing.T, hc crclient.Client, m *v1beta1.Migration) {
 	t.Helper()
 	for _, c := range []struct{ patch, field string }{
-		{`{"spec":{"backup":{"includedNamespaces":["live","other"]}}}`, "spec: Forbidden"},
+		{`{"spec":{"backup":{"includedNamespaces":["live","other"]}}}`, "spec.backup.includedNamespaces: Forbidden"},
 		{`{"spec":{"staged":null}}`, "spec.staged: Forbidden"},
 		{`{"spec":{"staged":{"interval":"1s"}}}`, "spec.staged.interval: Invalid value"},
 	} {

@@ -31,8 +31,10 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -70,6 +72,9 @@ type Options struct {
 	// sets it when nil.
 	Events kevents.EventRecorder
 	Log    *slog.Logger
+	// OnStarted, if set, is called once the manager's caches have synced
+	// and its controllers run.
+	OnStarted func()
 	// Clock is the controllers' time (timestamps, leases, expiry,
 	// Schedules); default the real clock.
 	Clock clock.PassiveClock
@@ -135,8 +140,12 @@ func (o *Options) startEvents(ctx context.Context) (stop func(), err error) {
 func Run(ctx context.Context, o Options) error {
 	metrics.Register(legacyregistry.Registerer())
 	o.complete()
+	skip := true
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
-		Scheme:                 Scheme(),
+		Scheme: Scheme(),
+		// A manager that stopped is replaced by a new one in the same
+		// process (the hub's supervisor), with the same controller names.
+		Controller:             config.Controller{SkipNameValidation: &skip},
 		Logger:                 logr.FromSlogHandler(o.Log.Handler()),
 		Metrics:                server.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -171,6 +180,18 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if err := addBackupControllers(mgr, o); err != nil {
 		return fmt.Errorf("hub controllers: %w", err)
+	}
+	if o.OnStarted != nil {
+		// Runnables that need no leader election start once the caches
+		// have synced.
+		err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			o.OnStarted()
+			<-ctx.Done()
+			return nil
+		}))
+		if err != nil {
+			return fmt.Errorf("hub controllers: %w", err)
+		}
 	}
 	return mgr.Start(ctx)
 }

@@ -38,9 +38,9 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clust
 			errs := Validate(b)
 			return append(errs, refs.Check(ctx, &b.Spec, nil, field.NewPath("spec"))...)
 		},
-		ValidateUpdate: func(ctx context.Context, b, old *ferry.Backup) field.ErrorList {
+		ValidateUpdate: func(_ context.Context, b, old *ferry.Backup) field.ErrorList {
 			errs := Validate(b)
-			return append(errs, refs.Check(ctx, &b.Spec, &old.Spec, field.NewPath("spec"))...)
+			return append(errs, registry.ValidateImmutable(&b.Spec, &old.Spec, field.NewPath("spec"), "a Backup runs once and its status and stored data describe the spec it ran; create another Backup")...)
 		},
 		ValidateStatus: func(b *ferry.Backup) field.ErrorList { return ValidateStatus(&b.Status) },
 		Table:          table,

@@ -4,7 +4,6 @@ import (
 	"slices"
 	"time"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -95,30 +94,36 @@ func validateStaged(spec *ferry.MigrationSpec, p *field.Path) field.ErrorList {
 	return errs
 }
 
-// ValidateMigrationUpdate checks what may change of a Migration's spec:
-// spec.staged is set at creation only, and a staged Migration's stages
-// all use the spec they started with (its journal refuses another), so
-// only spec.staged changes, and spec.staged.cutover is never unset.
+// ValidateMigrationUpdate refuses every change to a Migration's spec but
+// those of a staged one's spec.staged: a Migration runs once, and its
+// status describes the spec it ran. A staged Migration's interval and
+// limits may be tuned until the cutover is triggered, and
+// spec.staged.cutover may be set, never unset; spec.staged may be neither
+// added nor removed.
 func ValidateMigrationUpdate(s, old *ferry.MigrationSpec, p *field.Path) field.ErrorList {
 	sp := p.Child("staged")
 	switch {
-	case old.Staged == nil && s.Staged == nil:
-		return nil
-	case old.Staged == nil:
+	case old.Staged == nil && s.Staged != nil:
 		return field.ErrorList{field.Forbidden(sp, "may be set only when the Migration is created")}
-	case s.Staged == nil:
+	case old.Staged != nil && s.Staged == nil:
 		return field.ErrorList{field.Forbidden(sp, "may not be removed from a staged Migration")}
+	case old.Staged == nil:
+		return registry.ValidateImmutable(s, old, p, "a Migration runs once and its status describes the spec it ran; create another Migration to run another spec")
 	}
 	var errs field.ErrorList
 	if old.Staged.Cutover && !s.Staged.Cutover {
 		errs = append(errs, field.Forbidden(sp.Child("cutover"), "may not be unset once the cutover was triggered (ferry migrate rollback undoes a cutover)"))
 	}
-	a, b := *s, *old
-	a.Staged, b.Staged = nil, nil
-	if !apiequality.Semantic.DeepEqual(a, b) {
-		errs = append(errs, field.Forbidden(p, "a staged Migration's spec may not change but for spec.staged: its stages and cutover move what the first stage selected"))
+	a := *s
+	if !old.Staged.Cutover {
+		// Before the cutover the stages' knobs may change.
+		a.Staged = old.Staged
+	} else {
+		staged := *s.Staged
+		staged.Cutover = true
+		a.Staged = &staged
 	}
-	return errs
+	return append(errs, registry.ValidateImmutable(&a, old, p, "a staged Migration's stages and cutover move what its first stage selected; only spec.staged may change, and only until the cutover is triggered")...)
 }
 
 func validateClusterName(name string, p *field.Path) field.ErrorList {

@@ -25,15 +25,15 @@ import (
 // NewREST returns the storage of Restores and of their status subresource;
 // clusters and backups are the hub's Cluster and Backup storages.
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clusters, backups rest.Getter) (*genericregistry.Store, *registry.StatusREST, error) {
-	check := func(ctx context.Context, s, old *ferry.RestoreSpec) field.ErrorList {
+	check := func(ctx context.Context, s *ferry.RestoreSpec) field.ErrorList {
 		var errs field.ErrorList
 		p := field.NewPath("spec")
-		if s.Cluster != "" && (old == nil || old.Cluster != s.Cluster) {
+		if s.Cluster != "" {
 			if err := registry.LookUp(ctx, clusters, "Cluster", s.Cluster, p.Child("cluster")); err != nil {
 				errs = append(errs, err)
 			}
 		}
-		if s.BackupName != "" && (old == nil || old.BackupName != s.BackupName) {
+		if s.BackupName != "" {
 			if err := registry.LookUp(ctx, backups, "Backup", s.BackupName, p.Child("backupName")); err != nil {
 				errs = append(errs, err)
 			}
@@ -48,10 +48,10 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clust
 		Status:  func(r *ferry.Restore) *ferry.RestoreStatus { return &r.Status },
 		Start:   func(*ferry.Restore) ferry.RestoreStatus { return ferry.RestoreStatus{Phase: ferry.RunNew} },
 		Validate: func(ctx context.Context, r *ferry.Restore) field.ErrorList {
-			return append(Validate(r), check(ctx, &r.Spec, nil)...)
+			return append(Validate(r), check(ctx, &r.Spec)...)
 		},
-		ValidateUpdate: func(ctx context.Context, r, old *ferry.Restore) field.ErrorList {
-			return append(Validate(r), check(ctx, &r.Spec, &old.Spec)...)
+		ValidateUpdate: func(_ context.Context, r, old *ferry.Restore) field.ErrorList {
+			return append(Validate(r), registry.ValidateImmutable(&r.Spec, &old.Spec, field.NewPath("spec"), "a Restore runs once and its status describes the spec it ran; create another Restore")...)
 		},
 		ValidateStatus: func(r *ferry.Restore) field.ErrorList { return ValidateStatus(&r.Status) },
 		Table:          table,

@@ -1,0 +1,90 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/server/healthz"
+
+	"github.com/kubeferry/ferry/pkg/hub/controller"
+)
+
+// controllers runs the hub's controller manager (controller.Run) for as
+// long as the server runs, starting it again with backoff (1 s to 1 min)
+// whenever it stops, and answers the readyz check "ferry-hub-controllers":
+// a hub whose controllers are not running is not ready, as no Migration,
+// Backup or Restore would ever run on it.
+type controllers struct {
+	opts controller.Options
+
+	mu      sync.Mutex
+	running bool
+	lastErr error
+	stop    context.CancelFunc
+}
+
+// run supervises the manager until ctx is done.
+func (c *controllers) run(ctx context.Context) {
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 7, Cap: time.Minute}
+	for ctx.Err() == nil {
+		runCtx, cancel := context.WithCancel(ctx)
+		c.mu.Lock()
+		c.stop = cancel
+		c.mu.Unlock()
+		opts := c.opts
+		opts.OnStarted = func() {
+			c.mu.Lock()
+			c.running, c.lastErr = true, nil
+			c.mu.Unlock()
+			backoff = wait.Backoff{Duration: time.Second, Factor: 2, Steps: 7, Cap: time.Minute}
+		}
+		err := controller.Run(runCtx, opts)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("the controller manager stopped")
+		}
+		c.mu.Lock()
+		c.running, c.lastErr = false, err
+		c.mu.Unlock()
+		delay := backoff.Step()
+		if c.opts.Log != nil {
+			c.opts.Log.Error("hub controllers stopped; starting them again", "error", err, "in", delay)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(delay):
+		}
+	}
+}
+
+// stopManager stops the running manager (which run then starts again).
+func (c *controllers) stopManager() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stop != nil {
+		c.stop()
+	}
+}
+
+// check is the readyz check.
+func (c *controllers) check() healthz.HealthChecker {
+	return healthz.NamedCheck("ferry-hub-controllers", func(*http.Request) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		switch {
+		case c.running:
+			return nil
+		case c.lastErr != nil:
+			return fmt.Errorf("the hub's controllers are not running: %w", c.lastErr)
+		}
+		return errors.New("the hub's controllers have not started")
+	})
+}
