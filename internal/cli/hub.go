@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/hub"
 	"github.com/kubeferry/ferry/pkg/hub/controller"
+	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -25,6 +26,7 @@ type hubOptions struct {
 	tokenAuthFiles []string
 	controllers    bool
 	leaseDuration  time.Duration
+	requestTimeout time.Duration
 	workers        int
 	volumes        volumeFlags
 
@@ -90,6 +92,7 @@ SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 	fl.StringSliceVar(&o.tokenAuthFiles, "token-auth-file", nil, "more static-token files (kube-apiserver's CSV format), besides DIR/tokens.csv")
 	fl.BoolVar(&o.controllers, "controllers", true, "run the controllers, which carry Migrations, Backups, Restores and Schedules out against their member clusters")
 	fl.DurationVar(&o.leaseDuration, "migration-lease-duration", 30*time.Second, "how long a Migration's lease lasts unrenewed: after a hub stops, another hub (or its restart) takes over the Migrations it was running once their leases expire (a one-shot Migration in a step ends Failed, a staged one resumes from its journal)")
+	fl.DurationVar(&o.requestTimeout, "member-request-timeout", kube.DefaultResponseTimeout, "how long each request to a member cluster's API server may wait for its answer to start: a member that accepts connections and never answers fails the Migration, Backup or Restore, naming the Cluster, instead of holding a worker")
 	fl.IntVar(&o.workers, "migration-workers", 4, "how many Migrations run at once (and as many Backups, Restores and location checks)")
 	o.volumes.registerPassword(cmd)
 	fl.StringVar(&o.volumes.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move Migrations' volume data in the member clusters (and by the ferry-restore-wait init container); the only image a target needs to pull")
@@ -117,7 +120,7 @@ func (o *hubOptions) Complete(_ *cobra.Command, _ []string) error {
 	if err != nil && !errors.Is(err, volumes.ErrNoPassword) {
 		return err
 	}
-	o.opts.Controllers = &controller.Options{LeaseDuration: o.leaseDuration, Workers: o.workers, Log: o.g.log,
+	o.opts.Controllers = &controller.Options{LeaseDuration: o.leaseDuration, Workers: o.workers, Log: o.g.log, RequestTimeout: o.requestTimeout,
 		Volumes: o.volumes.settings(pw, o.g.log)}
 	return nil
 }
@@ -137,6 +140,9 @@ func (o *hubOptions) Validate() error {
 		if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
 			return fmt.Errorf("--etcd-servers %q is not an http:// or https:// URL", s)
 		}
+	}
+	if o.requestTimeout < time.Second {
+		return fmt.Errorf("--member-request-timeout %s is under a second", o.requestTimeout)
 	}
 	if o.leaseDuration < 3*time.Second {
 		return fmt.Errorf("--migration-lease-duration %s: must be at least 3s", o.leaseDuration)

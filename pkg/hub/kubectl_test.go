@@ -75,20 +75,29 @@ spec:
 	want(kubectl("describe", "migration", "shop"), "Name:", "shop", "Source:", "Cluster:", "old")
 	want(kubectl("explain", "migrations.spec.source"), "FIELD: source <ClusterReference>", "Source is the cluster backed up", "cluster\t<string> -required-")
 
-	// Server-side apply of a change, as another field manager.
+	// Server-side apply of a label, as another field manager; a change of
+	// the spec is refused by field (a Migration runs once).
 	ssa := filepath.Join(dir, "ssa.yaml")
-	if err := os.WriteFile(ssa, []byte("apiVersion: ferry.dev/v1beta1\nkind: Migration\nmetadata: {name: shop}\nspec:\n  source: {cluster: old}\n  target: {cluster: new}\n  storage: {location: \"file:///var/lib/ferry\"}\n  backup: {includedNamespaces: [shop, shop-db]}\n"), 0o600); err != nil {
+	if err := os.WriteFile(ssa, []byte("apiVersion: ferry.dev/v1beta1\nkind: Migration\nmetadata: {name: shop, labels: {team: shop}}\nspec:\n  source: {cluster: old}\n  target: {cluster: new}\n  storage: {location: \"file:///var/lib/ferry\"}\n  backup: {includedNamespaces: [shop]}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	want(kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "team", "-f", ssa), "serverside-applied")
-	want(kubectl("get", "migration", "shop", "-o", "jsonpath={.spec.backup.includedNamespaces} {.metadata.managedFields[*].manager}"), `["shop","shop-db"]`, "team")
+	want(kubectl("get", "migration", "shop", "-o", "jsonpath={.metadata.labels.team} {.metadata.managedFields[*].manager}"), "shop", "team")
+	spec := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(spec, []byte("apiVersion: ferry.dev/v1beta1\nkind: Migration\nmetadata: {name: shop}\nspec:\n  source: {cluster: old}\n  target: {cluster: new}\n  storage: {location: \"file:///var/lib/ferry\"}\n  backup: {includedNamespaces: [shop, shop-db]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(bin, "kubectl"), "--kubeconfig", h.Kubeconfig, "apply", "--server-side", "--force-conflicts", "--field-manager", "team", "-f", spec).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "spec.backup.includedNamespaces: Forbidden: field is immutable") {
+		t.Errorf("server-side apply of a changed spec: %v\n%s; want refused at spec.backup.includedNamespaces", err, out)
+	}
 
 	// get -w sees a change made while it watches.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	w := exec.CommandContext(ctx, filepath.Join(bin, "kubectl"), "--kubeconfig", h.Kubeconfig, "get", "migrations", "-w", "-o", "name")
-	var out bytes.Buffer
-	w.Stdout, w.Stderr = &out, &out
+	var watched bytes.Buffer
+	w.Stdout, w.Stderr = &watched, &watched
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +107,7 @@ spec:
 	time.Sleep(2 * time.Second)
 	cancel()
 	_ = w.Wait()
-	if n := strings.Count(out.String(), "migration.ferry.dev/shop"); n < 2 {
-		t.Errorf("kubectl get -w printed %d events for shop, want the list and the change:\n%s", n, out.String())
+	if n := strings.Count(watched.String(), "migration.ferry.dev/shop"); n < 2 {
+		t.Errorf("kubectl get -w printed %d events for shop, want the list and the change:\n%s", n, watched.String())
 	}
 }

@@ -77,17 +77,24 @@ func RESTConfig(kubeconfig, kubeContext string) (*rest.Config, error) {
 }
 
 // Connect builds clients for cfg and checks, within ReachTimeout, that the
-// API server answers. name is used in errors.
+// API server answers. name is used in errors. Every request of the
+// clients waits at most DefaultResponseTimeout for the API server's answer.
 func Connect(ctx context.Context, name string, cfg *rest.Config) (*Cluster, error) {
-	cfg = rest.CopyConfig(cfg)
+	return ConnectWithTimeout(ctx, name, cfg, DefaultResponseTimeout)
+}
+
+// ConnectWithTimeout is Connect with responseTimeout instead of
+// DefaultResponseTimeout (WithResponseTimeout).
+func ConnectWithTimeout(ctx context.Context, name string, cfg *rest.Config, responseTimeout time.Duration) (*Cluster, error) {
+	if name == "" {
+		name = cfg.Host
+	}
+	cfg = WithResponseTimeout(cfg, name, responseTimeout)
 	// Deprecation warnings of the API server would interleave with results
 	// on every LIST of a deprecated resource; ferry reports its own.
 	cfg.WarningHandler = rest.NoWarnings{}
 	if cfg.QPS == 0 {
 		cfg.QPS, cfg.Burst = DefaultQPS, DefaultBurst
-	}
-	if name == "" {
-		name = cfg.Host
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {

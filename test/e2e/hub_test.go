@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -86,6 +87,12 @@ func (p *hubProc) start(t *testing.T) {
 		}
 	}
 	t.Fatalf("ferry hub did not become ready in a minute:\n%s", p.log.String())
+}
+
+// stop SIGTERMs the hub and waits for it to end.
+func (p *hubProc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Wait()
 }
 
 // kill SIGKILLs the hub.
@@ -818,4 +825,55 @@ func checkHubExpiryPrunes(ctx context.Context, t *testing.T, e *volumeEnv, h *hu
 	if n := snapshots("vols"); n == 0 {
 		t.Errorf("migration vols: its snapshots were pruned with the expired Backup's")
 	}
+}
+
+// TestHubStalledCluster: a member API server that accepts connections and
+// then never answers (its requests held by a proxy from the moment the
+// Migration starts its backup) fails the Migration within the hub's
+// --member-request-timeout, naming the Cluster, and the lease is
+// released: no worker is held forever.
+func TestHubStalledCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts API servers")
+	}
+	e := newEnv(t)
+	h := startHub(t, t.TempDir(), "--member-request-timeout", "3s")
+	c, _ := h.client(t)
+	addCluster(t, c, "src", writeContextKubeconfig(t, e.src))
+	u, err := url.Parse(e.dst.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := testenv.StartStallProxy(t, u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stalled := writeContextKubeconfig(t, e.dst)
+	kc, err := clientcmd.LoadFromFile(stalled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range kc.Clusters {
+		cl.Server, cl.TLSServerName = "https://"+proxy.Addr, u.Hostname()
+	}
+	if err := clientcmd.WriteToFile(*kc, stalled); err != nil {
+		t.Fatal(err)
+	}
+	addCluster(t, c, "dst", stalled)
+	m := newMigration("stalled", e.storage, "default")
+	phases, _ := watchPhases(t, c, m, time.Minute, func(m *v1beta1.Migration) bool { return m.Status.Phase == v1beta1.PhaseBackup })
+	if phases[len(phases)-1] != v1beta1.PhaseBackup {
+		t.Fatalf("phases %v: the Migration ended before its backup", phases)
+	}
+	proxy.Stall()
+	start := time.Now()
+	phases, got := watchPhases(t, c, m, 2*time.Minute, nil)
+	took := time.Since(start)
+	if got.Status.Phase != v1beta1.PhaseFailed || !strings.Contains(got.Status.Message, "cluster dst: the API server did not answer") || got.Status.Lease != nil {
+		t.Fatalf("phases %v; status %+v; want Failed, naming Cluster dst that did not answer, the lease released", phases, got.Status)
+	}
+	if took > time.Minute {
+		t.Errorf("the Migration failed %s after the target stalled, want within a minute (3s per request)", took.Round(time.Second))
+	}
+	t.Logf("failed %s after the target stalled: %s", took.Round(time.Millisecond), got.Status.Message)
 }

@@ -244,7 +244,7 @@ func runOutcome(phase v1alpha1.Phase, why string, err error) (v1beta1.RunPhase, 
 
 // backup connects to b's Cluster and location, and runs the backup.
 func (r *BackupReconciler) backup(ctx context.Context, b *v1beta1.Backup, onProgress func(done, total int)) (*v1alpha1.Backup, error) {
-	cl, c, err := connectRef(ctx, r.Reader, r.ConnectTimeout, b.Namespace, b.Spec.Cluster, "spec.cluster", "ClusterUnreachable")
+	cl, c, err := connectRef(ctx, r.Reader, &r.Options, b.Namespace, b.Spec.Cluster, "spec.cluster", "ClusterUnreachable")
 	if err != nil {
 		return nil, err
 	}

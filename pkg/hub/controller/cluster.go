@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,7 +34,7 @@ func (r *ClusterReconciler) Reconcile(ctx context.Context, req reconcile.Request
 	}
 	cond := metav1.Condition{Type: v1beta1.ClusterConditionReachable, Status: metav1.ConditionTrue, Reason: "Reachable", ObservedGeneration: c.Generation}
 	version := ""
-	cl, err := connectCluster(ctx, r.Reader, &c, r.ConnectTimeout)
+	cl, err := connectCluster(ctx, r.Reader, &c, &r.Options)
 	var f *failure
 	switch {
 	case errors.As(err, &f):
@@ -71,9 +70,9 @@ func (r *ClusterReconciler) clustersOf(ctx context.Context, o client.Object) []r
 }
 
 // connectRef reaches the Cluster name of namespace through its
-// ClusterCredential's kubeconfig, within timeout. Errors name the field
+// ClusterCredential's kubeconfig (connectCluster). Errors name the field
 // (path), and an unreachable cluster has reason unreachable.
-func connectRef(ctx context.Context, reader client.Reader, timeout time.Duration, namespace, name, path, unreachable string) (*kube.Cluster, *v1beta1.Cluster, error) {
+func connectRef(ctx context.Context, reader client.Reader, o *Options, namespace, name, path, unreachable string) (*kube.Cluster, *v1beta1.Cluster, error) {
 	var c v1beta1.Cluster
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &c); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -81,7 +80,7 @@ func connectRef(ctx context.Context, reader client.Reader, timeout time.Duration
 		}
 		return nil, nil, err
 	}
-	cl, err := connectCluster(ctx, reader, &c, timeout)
+	cl, err := connectCluster(ctx, reader, &c, o)
 	var f *failure
 	switch {
 	case errors.As(err, &f) && f.reason == reasonUnreachable:

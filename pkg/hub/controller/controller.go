@@ -40,6 +40,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/metrics"
 )
 
@@ -57,6 +58,10 @@ type Options struct {
 	Workers int
 	// ConnectTimeout bounds reaching a member cluster; default 30s.
 	ConnectTimeout time.Duration
+	// RequestTimeout bounds how long each request to a member cluster
+	// waits for its answer to start (kube.WithResponseTimeout); default
+	// kube.DefaultResponseTimeout.
+	RequestTimeout time.Duration
 	// CheckPeriod is how often each Cluster is checked; default 5m.
 	CheckPeriod time.Duration
 	// ValidationPeriod is how often a BackupStorageLocation is checked
@@ -75,6 +80,8 @@ type Options struct {
 	// OnStarted, if set, is called once the manager's caches have synced
 	// and its controllers run.
 	OnStarted func()
+	// observed are other processes' leases as this one saw them change.
+	observed *observations
 	// Clock is the controllers' time (timestamps, leases, expiry,
 	// Schedules); default the real clock.
 	Clock clock.PassiveClock
@@ -96,6 +103,9 @@ func (o *Options) complete() {
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 30 * time.Second
 	}
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = kube.DefaultResponseTimeout
+	}
 	if o.CheckPeriod <= 0 {
 		o.CheckPeriod = 5 * time.Minute
 	}
@@ -107,6 +117,9 @@ func (o *Options) complete() {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.observed == nil {
+		o.observed = &observations{}
 	}
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -35,25 +36,58 @@ func leaseExpiry(l *v1beta1.Lease) time.Time {
 	return l.RenewTime.Add(time.Duration(l.LeaseDurationSeconds) * time.Second)
 }
 
-// holder is l's holder identity; "" for none.
-func holder(l *v1beta1.Lease) string {
-	if l == nil {
-		return ""
-	}
-	return l.HolderIdentity
-}
-
 // heldElsewhere says how long to wait when another process holds obj's
-// lease and it has not expired.
+// lease and it has not expired. Expiry is judged as client-go's leader
+// election judges it: from the local time this process first saw the
+// lease as it is now (holder and renew time), plus its duration, never
+// from the holder's clock.
 func (k leased[T]) heldElsewhere(obj T) (time.Duration, bool) {
 	l := *k.lease(obj)
 	if l == nil || l.HolderIdentity == k.opts.Identity {
 		return 0, false
 	}
-	if wait := leaseExpiry(l).Sub(k.opts.Clock.Now()); wait > 0 {
+	seen := k.opts.observed.seen(obj.GetUID(), l, time.Now())
+	if wait := time.Until(seen.Add(time.Duration(l.LeaseDurationSeconds) * time.Second)); wait > 0 {
 		return wait + 100*time.Millisecond, true
 	}
 	return 0, false
+}
+
+// observations are the leases of other processes as this one saw them
+// change, by object UID.
+type observations struct {
+	mu     sync.Mutex
+	leases map[types.UID]observation
+}
+
+type observation struct {
+	holder string
+	renew  time.Time
+	at     time.Time // local, monotonic
+}
+
+// seen records l as seen at now unless it was seen before unchanged, and
+// returns when it was first seen as it is.
+func (o *observations) seen(uid types.UID, l *v1beta1.Lease, now time.Time) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.leases == nil {
+		o.leases = map[types.UID]observation{}
+	}
+	cur := observation{holder: l.HolderIdentity, renew: l.RenewTime.Time, at: now}
+	if was, ok := o.leases[uid]; ok && was.holder == cur.holder && was.renew.Equal(cur.renew) {
+		return was.at
+	}
+	o.leases[uid] = cur
+	return now
+}
+
+// sameLease says whether a and b are one lease record.
+func sameLease(a, b *v1beta1.Lease) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.HolderIdentity == b.HolderIdentity && a.RenewTime.Equal(&b.RenewTime)
 }
 
 // newLease is this process's lease, renewed now.
@@ -94,9 +128,14 @@ func (k leased[T]) update(ctx context.Context, key types.NamespacedName, change 
 
 // renew renews the lease every third of its duration until ctx is done,
 // applying change (the progress so far) each time; it calls cancel when
-// the lease is lost.
-func (k leased[T]) renew(ctx context.Context, key types.NamespacedName, change func(T), cancel func()) {
-	t := time.NewTicker(k.opts.LeaseDuration / 3)
+// the lease is lost, or when it was not renewed within its renew deadline
+// (two thirds of its duration, as client-go's leader election's default
+// is): the work stops before another process may take over, a full
+// duration after it last saw the lease change.
+func (k leased[T]) renew(ctx context.Context, key types.NamespacedName, change func(T), cancel func(error)) {
+	period, deadline := k.opts.LeaseDuration/3, 2*k.opts.LeaseDuration/3
+	renewed := time.Now() // the claim
+	t := time.NewTimer(period)
 	defer t.Stop()
 	for {
 		select {
@@ -104,14 +143,27 @@ func (k leased[T]) renew(ctx context.Context, key types.NamespacedName, change f
 			return
 		case <-t.C:
 		}
-		err := k.update(ctx, key, change)
-		if errors.Is(err, errLeaseLost) {
+		start := time.Now()
+		uctx, ucancel := context.WithDeadline(ctx, renewed.Add(deadline))
+		err := k.update(uctx, key, change)
+		ucancel()
+		switch {
+		case err == nil:
+			renewed = start
+			t.Reset(period)
+		case errors.Is(err, errLeaseLost):
 			k.opts.Log.Warn("lease lost: stopping", "object", key.String())
-			cancel()
+			cancel(errLeaseLost)
 			return
-		}
-		if err != nil && ctx.Err() == nil {
+		case ctx.Err() != nil:
+			return
+		case !time.Now().Before(renewed.Add(deadline)):
+			k.opts.Log.Warn("lease not renewed within its renew deadline: stopping", "object", key.String(), "deadline", deadline, "error", err)
+			cancel(fmt.Errorf("%w: not renewed within %s (%v)", errLeaseLost, deadline, err))
+			return
+		default:
 			k.opts.Log.Warn("renewing the lease", "object", key.String(), "error", err)
+			t.Reset(min(period, time.Until(renewed.Add(deadline))/2+10*time.Millisecond))
 		}
 	}
 }
@@ -121,14 +173,15 @@ func (k leased[T]) renew(ctx context.Context, key types.NamespacedName, change f
 // meanwhile; ended says whether this call ended it.
 func (k leased[T]) interrupted(ctx context.Context, obj T, terminal func(T) bool, end func(T)) (ended bool, err error) {
 	key := client.ObjectKeyFromObject(obj)
-	was := holder(*k.lease(obj))
+	// Renewed or taken over meanwhile: not ended.
+	was := *k.lease(obj)
 	err = client.IgnoreNotFound(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		ended = false
 		cur := k.new()
 		if err := k.reader.Get(ctx, key, cur); err != nil {
 			return err
 		}
-		if terminal(cur) || holder(*k.lease(cur)) != was {
+		if terminal(cur) || !sameLease(*k.lease(cur), was) {
 			return nil
 		}
 		end(cur)
@@ -161,14 +214,14 @@ func runLeased[T client.Object, R any](ctx context.Context, k leased[T], key typ
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		k.renew(runCtx, key, apply, func() { cancel(errLeaseLost) })
+		k.renew(runCtx, key, apply, cancel)
 	}()
 	res, err := work(runCtx)
-	lost := errors.Is(context.Cause(runCtx), errLeaseLost)
+	cause := context.Cause(runCtx)
 	cancel(nil)
 	wg.Wait()
-	if lost {
-		return res, errLeaseLost
+	if errors.Is(cause, errLeaseLost) {
+		return res, cause
 	}
 	return res, err
 }

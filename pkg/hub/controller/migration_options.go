@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -94,7 +93,7 @@ func (r *MigrationReconciler) prepare(ctx context.Context, m *v1beta1.Migration,
 // connect reaches the Cluster name of the Migration's namespace (see
 // connectRef).
 func (r *MigrationReconciler) connect(ctx context.Context, namespace, name, path, reason string) (*kube.Cluster, *v1beta1.Cluster, error) {
-	return connectRef(ctx, r.Reader, r.ConnectTimeout, namespace, name, path, reason)
+	return connectRef(ctx, r.Reader, &r.Options, namespace, name, path, reason)
 }
 
 // volumes sets the pod volume options of o: helper pods in both clusters,
@@ -138,8 +137,9 @@ func (r *MigrationReconciler) volumes(ctx context.Context, o *migration.Options,
 const reasonUnreachable = "Unreachable"
 
 // connectCluster reaches member cluster c through its ClusterCredential's
-// kubeconfig, within timeout.
-func connectCluster(ctx context.Context, reader client.Reader, c *v1beta1.Cluster, timeout time.Duration) (*kube.Cluster, error) {
+// kubeconfig, within o.ConnectTimeout; each later request waits at most
+// o.RequestTimeout for its answer to start.
+func connectCluster(ctx context.Context, reader client.Reader, c *v1beta1.Cluster, o *Options) (*kube.Cluster, error) {
 	var cred v1beta1.ClusterCredential
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.CredentialRef.Name}, &cred); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -151,9 +151,9 @@ func connectCluster(ctx context.Context, reader client.Reader, c *v1beta1.Cluste
 	if err != nil {
 		return nil, fail("InvalidClusterCredential", "Cluster %q: ClusterCredential %q: %w", c.Name, cred.Name, err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
 	defer cancel()
-	cl, err := kube.Connect(cctx, c.Name, cfg)
+	cl, err := kube.ConnectWithTimeout(cctx, c.Name, cfg, o.RequestTimeout)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()

@@ -36,32 +36,26 @@ func (p *progress) apply(s *v1beta1.MigrationStatus) {
 }
 
 // run carries the claimed Migration m out and records how it ended. Its
-// lease is renewed every third of its duration; when it is lost (another
-// process took m over, or m was deleted) the run is cancelled.
+// lease is renewed every third of its duration (runLeased); when it is
+// lost (another process took m over, m was deleted, or it was not renewed
+// within its renew deadline) the run is cancelled and nothing more is
+// written.
 func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	log := r.Log.With("migration", key.String())
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	p := &progress{}
 	started := r.Clock.Now()
 	metrics.MigrationsInProgress.Inc()
 	defer metrics.MigrationsInProgress.Dec()
 	events.Record(r.Events, m, false, events.Started, "Migrate", "migrating from cluster %s to cluster %s through %s", m.Spec.Source.Cluster, m.Spec.Target.Cluster, store.Redact(m.Spec.Storage.Location))
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.renew(runCtx, key, p, cancel)
-	}()
-	res, err := r.migrate(runCtx, m, p, func(s migration.Step) error {
-		return r.update(runCtx, key, func(st *v1beta1.MigrationStatus) {
-			st.Phase = v1beta1.MigrationPhase(s)
-			p.apply(st)
+	res, err := runLeased(ctx, r.leased(), key, func(m *v1beta1.Migration) { p.apply(&m.Status) }, func(runCtx context.Context) (*migration.Result, error) {
+		return r.migrate(runCtx, m, p, func(s migration.Step) error {
+			return r.update(runCtx, key, func(st *v1beta1.MigrationStatus) {
+				st.Phase = v1beta1.MigrationPhase(s)
+				p.apply(st)
+			})
 		})
 	})
-	cancel()
-	wg.Wait()
 	phase, reason, msg := outcome(res, err)
 	if errors.Is(err, errLeaseLost) || ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		// Taken over or deleted; or this hub is stopping: the next holder
@@ -93,12 +87,6 @@ func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
 		warnings, errs = res.Restore.Status.Warnings, res.Restore.Status.Errors
 	}
 	events.End(r.Events, m, "Migrate", string(phase), warnings, errs, failureMessage(phase, msg))
-}
-
-// renew renews the lease every third of its duration until ctx is done;
-// it cancels the run when the lease is lost.
-func (r *MigrationReconciler) renew(ctx context.Context, key types.NamespacedName, p *progress, cancel func()) {
-	r.leased().renew(ctx, key, func(m *v1beta1.Migration) { p.apply(&m.Status) }, cancel)
 }
 
 // reportLocation is where the hub serves the verification report of m

@@ -153,7 +153,7 @@ func (r *RestoreReconciler) restore(ctx context.Context, rs *v1beta1.Restore, on
 	if p := b.Status.Phase; p != v1beta1.RunCompleted && p != v1beta1.RunPartiallyFailed {
 		return nil, fail("BackupNotRestorable", "spec.backupName: Backup %q is %s; only a Completed or PartiallyFailed backup is restored", b.Name, phaseName(p))
 	}
-	cl, c, err := connectRef(ctx, r.Reader, r.ConnectTimeout, rs.Namespace, rs.Spec.Cluster, "spec.cluster", "ClusterUnreachable")
+	cl, c, err := connectRef(ctx, r.Reader, &r.Options, rs.Namespace, rs.Spec.Cluster, "spec.cluster", "ClusterUnreachable")
 	if err != nil {
 		return nil, err
 	}
