@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ type hubOptions struct {
 	controllers    bool
 	leaseDuration  time.Duration
 	requestTimeout time.Duration
+	policyFile     string
 	workers        int
 	volumes        volumeFlags
 
@@ -75,10 +77,14 @@ Authentication: client certificates signed by the hub's CA (user: the subject's 
 groups: its organizations) and static tokens (tokens.csv and --token-auth-file, CSV lines
 token,user,uid,"group1,group2" as kube-apiserver's --token-auth-file). Anything else is 401.
 
-Authorization: the groups system:masters and ferry:admins may do everything; ferry:viewers may
-get, list and watch every resource but clustercredentials and credentials, and GET /metrics and /reports/; any
-authenticated user may GET /healthz, /livez, /readyz, /version, discovery (/apis) and OpenAPI;
-everything else is 403. A second hub on a --data-dir in use (DIR/hub.lock) is refused.
+Authorization, in RBAC's shape: the groups system:masters and ferry:admins (ClusterRole ferry:admin) may
+do everything and ferry:viewers (ferry:viewer) may get, list and watch every resource and GET
+/metrics; --authorization-policy-file adds ClusterRoles, Roles, ClusterRoleBindings and RoleBindings,
+so that a team's group may run Migrations in its own namespace only (bind ClusterRole ferry:editor
+there). Nobody but the hub's own controllers may read clustercredentials and credentials (get, list,
+watch, patch): they are written whole. Any authenticated user may GET /healthz, /livez, /readyz,
+/version, discovery (/apis) and OpenAPI; everything else is 403. A second hub on a --data-dir in
+use (DIR/hub.lock) is refused.
 
 SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 		Args: cobra.NoArgs,
@@ -90,6 +96,7 @@ SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 	fl.IntVar(&o.securePort, "secure-port", 8443, "port to serve HTTPS on (0: a free one)")
 	fl.StringSliceVar(&o.etcdServers, "etcd-servers", nil, "URLs of an existing etcd to keep the objects in, instead of the embedded one")
 	fl.StringSliceVar(&o.tokenAuthFiles, "token-auth-file", nil, "more static-token files (kube-apiserver's CSV format), besides DIR/tokens.csv")
+	fl.StringVar(&o.policyFile, "authorization-policy-file", "", "YAML of rbac.authorization.k8s.io/v1 ClusterRoles, Roles, ClusterRoleBindings and RoleBindings added to the default policy (read at start): a RoleBinding grants its role in its namespace only, e.g. ClusterRole ferry:editor to a team's group")
 	fl.BoolVar(&o.controllers, "controllers", true, "run the controllers, which carry Migrations, Backups, Restores and Schedules out against their member clusters")
 	fl.DurationVar(&o.leaseDuration, "migration-lease-duration", 30*time.Second, "how long a Migration's lease lasts unrenewed: after a hub stops, another hub (or its restart) takes over the Migrations it was running once their leases expire (a one-shot Migration in a step ends Failed, a staged one resumes from its journal)")
 	fl.DurationVar(&o.requestTimeout, "member-request-timeout", kube.DefaultResponseTimeout, "how long each request to a member cluster's API server may wait for its answer to start: a member that accepts connections and never answers fails the Migration, Backup or Restore, naming the Cluster, instead of holding a worker")
@@ -110,6 +117,7 @@ func (o *hubOptions) Complete(_ *cobra.Command, _ []string) error {
 		SecurePort:     o.securePort,
 		EtcdServers:    o.etcdServers,
 		TokenAuthFiles: o.tokenAuthFiles,
+		PolicyFile:     o.policyFile,
 	}
 	if !o.controllers {
 		return nil
@@ -159,7 +167,15 @@ func (o *hubOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.g.stderr, "ferry hub serving on https://%s; admin kubeconfig: %s\n",
-		net.JoinHostPort(o.bindAddress, fmt.Sprint(s.Port)), s.Kubeconfig)
+	policy := "the default (ferry:admins may do everything, ferry:viewers read)"
+	if o.policyFile != "" {
+		policy = "the default and " + o.policyFile
+	}
+	etcd := "embedded, in " + filepath.Join(o.dataDir, "etcd")
+	if len(o.etcdServers) > 0 {
+		etcd = strings.Join(o.etcdServers, ",")
+	}
+	fmt.Fprintf(o.g.stderr, "ferry hub serving on https://%s; admin kubeconfig: %s\ndata: %s; etcd: %s; authorization policy: %s\n",
+		net.JoinHostPort(o.bindAddress, fmt.Sprint(s.Port)), s.Kubeconfig, o.dataDir, etcd, policy)
 	return s.Run(ctx)
 }

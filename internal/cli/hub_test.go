@@ -50,7 +50,9 @@ type testHub struct {
 	dir, kubeconfig string
 	port            int
 	client          crclient.WithWatch
-	stop            func()
+	// secrets reads credentials, as the hub's controllers do.
+	secrets crclient.Client
+	stop    func()
 }
 
 // requireHubServers skips under -short and fails outside a confined
@@ -92,7 +94,12 @@ func startTestHub(t *testing.T, dir string, port int) *testHub {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testHub{dir: dir, kubeconfig: s.Kubeconfig, port: s.Port, client: c, stop: stop}
+	// Only the hub's own identity reads credentials.
+	secrets, err := crclient.New(s.LoopbackConfig(), crclient.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testHub{dir: dir, kubeconfig: s.Kubeconfig, port: s.Port, client: c, secrets: secrets, stop: stop}
 }
 
 // waitHubReady waits until the hub's /readyz answers 200.
@@ -272,7 +279,7 @@ func checkHubEncryption(t *testing.T, h *testHub, storage string) {
 		Recipients: []string{id.Recipient().String()}, IdentityRef: &hubv1beta1.CredentialKeyReference{Name: "m3-encryption-identity", Key: "identity"}})
 	checkField(t, "m3 spec.storage.credentialRef", m.Spec.Storage.CredentialRef, &hubv1beta1.LocalObjectReference{Name: "s3-creds"})
 	cred := &hubv1beta1.Credential{}
-	if err := h.client.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m3-encryption-identity"}, cred); err != nil {
+	if err := h.secrets.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m3-encryption-identity"}, cred); err != nil {
 		t.Fatal(err)
 	}
 	checkField(t, "Credential m3-encryption-identity data", string(cred.Data["identity"]), id.String()+"\n")
@@ -280,7 +287,7 @@ func checkHubEncryption(t *testing.T, h *testHub, storage string) {
 	if code, _, stderr = ferry(args("m3", "src")...); code != 1 || !strings.Contains(stderr, "migration m3 already exists in the hub (namespace team)") {
 		t.Errorf("migrate --hub of an existing Migration with an identity: exit %d, stderr %q", code, stderr)
 	}
-	if err := h.client.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m3-encryption-identity"}, cred); err != nil {
+	if err := h.secrets.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m3-encryption-identity"}, cred); err != nil {
 		t.Errorf("the identity Credential of m3 after a refused rerun: %v", err)
 	}
 	// A Credential of that name without a Migration: another's, not overwritten.
@@ -295,7 +302,7 @@ func checkHubEncryption(t *testing.T, h *testHub, storage string) {
 	if code, _, stderr = ferry(args("m4", "nosuch")...); code != 1 || !strings.Contains(stderr, "spec.source.cluster") {
 		t.Errorf("migrate --hub from an unknown Cluster with encryption: exit %d, stderr %q", code, stderr)
 	}
-	err = h.client.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m4-encryption-identity"}, &hubv1beta1.Credential{})
+	err = h.secrets.Get(ctx, crclient.ObjectKey{Namespace: "team", Name: "m4-encryption-identity"}, &hubv1beta1.Credential{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the refused Migration's identity Credential: %v, want deleted", err)
 	}
@@ -325,7 +332,7 @@ func addCluster(t *testing.T, h *testHub, kc, name, context, server, verb string
 	}
 	key := crclient.ObjectKey{Namespace: "team", Name: name}
 	cred := &hubv1beta1.ClusterCredential{}
-	if err := h.client.Get(t.Context(), key, cred); err != nil {
+	if err := h.secrets.Get(t.Context(), key, cred); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(cred.Kubeconfig, want.data) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
@@ -103,11 +104,14 @@ func (o *hubClusterAddOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cred := &hubv1beta1.ClusterCredential{ObjectMeta: metav1.ObjectMeta{Name: o.name, Namespace: o.namespace}}
-	if _, err := controllerutil.CreateOrUpdate(ctx, c, cred, func() error {
-		cred.Kubeconfig = o.kc.data
-		return nil
-	}); err != nil {
+	// Written whole, never read: the hub lets only its controllers read
+	// credentials.
+	cred := &hubv1beta1.ClusterCredential{ObjectMeta: metav1.ObjectMeta{Name: o.name, Namespace: o.namespace}, Kubeconfig: o.kc.data}
+	err = c.Create(ctx, cred)
+	if apierrors.IsAlreadyExists(err) {
+		err = c.Update(ctx, cred)
+	}
+	if err != nil {
 		return err
 	}
 	cl := &hubv1beta1.Cluster{ObjectMeta: metav1.ObjectMeta{Name: o.name, Namespace: o.namespace}}

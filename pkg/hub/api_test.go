@@ -103,11 +103,15 @@ func TestHub(t *testing.T) {
 	requireServers(t)
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "more-tokens.csv")
-	if err := os.WriteFile(tokens, []byte("viewer-token,vera,vera,\"ferry:viewers\"\nnobody-token,nobody,nobody\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("viewer-token,vera,vera,\"ferry:viewers\"\nnobody-token,nobody,nobody\n"+teamTokens), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	policy := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policy, []byte(teamPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	reports := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "report of "+r.URL.Path) })
-	h := startHub(t, hub.Options{DataDir: dir, TokenAuthFiles: []string{tokens}, Handlers: map[string]http.Handler{"/reports/": reports}})
+	h := startHub(t, hub.Options{DataDir: dir, TokenAuthFiles: []string{tokens}, PolicyFile: policy, Handlers: map[string]http.Handler{"/reports/": reports}})
 	c := dynamicClient(t, h.admin)
 	create(t, c, clusterObj("old"))
 	create(t, c, clusterObj("new"))
@@ -122,6 +126,7 @@ func TestHub(t *testing.T) {
 	t.Run("pagination", func(t *testing.T) { testPagination(t, c) })
 	t.Run("conflict", func(t *testing.T) { testConflict(t, c) })
 	t.Run("auth", func(t *testing.T) { testAuth(t, h, dir) })
+	t.Run("teams", func(t *testing.T) { testTeams(t, h) })
 	t.Run("encryption", func(t *testing.T) { testEncryption(t, c, h.EtcdServers) })
 	t.Run("metrics and handlers", func(t *testing.T) { testNonResource(t, h.admin) })
 	t.Run("events", func(t *testing.T) { testEvents(t, h.admin, withToken(h.admin, "viewer-token")) })

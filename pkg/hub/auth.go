@@ -7,12 +7,17 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/uuid"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
 	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/rest"
 )
 
 // newAuthenticator authenticates client certificates signed by ca (the
@@ -35,9 +40,6 @@ func newAuthenticator(ca *CA, tokenFiles []string) (authenticator.Request, error
 	return union.New(auths...), nil
 }
 
-// readVerbs are the verbs GroupViewers may use.
-var readVerbs = []string{"get", "list", "watch"}
-
 // healthPaths are the non-resource paths any authenticated user may GET;
 // with discoveryPrefixes, kube-apiserver's system:discovery role, so that
 // a client learns what the hub serves and gets a 403 on the resource
@@ -59,32 +61,58 @@ func isDiscovery(path string) bool {
 	return false
 }
 
-// authorize is the hub's authorizer (docs/design.md#the-hub):
-// GroupMasters and GroupAdmins may do everything; GroupViewers may get,
-// list and watch every resource but ClusterCredentials and Credentials
-// (secretResources), and GET every
-// non-resource path (/metrics, /reports/); any authenticated user may GET
-// the health paths, /version, discovery and OpenAPI; everything else is
-// forbidden.
-// secretResources are the kinds that hold secrets, which GroupViewers
-// may not read.
+// secretResources are the kinds that hold secrets.
 var secretResources = map[string]bool{"clustercredentials": true, "credentials": true}
 
-func authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+// secretReadVerbs are the verbs that answer with a stored secret: get,
+// list and watch, and patch and deletecollection, whose answers hold the
+// objects as stored. create and update (a PUT replaces the whole object)
+// answer with what was sent, and delete with a Status.
+var secretReadVerbs = []string{"get", "list", "watch", "patch", "deletecollection"}
+
+// hubAuthorizer is the hub's authorizer (docs/design.md#the-hub):
+//   - the hub's own loopback user (its controllers) may do everything;
+//   - nobody else may read ClusterCredentials or Credentials
+//     (secretReadVerbs), whatever the policy says;
+//   - any authenticated user may GET the health paths, /version,
+//     discovery and OpenAPI (kube-apiserver's system:discovery);
+//   - GroupMasters may do everything else;
+//   - the rest is what the Policy grants (RBAC's shape, per namespace).
+type hubAuthorizer struct {
+	policy      *Policy
+	loopbackUID string
+}
+
+func (h *hubAuthorizer) Authorize(_ context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	u := a.GetUser()
-	if u == nil {
-		return authorizer.DecisionDeny, "no user", nil
-	}
-	groups := u.GetGroups()
 	switch {
-	case slices.Contains(groups, GroupMasters) || slices.Contains(groups, GroupAdmins):
+	case u == nil:
+		return authorizer.DecisionDeny, "no user", nil
+	case u.GetName() == user.APIServerUser && h.loopbackUID != "" && u.GetUID() == h.loopbackUID:
 		return authorizer.DecisionAllow, "", nil
+	case a.IsResourceRequest() && a.GetAPIGroup() == "ferry.dev" && secretResources[a.GetResource()] && a.GetSubresource() == "" && slices.Contains(secretReadVerbs, a.GetVerb()):
+		return authorizer.DecisionDeny, fmt.Sprintf("%s are read only by the hub's controllers: create, update (a whole new object) or delete them", a.GetResource()), nil
 	case !a.IsResourceRequest() && a.GetVerb() == "get" && isDiscovery(a.GetPath()):
 		return authorizer.DecisionAllow, "", nil
-	case slices.Contains(groups, GroupViewers) && !a.IsResourceRequest() && a.GetVerb() == "get":
+	case slices.Contains(u.GetGroups(), GroupMasters):
 		return authorizer.DecisionAllow, "", nil
-	case slices.Contains(groups, GroupViewers) && slices.Contains(readVerbs, a.GetVerb()) && !secretResources[a.GetResource()]:
+	case h.policy.Allows(u, a):
 		return authorizer.DecisionAllow, "", nil
 	}
-	return authorizer.DecisionNoOpinion, fmt.Sprintf("the hub lets only %s and %s change objects, and %s read them", GroupMasters, GroupAdmins, GroupViewers), nil
+	where := "in every namespace"
+	if ns := a.GetNamespace(); ns != "" {
+		where = "in namespace " + ns
+	}
+	return authorizer.DecisionNoOpinion, fmt.Sprintf("the hub's policy grants user %q (groups %v) no role that allows it %s", u.GetName(), u.GetGroups(), where), nil
+}
+
+// authorizeLoopback is genericapiserver.AuthorizeClientBearerToken with
+// the loopback user's UID kept, so that the authorizer tells the hub's
+// own controllers from any other member of GroupMasters.
+func authorizeLoopback(loopback *rest.Config, authn *genericapiserver.AuthenticationInfo, authz *hubAuthorizer) {
+	authz.loopbackUID = uuid.New().String()
+	tokens := map[string]*user.DefaultInfo{loopback.BearerToken: {
+		Name: user.APIServerUser, UID: authz.loopbackUID, Groups: []string{user.AllAuthenticated, user.SystemPrivilegedGroup},
+	}}
+	authn.Authenticator = union.New(authenticatorfactory.NewFromTokens(tokens, authn.APIAudiences), authn.Authenticator)
 }

@@ -11,7 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -121,12 +121,9 @@ current-context: c
 		}
 	}
 	create(t, c, obj("ferry.dev/v1beta1", "Credential", "store", map[string]any{"data": map[string]any{"identity": encodeBase64(storeMarker)}}))
-	got, err := c.Resource(credentialsV1beta1).Namespace(ns).Get(context.Background(), "old", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s, _, _ := unstructured.NestedString(got.Object, "kubeconfig"); s != encodeBase64(kubeconfig) {
-		t.Errorf("the ClusterCredential read back differs")
+	// Nobody but the hub's controllers reads it back, the admin neither.
+	if _, err := c.Resource(credentialsV1beta1).Namespace(ns).Get(context.Background(), "old", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the admin gets a ClusterCredential: %v, want 403", err)
 	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: etcdServers, DialTimeout: 10 * time.Second})
 	if err != nil {
@@ -194,4 +191,97 @@ func testNonResource(t *testing.T, admin *rest.Config) {
 			t.Errorf("%s as a user in no group: %d, want 200", p, code)
 		}
 	}
+}
+
+// teamTokens are the users of testTeams: alice of team-a, bob of team-b.
+const teamTokens = "alice-token,alice,alice,\"team-a\"\nbob-token,bob,bob,\"team-b\"\n"
+
+// teamPolicy binds each team to the default policy's editor role in its
+// own namespace, and lets bob read Migrations in team-a through a Role.
+const teamPolicy = `apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: team-a, namespace: team-a}
+subjects: [{kind: Group, name: team-a, apiGroup: rbac.authorization.k8s.io}]
+roleRef: {kind: ClusterRole, name: "ferry:editor", apiGroup: rbac.authorization.k8s.io}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: team-b, namespace: team-b}
+subjects: [{kind: Group, name: team-b, apiGroup: rbac.authorization.k8s.io}]
+roleRef: {kind: ClusterRole, name: "ferry:editor", apiGroup: rbac.authorization.k8s.io}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: read-migrations, namespace: team-a}
+rules: [{apiGroups: [ferry.dev], resources: [migrations], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: bob-reads, namespace: team-a}
+subjects: [{kind: User, name: bob, apiGroup: rbac.authorization.k8s.io}]
+roleRef: {kind: Role, name: read-migrations, apiGroup: rbac.authorization.k8s.io}
+`
+
+// testTeams: with a policy that binds each team to ferry:editor in its
+// namespace, alice (team-a) runs Migrations and writes credentials in
+// team-a, and may not get, list, watch or create team-b's Migrations, list
+// across namespaces, or read any ClusterCredential or Credential, her own
+// team's neither; bob's Role lets him get team-a's Migrations, nothing more.
+func testTeams(t *testing.T, h *runningHub) {
+	ctx := context.Background()
+	admin := dynamicClient(t, h.admin)
+	for _, team := range []string{"team-a", "team-b"} {
+		for _, cl := range []string{"old", "new"} {
+			if _, err := admin.Resource(clustersV1beta1).Namespace(team).Create(ctx, clusterObj(cl), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := admin.Resource(migrationsV1beta1).Namespace("team-b").Create(ctx, migrationV1beta1("b-move", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	alice := dynamicClient(t, withToken(h.admin, "alice-token"))
+	if _, err := alice.Resource(migrationsV1beta1).Namespace("team-a").Create(ctx, migrationV1beta1("a-move", nil), metav1.CreateOptions{}); err != nil {
+		t.Errorf("alice creates a Migration in team-a: %v", err)
+	}
+	if _, err := alice.Resource(migrationsV1beta1).Namespace("team-a").Get(ctx, "a-move", metav1.GetOptions{}); err != nil {
+		t.Errorf("alice gets her Migration: %v", err)
+	}
+	kc := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://10.0.0.1\"}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
+	cred := obj("ferry.dev/v1beta1", "ClusterCredential", "old", map[string]any{"kubeconfig": encodeBase64(kc)})
+	if _, err := alice.Resource(credentialsV1beta1).Namespace("team-a").Create(ctx, cred, metav1.CreateOptions{}); err != nil {
+		t.Errorf("alice creates a ClusterCredential in team-a: %v", err)
+	}
+	forbidden := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want 403", what, err)
+		}
+	}
+	b := alice.Resource(migrationsV1beta1).Namespace("team-b")
+	_, err := b.Get(ctx, "b-move", metav1.GetOptions{})
+	forbidden("alice gets team-b's Migration", err)
+	_, err = b.List(ctx, metav1.ListOptions{})
+	forbidden("alice lists team-b's Migrations", err)
+	_, err = b.Watch(ctx, metav1.ListOptions{})
+	forbidden("alice watches team-b's Migrations", err)
+	_, err = b.Create(ctx, migrationV1beta1("a-in-b", nil), metav1.CreateOptions{})
+	forbidden("alice creates a Migration in team-b", err)
+	_, err = alice.Resource(migrationsV1beta1).List(ctx, metav1.ListOptions{})
+	forbidden("alice lists Migrations in every namespace", err)
+	_, err = alice.Resource(credentialsV1beta1).Namespace("team-a").Get(ctx, "old", metav1.GetOptions{})
+	forbidden("alice gets her team's ClusterCredential", err)
+	_, err = alice.Resource(credentialsV1beta1).Namespace("team-a").List(ctx, metav1.ListOptions{})
+	forbidden("alice lists her team's ClusterCredentials", err)
+	_, err = alice.Resource(storeCredsV1beta1).Namespace("team-b").List(ctx, metav1.ListOptions{})
+	forbidden("alice lists team-b's Credentials", err)
+	_, err = alice.Resource(credentialsV1beta1).Namespace("team-a").Patch(ctx, "old", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
+	forbidden("alice patches (and so reads) her team's ClusterCredential", err)
+
+	bob := dynamicClient(t, withToken(h.admin, "bob-token"))
+	if _, err := bob.Resource(migrationsV1beta1).Namespace("team-a").Get(ctx, "a-move", metav1.GetOptions{}); err != nil {
+		t.Errorf("bob gets team-a's Migration through his Role: %v", err)
+	}
+	_, err = bob.Resource(migrationsV1beta1).Namespace("team-a").List(ctx, metav1.ListOptions{})
+	forbidden("bob lists team-a's Migrations (his Role grants get only)", err)
 }

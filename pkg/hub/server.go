@@ -61,6 +61,10 @@ type Options struct {
 	// in "/" serves everything under it. They are authorized as
 	// non-resource requests.
 	Handlers map[string]http.Handler
+	// PolicyFile adds the ClusterRoles, Roles, ClusterRoleBindings and
+	// RoleBindings (rbac.authorization.k8s.io/v1 YAML) it holds to the
+	// default authorization policy (DefaultPolicy); read at start.
+	PolicyFile string
 	// Controllers, if set, runs the hub's controllers (pkg/hub/controller)
 	// in the server, against its own API; Config is filled in.
 	Controllers *controller.Options
@@ -122,7 +126,11 @@ func New(o Options) (_ *Server, err error) {
 	if errs := ro.Validate(); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	cfg, err := config(ro, ca, append([]string{d.tokens()}, o.TokenAuthFiles...))
+	policy, err := LoadPolicy(o.PolicyFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg, authz, err := config(ro, ca, append([]string{d.tokens()}, o.TokenAuthFiles...), policy)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +139,11 @@ func New(o Options) (_ *Server, err error) {
 	for p, h := range o.Handlers {
 		handlers[p] = h
 	}
-	if s.generic, err = newGeneric(cfg.Complete(), handlers); err != nil {
+	completed := cfg.Complete()
+	// Complete authenticates the loopback token as a user of its own;
+	// ours, put in front, is the one the authorizer knows by UID.
+	authorizeLoopback(completed.LoopbackClientConfig, &completed.Authentication, authz)
+	if s.generic, err = newGeneric(completed, handlers); err != nil {
 		return nil, err
 	}
 	if o.Controllers != nil {
@@ -151,6 +163,13 @@ func New(o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// LoopbackConfig is the hub's own client config, the identity its
+// controllers use: the one that may read ClusterCredentials and
+// Credentials. It is for callers in the hub's process.
+func (s *Server) LoopbackConfig() *clientrest.Config {
+	return clientrest.CopyConfig(s.generic.LoopbackClientConfig)
 }
 
 // Run serves until ctx is done, then stops the server and the embedded etcd.
@@ -203,7 +222,7 @@ func recommendedOptions(o Options, d dataDir, servers []string, listener net.Lis
 // config is the RecommendedConfig of ro, with the hub's authentication
 // (client certificates of ca, the tokens of tokenFiles), its authorizer,
 // and OpenAPI v2 and v3.
-func config(ro *genericoptions.RecommendedOptions, ca *CA, tokenFiles []string) (*genericapiserver.RecommendedConfig, error) {
+func config(ro *genericoptions.RecommendedOptions, ca *CA, tokenFiles []string, policy *Policy) (*genericapiserver.RecommendedConfig, *hubAuthorizer, error) {
 	cfg := genericapiserver.NewRecommendedConfig(Codecs)
 	cfg.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", "")
 	namer := openapinamer.NewDefinitionNamer(Scheme)
@@ -212,7 +231,7 @@ func config(ro *genericoptions.RecommendedOptions, ca *CA, tokenFiles []string) 
 	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(openapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIV3Config.Info.Title, cfg.OpenAPIV3Config.Info.Version = "ferry hub", v1beta1.SchemeGroupVersion.Version
 	if err := ro.ApplyTo(cfg); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// On SIGTERM, watches (kubectl get -w, ferry migrate --wait) are
 	// ended within seconds instead of holding the stop for a minute; their
@@ -220,21 +239,22 @@ func config(ro *genericoptions.RecommendedOptions, ca *CA, tokenFiles []string) 
 	cfg.ShutdownWatchTerminationGracePeriod = 5 * time.Second
 	authn, err := newAuthenticator(ca, tokenFiles)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg.Authentication.Authenticator = authn
 	clientCA, err := dynamiccertificates.NewStaticCAContent("ferry-hub-ca", ca.PEM)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := cfg.Authentication.ApplyClientCert(clientCA, cfg.SecureServing); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authorize)
+	authz := &hubAuthorizer{policy: policy}
+	cfg.Authorization.Authorizer = authorizer.AuthorizerFunc(authz.Authorize)
 	// The loopback client (the hub's controllers, the reports handler)
-	// authenticates with a token of the server's own, as system:masters.
-	genericapiserver.AuthorizeClientBearerToken(cfg.LoopbackClientConfig, &cfg.Authentication, &cfg.Authorization)
-	return cfg, nil
+	// authenticates with a token of the server's own (authorizeLoopback,
+	// once the config is completed).
+	return cfg, authz, nil
 }
 
 // newGeneric builds the generic API server and installs ferry.dev in both

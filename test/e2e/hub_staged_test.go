@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/internal/testenv"
@@ -96,7 +97,7 @@ func TestHubStaged(t *testing.T) {
 	// The target becomes unreachable first (its ClusterCredential names a
 	// port nothing listens on): the resumed cutover fails with the source
 	// quiesced, so it is retried, not ended, and says so.
-	good := setClusterServer(ctx, t, hc, "dst", strings.TrimSuffix(e.dst.Config.Host, "/"), "https://127.0.0.1:1")
+	setClusterServer(ctx, t, hc, e.dst, "https://127.0.0.1:1")
 	h.kill()
 	h.start(t)
 	hc, cfg := h.client(t)
@@ -107,7 +108,7 @@ func TestHubStaged(t *testing.T) {
 		t.Fatalf("resumed cutover with the target unreachable: %s %s %q, want CutoverRetrying naming the quiesced source\nhub log:\n%s", m.Status.Phase, m.Status.Reason, m.Status.Message, h.log.String())
 	}
 	t.Logf("retrying: %s", m.Status.Message)
-	setClusterServer(ctx, t, hc, "dst", "https://127.0.0.1:1", good)
+	setClusterServer(ctx, t, hc, e.dst, "")
 	m = waitFor(t, hc, m, 8*time.Minute, func(m *v1beta1.Migration) bool { return terminal(m.Status.Phase) })
 	st = m.Status
 	t.Logf("status after the cutover: %+v\ncutover %+v", st, st.Cutover)
@@ -162,20 +163,26 @@ func checkStagedReport(ctx context.Context, t *testing.T, cfg *rest.Config, m *v
 	}
 }
 
-// setClusterServer replaces server address from with to in Cluster
-// name's ClusterCredential, and returns from.
-func setClusterServer(ctx context.Context, t *testing.T, hc crclient.Client, name, from, to string) string {
+// setClusterServer writes Cluster c's ClusterCredential anew (written
+// whole: the hub lets nobody but its controllers read credentials), with
+// server as its API server's address ("": its own).
+func setClusterServer(ctx context.Context, t *testing.T, hc crclient.Client, c *testenv.Cluster, server string) {
 	t.Helper()
-	var cred v1beta1.ClusterCredential
-	if err := hc.Get(ctx, crclient.ObjectKey{Namespace: "default", Name: name}, &cred); err != nil {
+	kc, err := clientcmd.LoadFromFile(writeContextKubeconfig(t, c))
+	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(cred.Kubeconfig), from) {
-		t.Fatalf("ClusterCredential %s does not name %s", name, from)
+	for _, cl := range kc.Clusters {
+		if server != "" {
+			cl.Server = server
+		}
 	}
-	cred.Kubeconfig = []byte(strings.ReplaceAll(string(cred.Kubeconfig), from, to))
-	if err := hc.Update(ctx, &cred); err != nil {
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return from
+	cred := &v1beta1.ClusterCredential{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: c.Name}, Kubeconfig: data}
+	if err := hc.Update(ctx, cred); err != nil {
+		t.Fatal(err)
+	}
 }

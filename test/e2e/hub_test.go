@@ -616,12 +616,19 @@ func TestHubKilledMidMigration(t *testing.T) {
 	if after.UID != got.UID || after.Spec.Source.Cluster != "src" || len(after.Spec.Backup.IncludedNamespaces) != 1 {
 		t.Fatalf("the Migration changed across the kill: %+v", after)
 	}
-	for _, name := range []string{"src", "dst"} {
+	for name, member := range map[string]*testenv.Cluster{"src": e.src, "dst": e.dst} {
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, &v1beta1.Cluster{}); err != nil {
 			t.Errorf("Cluster %s after the kill: %v", name, err)
 		}
-		if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, &v1beta1.ClusterCredential{}); err != nil {
-			t.Errorf("ClusterCredential %s after the kill: %v", name, err)
+		// Nobody but the hub's controllers reads credentials: one that
+		// exists refuses a create.
+		data, err := os.ReadFile(writeContextKubeconfig(t, member))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again := &v1beta1.ClusterCredential{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, Kubeconfig: data}
+		if err := c.Create(context.Background(), again); !apierrors.IsAlreadyExists(err) {
+			t.Errorf("ClusterCredential %s after the kill: a create got %v, want AlreadyExists", name, err)
 		}
 	}
 	more, end := watchPhases(t, c, &after, 2*time.Minute, nil)
