@@ -171,7 +171,7 @@ func testDiscovery(t *testing.T, cfg *rest.Config) {
 		}
 		slices.Sort(names)
 		want := []string{"backups", "backups/status", "backupstoragelocations", "backupstoragelocations/status", "clustercredentials", "clusters", "clusters/status",
-			"credentials", "migrations", "migrations/status", "restores", "restores/status", "schedules", "schedules/status"}
+			"credentials", "migrations", "migrations/report", "migrations/status", "restores", "restores/status", "schedules", "schedules/status"}
 		if !slices.Equal(names, want) {
 			t.Errorf("ferry.dev/%s resources %v, want %v", v, names, want)
 		}

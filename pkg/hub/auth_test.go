@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -278,10 +279,33 @@ func testTeams(t *testing.T, h *runningHub) {
 	_, err = alice.Resource(credentialsV1beta1).Namespace("team-a").Patch(ctx, "old", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
 	forbidden("alice patches (and so reads) her team's ClusterCredential", err)
 
+	// The report subresource is authorized as the Migration's: alice may
+	// not read team-b's, and hers is not there yet (404, not 403).
+	report := func(cfg *rest.Config, namespace, name string) error {
+		t.Helper()
+		rc, err := rest.UnversionedRESTClientFor(withCodecs(cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc.Get().AbsPath("/apis/ferry.dev/v1beta1/namespaces/" + namespace + "/migrations/" + name + "/report").Do(ctx).Error()
+	}
+	forbidden("alice gets team-b's Migration report", report(withToken(h.admin, "alice-token"), "team-b", "b-move"))
+	if err := report(withToken(h.admin, "alice-token"), "team-a", "a-move"); !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "has no verification report") {
+		t.Errorf("alice gets her Migration's report before it ran: %v, want 404, no report yet", err)
+	}
+	forbidden("bob gets a team-a Migration's report (his Role grants migrations, not migrations/report)", report(withToken(h.admin, "bob-token"), "team-a", "a-move"))
+
 	bob := dynamicClient(t, withToken(h.admin, "bob-token"))
 	if _, err := bob.Resource(migrationsV1beta1).Namespace("team-a").Get(ctx, "a-move", metav1.GetOptions{}); err != nil {
 		t.Errorf("bob gets team-a's Migration through his Role: %v", err)
 	}
 	_, err = bob.Resource(migrationsV1beta1).Namespace("team-a").List(ctx, metav1.ListOptions{})
 	forbidden("bob lists team-a's Migrations (his Role grants get only)", err)
+}
+
+// withCodecs is cfg with the codecs a REST client of raw paths needs.
+func withCodecs(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return c
 }

@@ -135,7 +135,7 @@ func New(o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.Port = ro.SecureServing.BindPort
-	handlers := map[string]http.Handler{reportsPath: &reports{config: cfg.LoopbackClientConfig}}
+	handlers := map[string]http.Handler{}
 	for p, h := range o.Handlers {
 		handlers[p] = h
 	}
@@ -287,6 +287,7 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 		"credentials":        credentials,
 		"migrations":         migrations,
 		"migrations/status":  migrationStatus,
+		"migrations/report":  migration.NewReportREST(migrations, (&reportOpener{config: c.LoopbackClientConfig}).open),
 	}
 	if err := addBackupKinds(c, storage, clusters); err != nil {
 		return nil, err

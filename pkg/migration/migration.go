@@ -408,6 +408,16 @@ func put(ctx context.Context, loc *store.Location, key string, render func(io.Wr
 // OpenReport reads migration name's HTML (html) or JSON verification
 // report from the location; store.ErrNotFound (wrapped) when there is none.
 func OpenReport(ctx context.Context, loc *store.Location, name string, html bool) ([]byte, error) {
+	r, err := ReportReader(ctx, loc, name, html)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// ReportReader is OpenReport as a stream, which the caller closes.
+func ReportReader(ctx context.Context, loc *store.Location, name string, html bool) (io.ReadCloser, error) {
 	jsonKey, htmlKey := ReportKeys(name)
 	key := jsonKey
 	if html {
@@ -420,10 +430,5 @@ func OpenReport(ctx context.Context, loc *store.Location, name string, html bool
 	if !ok {
 		return nil, fmt.Errorf("report of migration %s: %w", name, store.ErrNotFound)
 	}
-	r, err := loc.NewOpenedReader(ctx, key)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
-	return io.ReadAll(r)
+	return loc.NewOpenedReader(ctx, key)
 }

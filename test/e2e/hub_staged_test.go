@@ -152,9 +152,9 @@ func checkStagedReport(ctx context.Context, t *testing.T, cfg *rest.Config, m *v
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := rc.Get().AbsPath(m.Status.ReportLocation).Param("format", "json").DoRaw(ctx)
+	raw, err := rc.Get().AbsPath(m.Status.ReportLocation).DoRaw(ctx)
 	if err != nil {
-		t.Fatalf("GET %s?format=json: %v\n%.300s", m.Status.ReportLocation, err, raw)
+		t.Fatalf("GET %s: %v\n%.300s", m.Status.ReportLocation, err, raw)
 	}
 	var rep struct{ Cutover *report.Cutover }
 	if err := json.Unmarshal(raw, &rep); err != nil || rep.Cutover == nil || len(rep.Cutover.Stages) < 2 || len(rep.Cutover.Steps) != 4 ||

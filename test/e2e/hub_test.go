@@ -237,7 +237,7 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 		t.Fatalf("phases %v, want %v; status %+v\nhub log:\n%s", phases, want, got.Status, h.log.String())
 	}
 	st := got.Status
-	if st.Counts.BackedUp == 0 || st.Counts.Restored == 0 || st.Counts.Failed != 0 || st.Lease != nil || st.CompletionTime == nil || st.ReportLocation != "/reports/default/corpus" {
+	if st.Counts.BackedUp == 0 || st.Counts.Restored == 0 || st.Counts.Failed != 0 || st.Lease != nil || st.CompletionTime == nil || st.ReportLocation != reportPath("corpus") {
 		t.Errorf("status of the completed migration: %+v", st)
 	}
 	checkTarget(t, e, "corpus", objs, nil)
@@ -547,8 +547,14 @@ func writeContextKubeconfig(t *testing.T, c *testenv.Cluster) string {
 	return p
 }
 
-// checkHubReport fetches /reports/default/<name> as HTML and JSON: the
-// report says every one of at least n objects matched.
+// reportPath is the subresource where the hub serves Migration name's
+// report.
+func reportPath(name string) string {
+	return "/apis/ferry.dev/v1beta1/namespaces/default/migrations/" + name + "/report"
+}
+
+// checkHubReport fetches the report subresource of Migration name as HTML
+// and JSON: the report says every one of at least n objects matched.
 func checkHubReport(t *testing.T, cfg *rest.Config, name string, n int) {
 	t.Helper()
 	rc, err := rest.UnversionedRESTClientFor(withCodec(cfg))
@@ -556,13 +562,13 @@ func checkHubReport(t *testing.T, cfg *rest.Config, name string, n int) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	page, err := rc.Get().AbsPath("/reports/default/" + name).DoRaw(ctx)
+	page, err := rc.Get().AbsPath(reportPath(name)).SetHeader("Accept", "text/html, */*;q=0.8").DoRaw(ctx)
 	if err != nil || !bytes.Contains(page, []byte("<html")) || !bytes.Contains(page, []byte(name)) {
-		t.Fatalf("GET /reports/default/%s: %v\n%.300s", name, err, page)
+		t.Fatalf("GET %s as text/html: %v\n%.300s", reportPath(name), err, page)
 	}
-	raw, err := rc.Get().AbsPath("/reports/default/"+name).Param("format", "json").DoRaw(ctx)
+	raw, err := rc.Get().AbsPath(reportPath(name)).DoRaw(ctx)
 	if err != nil {
-		t.Fatalf("GET /reports/default/%s?format=json: %v", name, err)
+		t.Fatalf("GET %s: %v", reportPath(name), err)
 	}
 	var v struct {
 		Summary struct{ Objects, Matched, Differ, Missing, Unexpected int } `json:"summary"`
@@ -574,8 +580,8 @@ func checkHubReport(t *testing.T, cfg *rest.Config, name string, n int) {
 	if s.Objects < n || s.Differ != 0 || s.Missing != 0 || s.Unexpected != 0 {
 		t.Errorf("report summary %+v, want at least %d objects, none different or missing", s, n)
 	}
-	body, err := rc.Get().AbsPath("/reports/default/no-such-migration").DoRaw(ctx)
-	if !apierrors.IsNotFound(err) || !strings.Contains(string(body), "migration default/no-such-migration not found") {
+	body, err := rc.Get().AbsPath(reportPath("no-such-migration")).DoRaw(ctx)
+	if !apierrors.IsNotFound(err) || !strings.Contains(string(body), `migrations.ferry.dev \"no-such-migration\" not found`) {
 		t.Errorf("GET the report of a missing migration: %v %q, want 404 naming it", err, body)
 	}
 }

@@ -93,7 +93,7 @@ func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
 // (kubectl get --raw takes it as it is); it is kept in m's backup storage
 // location, beside the restore (migration.ReportKeys).
 func reportLocation(m *v1beta1.Migration) string {
-	return "/reports/" + m.Namespace + "/" + m.Name
+	return "/apis/" + v1beta1.SchemeGroupVersion.String() + "/namespaces/" + m.Namespace + "/migrations/" + m.Name + "/report"
 }
 
 func counts(st *v1beta1.MigrationStatus, res *migration.Result) {
