@@ -22,18 +22,26 @@ import (
 type controllers struct {
 	opts controller.Options
 
-	mu      sync.Mutex
-	running bool
-	lastErr error
-	stop    context.CancelFunc
+	mu       sync.Mutex
+	running  bool
+	lastErr  error
+	stop     context.CancelFunc
+	stopping bool
+	done     chan struct{} // closed when run returns
 }
 
-// run supervises the manager until ctx is done.
+// run supervises the manager until ctx is done or shutdown is called.
 func (c *controllers) run(ctx context.Context) {
+	defer close(c.done)
 	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 7, Cap: time.Minute}
 	for ctx.Err() == nil {
 		runCtx, cancel := context.WithCancel(ctx)
 		c.mu.Lock()
+		if c.stopping {
+			c.mu.Unlock()
+			cancel()
+			return
+		}
 		c.stop = cancel
 		c.mu.Unlock()
 		opts := c.opts
@@ -45,7 +53,10 @@ func (c *controllers) run(ctx context.Context) {
 		}
 		err := controller.Run(runCtx, opts)
 		cancel()
-		if ctx.Err() != nil {
+		c.mu.Lock()
+		stopping := c.stopping
+		c.mu.Unlock()
+		if ctx.Err() != nil || stopping {
 			return
 		}
 		if err == nil {
@@ -62,6 +73,21 @@ func (c *controllers) run(ctx context.Context) {
 		case <-ctx.Done():
 		case <-time.After(delay):
 		}
+	}
+}
+
+// shutdown stops the controllers for good and waits until they have
+// stopped (a run in progress is cancelled), so that the server stops
+// serving only after them; a no-op if they never started.
+func (c *controllers) shutdown(started bool) {
+	c.mu.Lock()
+	c.stopping = true
+	if c.stop != nil {
+		c.stop()
+	}
+	c.mu.Unlock()
+	if started {
+		<-c.done
 	}
 }
 

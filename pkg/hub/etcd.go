@@ -6,11 +6,14 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // etcdStartTimeout is how long the embedded etcd may take to be ready.
@@ -19,7 +22,8 @@ const etcdStartTimeout = time.Minute
 // embeddedEtcd is etcd in the hub's process, on loopback ports it picks,
 // with its data in dir.
 type embeddedEtcd struct {
-	etcd *embed.Etcd
+	etcd     *embed.Etcd
+	stopping *atomic.Bool
 	// Endpoint is the client URL.
 	Endpoint string
 }
@@ -40,6 +44,16 @@ func startEtcd(dir string) (*embeddedEtcd, error) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "error"
+	// Errors are logged until the hub stops it: a clean stop closes its
+	// listeners, which etcd reports as errors of its own.
+	stopping := &atomic.Bool{}
+	lc := logutil.DefaultZapLoggerConfig
+	lc.Level = zap.NewAtomicLevelAt(zap.ErrorLevel)
+	lg, err := lc.Build(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return quietOnStop{Core: c, stopping: stopping} }))
+	if err != nil {
+		return nil, err
+	}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	// Revisions older than an hour are compacted (the apiserver compacts too).
 	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = "periodic", "1h"
 	e, err := embed.StartEtcd(cfg)
@@ -55,11 +69,31 @@ func startEtcd(dir string) (*embeddedEtcd, error) {
 		e.Close()
 		return nil, fmt.Errorf("the embedded etcd in %s was not ready after %s", dir, etcdStartTimeout)
 	}
-	return &embeddedEtcd{etcd: e, Endpoint: client.String()}, nil
+	return &embeddedEtcd{etcd: e, stopping: stopping, Endpoint: client.String()}, nil
 }
 
 // Stop stops etcd, after its pending writes.
-func (e *embeddedEtcd) Stop() { e.etcd.Close() }
+func (e *embeddedEtcd) Stop() {
+	e.stopping.Store(true)
+	e.etcd.Close()
+}
+
+// quietOnStop drops every entry once stopping is set.
+type quietOnStop struct {
+	zapcore.Core
+	stopping *atomic.Bool
+}
+
+func (q quietOnStop) With(f []zapcore.Field) zapcore.Core {
+	return quietOnStop{Core: q.Core.With(f), stopping: q.stopping}
+}
+
+func (q quietOnStop) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if q.stopping.Load() {
+		return ce
+	}
+	return q.Core.Check(e, ce)
+}
 
 // freePorts returns n TCP ports of 127.0.0.1 free a moment ago.
 func freePorts(n int) ([]int, error) {

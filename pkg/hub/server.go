@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,7 +77,8 @@ type Server struct {
 	etcd    *embeddedEtcd
 	unlock  func()
 	// controllers, with Options.Controllers, supervises them.
-	controllers *controllers
+	controllers        *controllers
+	controllersStarted atomic.Bool
 	// Port is the port the hub serves on.
 	Port int
 	// Kubeconfig is the admin kubeconfig's path.
@@ -149,11 +151,12 @@ func New(o Options) (_ *Server, err error) {
 	if o.Controllers != nil {
 		copts := *o.Controllers
 		copts.Config = clientrest.CopyConfig(cfg.LoopbackClientConfig)
-		s.controllers = &controllers{opts: copts}
+		s.controllers = &controllers{opts: copts, done: make(chan struct{})}
 		if err := s.generic.AddReadyzChecks(s.controllers.check()); err != nil {
 			return nil, err
 		}
 		s.generic.AddPostStartHookOrDie("ferry-hub-controllers", func(hc genericapiserver.PostStartHookContext) error {
+			s.controllersStarted.Store(true)
 			go s.controllers.run(hc)
 			return nil
 		})
@@ -172,10 +175,25 @@ func (s *Server) LoopbackConfig() *clientrest.Config {
 	return clientrest.CopyConfig(s.generic.LoopbackClientConfig)
 }
 
-// Run serves until ctx is done, then stops the server and the embedded etcd.
+// Run serves until ctx is done, then stops the controllers, the server
+// and the embedded etcd, in that order: the controllers' watches of the
+// server end before it stops serving.
 func (s *Server) Run(ctx context.Context) error {
 	defer s.Close()
-	return s.generic.PrepareRun().RunWithContext(ctx)
+	serving, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-serving.Done():
+			return
+		}
+		if s.controllers != nil {
+			s.controllers.shutdown(s.controllersStarted.Load())
+		}
+		stop()
+	}()
+	return s.generic.PrepareRun().RunWithContext(serving)
 }
 
 // Close stops the embedded etcd, if any, and releases the data directory.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -34,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -149,10 +151,16 @@ func (o *Options) startEvents(ctx context.Context) (stop func(), err error) {
 	return b.Shutdown, nil
 }
 
+var setLoggerOnce sync.Once
+
 // Run runs the controllers until ctx is done.
 func Run(ctx context.Context, o Options) error {
 	metrics.Register(legacyregistry.Registerer())
 	o.complete()
+	// controller-runtime's package-level logger, which its clients and
+	// caches use, logs through the controllers' own (otherwise it prints
+	// "log.SetLogger(...) was never called" with a stack).
+	setLoggerOnce.Do(func() { ctrllog.SetLogger(logr.FromSlogHandler(o.Log.Handler())) })
 	skip := true
 	mgr, err := ctrl.NewManager(o.Config, ctrl.Options{
 		Scheme: Scheme(),

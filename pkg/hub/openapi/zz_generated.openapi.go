@@ -564,7 +564,8 @@ func schema_hub_apis_ferry_v1alpha1_BackupSpec(ref common.ReferenceCallback) com
 					},
 					"includedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedNamespaces are the namespaces selected (globs such as \"shop-*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -577,7 +578,8 @@ func schema_hub_apis_ferry_v1alpha1_BackupSpec(ref common.ReferenceCallback) com
 					},
 					"excludedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedNamespaces are namespaces left out (globs), even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -590,7 +592,8 @@ func schema_hub_apis_ferry_v1alpha1_BackupSpec(ref common.ReferenceCallback) com
 					},
 					"includedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedResources are the resources selected (\"deployments\", \"deployments.apps\", \"*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -603,7 +606,8 @@ func schema_hub_apis_ferry_v1alpha1_BackupSpec(ref common.ReferenceCallback) com
 					},
 					"excludedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedResources are resources left out, even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -1549,7 +1553,8 @@ func schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref common.ReferenceCallback
 				Properties: map[string]spec.Schema{
 					"includedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedNamespaces are the namespaces selected (globs such as \"shop-*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -1562,7 +1567,8 @@ func schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref common.ReferenceCallback
 					},
 					"excludedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedNamespaces are namespaces left out (globs), even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -1575,7 +1581,8 @@ func schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref common.ReferenceCallback
 					},
 					"includedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedResources are the resources selected (\"deployments\", \"deployments.apps\", \"*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -1588,7 +1595,8 @@ func schema_hub_apis_ferry_v1alpha1_MigrationBackup(ref common.ReferenceCallback
 					},
 					"excludedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedResources are resources left out, even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -1811,8 +1819,9 @@ func schema_hub_apis_ferry_v1alpha1_MigrationImages(ref common.ReferenceCallback
 				Properties: map[string]spec.Schema{
 					"mode": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"string"},
-							Format: "",
+							Description: "Mode is what happens to the images the workloads name: none, record (default), copy (to registryMappings) or bundle (into the location).",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"registryMappings": {
@@ -2054,8 +2063,9 @@ func schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref common.ReferenceCallbac
 					},
 					"toCloud": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"string"},
-							Format: "",
+							Description: "ToCloud names the cloud the target runs on, whose annotations the restore writes (see fromCloud).",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"dryRun": {
@@ -2645,7 +2655,8 @@ func schema_hub_apis_ferry_v1alpha1_RestoreSpec(ref common.ReferenceCallback) co
 					},
 					"includedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedNamespaces are the namespaces selected (globs such as \"shop-*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -2658,7 +2669,8 @@ func schema_hub_apis_ferry_v1alpha1_RestoreSpec(ref common.ReferenceCallback) co
 					},
 					"excludedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedNamespaces are namespaces left out (globs), even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -2671,7 +2683,8 @@ func schema_hub_apis_ferry_v1alpha1_RestoreSpec(ref common.ReferenceCallback) co
 					},
 					"includedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedResources are the resources selected (\"deployments\", \"deployments.apps\", \"*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -2684,7 +2697,8 @@ func schema_hub_apis_ferry_v1alpha1_RestoreSpec(ref common.ReferenceCallback) co
 					},
 					"excludedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedResources are resources left out, even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -2776,8 +2790,9 @@ func schema_hub_apis_ferry_v1alpha1_RestoreSpec(ref common.ReferenceCallback) co
 					},
 					"toCloud": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"string"},
-							Format: "",
+							Description: "ToCloud names the cloud the target runs on, whose annotations the restore writes (see fromCloud).",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"verify": {
@@ -3362,7 +3377,8 @@ func schema_hub_apis_ferry_v1beta1_BackupSpec(ref common.ReferenceCallback) comm
 					},
 					"includedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedNamespaces are the namespaces selected (globs such as \"shop-*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -3375,7 +3391,8 @@ func schema_hub_apis_ferry_v1beta1_BackupSpec(ref common.ReferenceCallback) comm
 					},
 					"excludedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedNamespaces are namespaces left out (globs), even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -3388,7 +3405,8 @@ func schema_hub_apis_ferry_v1beta1_BackupSpec(ref common.ReferenceCallback) comm
 					},
 					"includedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedResources are the resources selected (\"deployments\", \"deployments.apps\", \"*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -3401,7 +3419,8 @@ func schema_hub_apis_ferry_v1beta1_BackupSpec(ref common.ReferenceCallback) comm
 					},
 					"excludedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedResources are resources left out, even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -4369,7 +4388,8 @@ func schema_hub_apis_ferry_v1beta1_MigrationBackup(ref common.ReferenceCallback)
 				Properties: map[string]spec.Schema{
 					"includedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedNamespaces are the namespaces selected (globs such as \"shop-*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -4382,7 +4402,8 @@ func schema_hub_apis_ferry_v1beta1_MigrationBackup(ref common.ReferenceCallback)
 					},
 					"excludedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedNamespaces are namespaces left out (globs), even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -4395,7 +4416,8 @@ func schema_hub_apis_ferry_v1beta1_MigrationBackup(ref common.ReferenceCallback)
 					},
 					"includedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedResources are the resources selected (\"deployments\", \"deployments.apps\", \"*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -4408,7 +4430,8 @@ func schema_hub_apis_ferry_v1beta1_MigrationBackup(ref common.ReferenceCallback)
 					},
 					"excludedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedResources are resources left out, even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -4631,8 +4654,9 @@ func schema_hub_apis_ferry_v1beta1_MigrationImages(ref common.ReferenceCallback)
 				Properties: map[string]spec.Schema{
 					"mode": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"string"},
-							Format: "",
+							Description: "Mode is what happens to the images the workloads name: none, record (default), copy (to registryMappings) or bundle (into the location).",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"registryMappings": {
@@ -4874,8 +4898,9 @@ func schema_hub_apis_ferry_v1beta1_MigrationRestore(ref common.ReferenceCallback
 					},
 					"toCloud": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"string"},
-							Format: "",
+							Description: "ToCloud names the cloud the target runs on, whose annotations the restore writes (see fromCloud).",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"dryRun": {
@@ -5463,7 +5488,8 @@ func schema_hub_apis_ferry_v1beta1_RestoreSpec(ref common.ReferenceCallback) com
 					},
 					"includedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedNamespaces are the namespaces selected (globs such as \"shop-*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -5476,7 +5502,8 @@ func schema_hub_apis_ferry_v1beta1_RestoreSpec(ref common.ReferenceCallback) com
 					},
 					"excludedNamespaces": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedNamespaces are namespaces left out (globs), even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -5489,7 +5516,8 @@ func schema_hub_apis_ferry_v1beta1_RestoreSpec(ref common.ReferenceCallback) com
 					},
 					"includedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "IncludedResources are the resources selected (\"deployments\", \"deployments.apps\", \"*\"); empty: all.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -5502,7 +5530,8 @@ func schema_hub_apis_ferry_v1beta1_RestoreSpec(ref common.ReferenceCallback) com
 					},
 					"excludedResources": {
 						SchemaProps: spec.SchemaProps{
-							Type: []string{"array"},
+							Description: "ExcludedResources are resources left out, even when included.",
+							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
@@ -5594,8 +5623,9 @@ func schema_hub_apis_ferry_v1beta1_RestoreSpec(ref common.ReferenceCallback) com
 					},
 					"toCloud": {
 						SchemaProps: spec.SchemaProps{
-							Type:   []string{"string"},
-							Format: "",
+							Description: "ToCloud names the cloud the target runs on, whose annotations the restore writes (see fromCloud).",
+							Type:        []string{"string"},
+							Format:      "",
 						},
 					},
 					"verify": {

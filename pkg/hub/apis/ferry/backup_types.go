@@ -117,12 +117,16 @@ type BackupSpec struct {
 	// namespace, written to; empty: the namespace's default location.
 	// +optional
 	StorageLocationName string `json:"storageLocationName,omitempty"`
+	// IncludedNamespaces are the namespaces selected (globs such as "shop-*"); empty: all.
 	// +optional
 	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	// ExcludedNamespaces are namespaces left out (globs), even when included.
 	// +optional
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+	// IncludedResources are the resources selected ("deployments", "deployments.apps", "*"); empty: all.
 	// +optional
 	IncludedResources []string `json:"includedResources,omitempty"`
+	// ExcludedResources are resources left out, even when included.
 	// +optional
 	ExcludedResources []string `json:"excludedResources,omitempty"`
 	// LabelSelector is a label selector in kubectl syntax.
@@ -261,12 +265,16 @@ type RestoreSpec struct {
 	// BackupName names the Backup, in the Restore's namespace, restored.
 	// It must have Completed or PartiallyFailed.
 	BackupName string `json:"backupName"`
+	// IncludedNamespaces are the namespaces selected (globs such as "shop-*"); empty: all.
 	// +optional
 	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	// ExcludedNamespaces are namespaces left out (globs), even when included.
 	// +optional
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+	// IncludedResources are the resources selected ("deployments", "deployments.apps", "*"); empty: all.
 	// +optional
 	IncludedResources []string `json:"includedResources,omitempty"`
+	// ExcludedResources are resources left out, even when included.
 	// +optional
 	ExcludedResources []string `json:"excludedResources,omitempty"`
 	// NamespaceMapping maps source namespaces to target ones.
@@ -297,6 +305,7 @@ type RestoreSpec struct {
 	// aws, gcp, azure, generic) whose annotations are translated.
 	// +optional
 	FromCloud string `json:"fromCloud,omitempty"`
+	// ToCloud names the cloud the target runs on, whose annotations the restore writes (see fromCloud).
 	// +optional
 	ToCloud string `json:"toCloud,omitempty"`
 	// Verify compares, after the restore, every object of the backup with

@@ -211,9 +211,13 @@ type Encryption struct {
 // MigrationBackup selects what a Migration backs up, as ferry.dev/v1alpha1
 // BackupSpec does. Empty include lists mean all; namespace entries are globs.
 type MigrationBackup struct {
+	// IncludedNamespaces are the namespaces selected (globs such as "shop-*"); empty: all.
 	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	// ExcludedNamespaces are namespaces left out (globs), even when included.
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+	// IncludedResources are the resources selected ("deployments", "deployments.apps", "*"); empty: all.
 	IncludedResources  []string `json:"includedResources,omitempty"`
+	// ExcludedResources are resources left out, even when included.
 	ExcludedResources  []string `json:"excludedResources,omitempty"`
 	// LabelSelector is a label selector in kubectl syntax.
 	LabelSelector string `json:"labelSelector,omitempty"`
@@ -251,6 +255,7 @@ type MigrationRestore struct {
 	// FromCloud and ToCloud name the cloud profiles (alibaba, tencent, aws,
 	// gcp, azure, generic) to translate cloud-specific fields between.
 	FromCloud string `json:"fromCloud,omitempty"`
+	// ToCloud names the cloud the target runs on, whose annotations the restore writes (see fromCloud).
 	ToCloud   string `json:"toCloud,omitempty"`
 	// DryRun plans the restore and checks every object with server-side
 	// dry-run requests; nothing is written to the target, and there is no
@@ -265,6 +270,7 @@ type MigrationRestore struct {
 // (default), copy (to the registries RegistryMappings name) or bundle (into
 // the location, pushed on restore to RegistryMappings).
 type MigrationImages struct {
+	// Mode is what happens to the images the workloads name: none, record (default), copy (to registryMappings) or bundle (into the location).
 	Mode string `json:"mode,omitempty"`
 	// RegistryMappings are "old-host/ns=new-host/ns" entries.
 	RegistryMappings []string `json:"registryMappings,omitempty"`

@@ -234,12 +234,16 @@ type Encryption struct {
 // MigrationBackup selects what a Migration backs up, as ferry.dev/v1alpha1
 // BackupSpec does. Empty include lists mean all; namespace entries are globs.
 type MigrationBackup struct {
+	// IncludedNamespaces are the namespaces selected (globs such as "shop-*"); empty: all.
 	// +optional
 	IncludedNamespaces []string `json:"includedNamespaces,omitempty"`
+	// ExcludedNamespaces are namespaces left out (globs), even when included.
 	// +optional
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
+	// IncludedResources are the resources selected ("deployments", "deployments.apps", "*"); empty: all.
 	// +optional
 	IncludedResources []string `json:"includedResources,omitempty"`
+	// ExcludedResources are resources left out, even when included.
 	// +optional
 	ExcludedResources []string `json:"excludedResources,omitempty"`
 	// LabelSelector is a label selector in kubectl syntax.
@@ -290,6 +294,7 @@ type MigrationRestore struct {
 	// gcp, azure, generic) to translate cloud-specific fields between.
 	// +optional
 	FromCloud string `json:"fromCloud,omitempty"`
+	// ToCloud names the cloud the target runs on, whose annotations the restore writes (see fromCloud).
 	// +optional
 	ToCloud string `json:"toCloud,omitempty"`
 	// DryRun plans the restore and checks every object with server-side
@@ -307,6 +312,7 @@ type MigrationRestore struct {
 // (default), copy (to the registries RegistryMappings name) or bundle (into
 // the location, pushed on restore to RegistryMappings).
 type MigrationImages struct {
+	// Mode is what happens to the images the workloads name: none, record (default), copy (to registryMappings) or bundle (into the location).
 	// +optional
 	Mode string `json:"mode,omitempty"`
 	// RegistryMappings are "old-host/ns=new-host/ns" entries.
