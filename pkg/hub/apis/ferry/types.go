@@ -216,9 +216,9 @@ type MigrationBackup struct {
 	// ExcludedNamespaces are namespaces left out (globs), even when included.
 	ExcludedNamespaces []string `json:"excludedNamespaces,omitempty"`
 	// IncludedResources are the resources selected ("deployments", "deployments.apps", "*"); empty: all.
-	IncludedResources  []string `json:"includedResources,omitempty"`
+	IncludedResources []string `json:"includedResources,omitempty"`
 	// ExcludedResources are resources left out, even when included.
-	ExcludedResources  []string `json:"excludedResources,omitempty"`
+	ExcludedResources []string `json:"excludedResources,omitempty"`
 	// LabelSelector is a label selector in kubectl syntax.
 	LabelSelector string `json:"labelSelector,omitempty"`
 	// IncludeClusterResources is auto (default), true or false.
@@ -256,7 +256,7 @@ type MigrationRestore struct {
 	// gcp, azure, generic) to translate cloud-specific fields between.
 	FromCloud string `json:"fromCloud,omitempty"`
 	// ToCloud names the cloud the target runs on, whose annotations the restore writes (see fromCloud).
-	ToCloud   string `json:"toCloud,omitempty"`
+	ToCloud string `json:"toCloud,omitempty"`
 	// DryRun plans the restore and checks every object with server-side
 	// dry-run requests; nothing is written to the target, and there is no
 	// verification.
