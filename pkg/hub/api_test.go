@@ -122,6 +122,7 @@ func TestHub(t *testing.T) {
 	t.Run("invalid", func(t *testing.T) { testInvalid(t, c) })
 	t.Run("status", func(t *testing.T) { testStatus(t, c) })
 	t.Run("backup kinds", func(t *testing.T) { testBackupKinds(t, c) })
+	t.Run("one default location", func(t *testing.T) { testOneDefault(t, c) })
 	t.Run("watch", func(t *testing.T) { testWatch(t, c) })
 	t.Run("pagination", func(t *testing.T) { testPagination(t, c) })
 	t.Run("conflict", func(t *testing.T) { testConflict(t, c) })

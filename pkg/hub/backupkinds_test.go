@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -111,5 +112,40 @@ func testBackupKinds(t *testing.T, c dynamic.Interface) {
 	alpha.Version = "v1alpha1"
 	if a, err := c.Resource(alpha).Namespace(ns).Get(ctx, "valid", metav1.GetOptions{}); err != nil || a.GetUID() != got.GetUID() {
 		t.Errorf("the Backup at v1alpha1: %v", err)
+	}
+}
+
+// testOneDefault: of eight concurrent creates of a default
+// BackupStorageLocation in one namespace, exactly one is accepted; the
+// others are refused at spec.default, naming the one that is.
+func testOneDefault(t *testing.T, c dynamic.Interface) {
+	ctx := context.Background()
+	r := c.Resource(ferryGVR("backupstoragelocations")).Namespace("race")
+	errs := make(chan error, 8)
+	start := make(chan struct{})
+	for i := range 8 {
+		go func() {
+			<-start
+			_, err := r.Create(ctx, obj("ferry.dev/v1beta1", "BackupStorageLocation", fmt.Sprintf("d%d", i), map[string]any{"spec": map[string]any{"url": "file:///var/lib/ferry", "default": true}}), metav1.CreateOptions{})
+			errs <- err
+		}()
+	}
+	close(start)
+	accepted := 0
+	for range 8 {
+		err := <-errs
+		switch {
+		case err == nil:
+			accepted++
+		case !apierrors.IsInvalid(err) || !slices.Equal(causeFields(err), []string{"spec.default"}):
+			t.Errorf("a refused default location: %v, want 422 at spec.default", err)
+		}
+	}
+	l, err := r.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if accepted != 1 || len(l.Items) != 1 {
+		t.Errorf("%d of 8 concurrent default locations accepted, %d stored; want exactly one", accepted, len(l.Items))
 	}
 }

@@ -357,7 +357,7 @@ func addBackupKinds(c genericapiserver.CompletedConfig, storage map[string]rest.
 		return err
 	}
 	maps.Copy(storage, map[string]rest.Storage{
-		"backupstoragelocations":        registry.WithShortNames{Store: locations, Names: []string{"bsl"}},
+		"backupstoragelocations":        locations,
 		"backupstoragelocations/status": locationStatus,
 		"backups":                       backups,
 		"backups/status":                backupStatus,

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/utils/keymutex"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/registry"
@@ -27,7 +28,7 @@ type location = ferry.BackupStorageLocation
 
 // NewREST returns the storage of BackupStorageLocations and of their
 // status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*genericregistry.Store, *registry.StatusREST, error) {
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*Storage, *registry.StatusREST, error) {
 	var store *genericregistry.Store
 	k := registry.Kind[*location, ferry.BackupStorageLocationSpec, ferry.BackupStorageLocationStatus]{
 		Resource: "backupstoragelocations", Singular: "backupstoragelocation",
@@ -45,7 +46,10 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*gen
 		Table: table,
 	}
 	store, status, err := k.NewREST(scheme, optsGetter)
-	return store, status, err
+	if err != nil {
+		return nil, nil, err
+	}
+	return &Storage{Store: store, namespaces: keymutex.NewHashed(0)}, status, nil
 }
 
 // Validate checks a BackupStorageLocation's metadata and spec.
