@@ -78,13 +78,14 @@ groups: its organizations) and static tokens (tokens.csv and --token-auth-file, 
 token,user,uid,"group1,group2" as kube-apiserver's --token-auth-file). Anything else is 401.
 
 Authorization, in RBAC's shape: the groups system:masters and ferry:admins (ClusterRole ferry:admin) may
-do everything and ferry:viewers (ferry:viewer) may get, list and watch every resource and GET
-/metrics; --authorization-policy-file adds ClusterRoles, Roles, ClusterRoleBindings and RoleBindings,
-so that a team's group may run Migrations in its own namespace only (bind ClusterRole ferry:editor
-there). Nobody but the hub's own controllers may read clustercredentials and credentials (get, list,
-watch, patch): they are written whole. Any authenticated user may GET /healthz, /livez, /readyz,
-/version, discovery (/apis) and OpenAPI; everything else is 403. A second hub on a --data-dir in
-use (DIR/hub.lock) is refused.
+do everything and ferry:viewers (ferry:viewer) may get, list and watch every resource and GET every
+non-resource path (/metrics); --authorization-policy-file adds ClusterRoles, Roles, ClusterRoleBindings and
+RoleBindings, so that a team's group may run Migrations in its own namespace only (bind ClusterRole
+ferry:editor there). Nobody but the hub's own controllers may read clustercredentials and credentials
+(get, list, watch, patch, deletecollection): create or replace them whole (kubectl create, kubectl
+replace; kubectl apply reads first and is refused). Any authenticated user may GET /healthz, /livez,
+/readyz, /version, discovery (/apis) and OpenAPI; everything else is 403. A second hub on a --data-dir
+in use (DIR/hub.lock) is refused.
 
 SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 		Args: cobra.NoArgs,

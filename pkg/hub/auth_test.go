@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -278,6 +279,28 @@ func testTeams(t *testing.T, h *runningHub) {
 	forbidden("alice lists team-b's Credentials", err)
 	_, err = alice.Resource(credentialsV1beta1).Namespace("team-a").Patch(ctx, "old", types.MergePatchType, []byte(`{}`), metav1.PatchOptions{})
 	forbidden("alice patches (and so reads) her team's ClusterCredential", err)
+
+	// A delete answers with a Status, never the object, whatever its
+	// propagation policy (the hub collects no garbage, a reviewer read
+	// credentials through an Orphan delete), dry run or not; a
+	// credential takes no finalizers.
+	rc, err := rest.UnversionedRESTClientFor(withCodecs(withToken(h.admin, "alice-token")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []string{"Orphan", "Foreground"} {
+		body, err := rc.Delete().AbsPath("/apis/ferry.dev/v1beta1/namespaces/team-a/clustercredentials/old").
+			Body([]byte(`{"kind":"DeleteOptions","apiVersion":"v1","dryRun":["All"],"propagationPolicy":"` + policy + `"}`)).DoRaw(ctx)
+		if err != nil || strings.Contains(string(body), "kubeconfig") || !strings.Contains(string(body), `"kind":"Status"`) {
+			t.Errorf("a dry-run %s delete of a ClusterCredential: %v\n%.300s; want a Status without the kubeconfig", policy, err, body)
+		}
+	}
+	fin := obj("ferry.dev/v1beta1", "ClusterCredential", "with-finalizer", map[string]any{"kubeconfig": encodeBase64(kc)})
+	fin.SetFinalizers([]string{"example.com/keep"})
+	_, err = alice.Resource(credentialsV1beta1).Namespace("team-a").Create(ctx, fin, metav1.CreateOptions{})
+	if fields := causeFields(err); !apierrors.IsInvalid(err) || !slices.Equal(fields, []string{"metadata.finalizers"}) {
+		t.Errorf("a ClusterCredential with a finalizer: %v, want 422 at metadata.finalizers", err)
+	}
 
 	// The report subresource is authorized as the Migration's: alice may
 	// not read team-b's, and hers is not there yet (404, not 403).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -30,10 +31,13 @@ type controllers struct {
 	done     chan struct{} // closed when run returns
 }
 
-// run supervises the manager until ctx is done or shutdown is called.
+// run supervises the manager until ctx is done or shutdown is called. A
+// manager that ran a minute or more is started again after a second;
+// one that stops sooner waits longer each time, up to a minute.
 func (c *controllers) run(ctx context.Context) {
 	defer close(c.done)
-	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Steps: 7, Cap: time.Minute}
+	newBackoff := func() wait.Backoff { return wait.Backoff{Duration: time.Second, Factor: 2, Steps: 7, Cap: time.Minute} }
+	backoff := newBackoff()
 	for ctx.Err() == nil {
 		runCtx, cancel := context.WithCancel(ctx)
 		c.mu.Lock()
@@ -45,11 +49,12 @@ func (c *controllers) run(ctx context.Context) {
 		c.stop = cancel
 		c.mu.Unlock()
 		opts := c.opts
+		var started atomic.Int64 // unix nanoseconds
 		opts.OnStarted = func() {
+			started.Store(time.Now().UnixNano())
 			c.mu.Lock()
 			c.running, c.lastErr = true, nil
 			c.mu.Unlock()
-			backoff = wait.Backoff{Duration: time.Second, Factor: 2, Steps: 7, Cap: time.Minute}
 		}
 		err := controller.Run(runCtx, opts)
 		cancel()
@@ -65,6 +70,9 @@ func (c *controllers) run(ctx context.Context) {
 		c.mu.Lock()
 		c.running, c.lastErr = false, err
 		c.mu.Unlock()
+		if at := started.Load(); at != 0 && time.Since(time.Unix(0, at)) >= time.Minute {
+			backoff = newBackoff()
+		}
 		delay := backoff.Step()
 		if c.opts.Log != nil {
 			c.opts.Log.Error("hub controllers stopped; starting them again", "error", err, "in", delay)

@@ -110,7 +110,7 @@ func (p *Policy) add(data []byte) error {
 		if err != nil {
 			return err
 		}
-		if len(bytes.TrimSpace(doc)) == 0 {
+		if onlyComments(doc) {
 			continue
 		}
 		obj, _, err := rbacCodecs.UniversalDeserializer().Decode(doc, nil, nil)
@@ -119,18 +119,38 @@ func (p *Policy) add(data []byte) error {
 		}
 		switch o := obj.(type) {
 		case *rbacv1.ClusterRole:
-			p.clusterRoles[o.Name] = append(p.clusterRoles[o.Name], o.Rules...)
+			if _, ok := p.clusterRoles[o.Name]; ok {
+				return fmt.Errorf("document %d: ClusterRole %q is defined already (the default policy's roles cannot be redefined)", i, o.Name)
+			}
+			p.clusterRoles[o.Name] = o.Rules
 		case *rbacv1.Role:
-			p.roles[o.Namespace+"/"+o.Name] = append(p.roles[o.Namespace+"/"+o.Name], o.Rules...)
+			if o.Namespace == "" {
+				return fmt.Errorf("document %d: Role %s: metadata.namespace is required", i, o.Name)
+			}
+			if _, ok := p.roles[o.Namespace+"/"+o.Name]; ok {
+				return fmt.Errorf("document %d: Role %s/%s is defined twice", i, o.Namespace, o.Name)
+			}
+			p.roles[o.Namespace+"/"+o.Name] = o.Rules
 		case *rbacv1.ClusterRoleBinding:
 			p.clusterBindings = append(p.clusterBindings, *o)
 		case *rbacv1.RoleBinding:
 			p.bindings[o.Namespace] = append(p.bindings[o.Namespace], *o)
 		default:
-			return fmt.Errorf("document %d: a %T; want a ClusterRole, Role, ClusterRoleBinding or RoleBinding", i, obj)
+			return fmt.Errorf("document %d: a %s; want a ClusterRole, Role, ClusterRoleBinding or RoleBinding", i, obj.GetObjectKind().GroupVersionKind().Kind)
 		}
 	}
 	return p.check()
+}
+
+// onlyComments says whether a YAML document holds nothing but comments
+// and blank lines (a header, or what follows a trailing "---").
+func onlyComments(doc []byte) bool {
+	for _, line := range bytes.Split(doc, []byte("\n")) {
+		if l := bytes.TrimSpace(line); len(l) > 0 && l[0] != '#' {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *Policy) check() error {

@@ -93,6 +93,11 @@ type Server struct {
 // EtcdServers is set, builds the API server and writes admin.kubeconfig.
 // Run serves it; if Run is never called, Close stops etcd.
 func New(o Options) (_ *Server, err error) {
+	// The policy first: a typo in it is named before anything is made.
+	policy, err := LoadPolicy(o.PolicyFile)
+	if err != nil {
+		return nil, err
+	}
 	d := dataDir(o.DataDir)
 	unlock, err := d.lock()
 	if err != nil {
@@ -128,10 +133,6 @@ func New(o Options) (_ *Server, err error) {
 	if errs := ro.Validate(); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	policy, err := LoadPolicy(o.PolicyFile)
-	if err != nil {
-		return nil, err
-	}
 	cfg, authz, err := config(ro, ca, append([]string{d.tokens()}, o.TokenAuthFiles...), policy)
 	if err != nil {
 		return nil, err
@@ -151,6 +152,11 @@ func New(o Options) (_ *Server, err error) {
 	if o.Controllers != nil {
 		copts := *o.Controllers
 		copts.Config = clientrest.CopyConfig(cfg.LoopbackClientConfig)
+		if copts.Identity == "" {
+			// One identity for the process: a restarted controller
+			// manager goes on with the leases it holds.
+			copts.Identity = controller.NewIdentity()
+		}
 		s.controllers = &controllers{opts: copts, done: make(chan struct{})}
 		if err := s.generic.AddReadyzChecks(s.controllers.check()); err != nil {
 			return nil, err

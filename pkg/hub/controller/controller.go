@@ -84,6 +84,8 @@ type Options struct {
 	OnStarted func()
 	// observed are other processes' leases as this one saw them change.
 	observed *observations
+	// claimed are the times this process sent its claims, by object.
+	claimed *sync.Map
 	// Clock is the controllers' time (timestamps, leases, expiry,
 	// Schedules); default the real clock.
 	Clock clock.PassiveClock
@@ -91,10 +93,7 @@ type Options struct {
 
 func (o *Options) complete() {
 	if o.Identity == "" {
-		host, _ := os.Hostname()
-		b := make([]byte, 4)
-		_, _ = rand.Read(b)
-		o.Identity = host + "-" + hex.EncodeToString(b)
+		o.Identity = NewIdentity()
 	}
 	if o.LeaseDuration <= 0 {
 		o.LeaseDuration = 30 * time.Second
@@ -123,6 +122,18 @@ func (o *Options) complete() {
 	if o.observed == nil {
 		o.observed = &observations{}
 	}
+	if o.claimed == nil {
+		o.claimed = &sync.Map{}
+	}
+}
+
+// NewIdentity names a hub process in the leases it holds: the host name
+// and a random suffix.
+func NewIdentity() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return host + "-" + hex.EncodeToString(b)
 }
 
 // now is the controllers' clock's time, for status timestamps.

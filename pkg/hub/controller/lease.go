@@ -74,6 +74,14 @@ func (o *observations) seen(uid types.UID, l *v1beta1.Lease, now time.Time) time
 	if o.leases == nil {
 		o.leases = map[types.UID]observation{}
 	}
+	if len(o.leases) > 10000 {
+		// Leases not seen change for an hour are long expired or gone.
+		for uid, was := range o.leases {
+			if now.Sub(was.at) > time.Hour {
+				delete(o.leases, uid)
+			}
+		}
+	}
 	cur := observation{holder: l.HolderIdentity, renew: l.RenewTime.Time, at: now}
 	if was, ok := o.leases[uid]; ok && was.holder == cur.holder && was.renew.Equal(cur.renew) {
 		return was.at
@@ -99,6 +107,9 @@ func (k leased[T]) newLease() *v1beta1.Lease {
 // claim takes obj's lease after start changed its status, at obj's
 // resourceVersion: of two hubs, one gets a conflict.
 func (k leased[T]) claim(ctx context.Context, obj T, start func(T)) error {
+	// The renew deadline counts from before the claim was sent: another
+	// process may see the lease as soon as it is written.
+	k.opts.claimed.Store(client.ObjectKeyFromObject(obj), time.Now())
 	start(obj)
 	*k.lease(obj) = k.newLease()
 	return k.client.Status().Update(ctx, obj)
@@ -134,7 +145,10 @@ func (k leased[T]) update(ctx context.Context, key types.NamespacedName, change 
 // duration after it last saw the lease change.
 func (k leased[T]) renew(ctx context.Context, key types.NamespacedName, change func(T), cancel func(error)) {
 	period, deadline := k.opts.LeaseDuration/3, 2*k.opts.LeaseDuration/3
-	renewed := time.Now() // the claim
+	renewed := time.Now()
+	if at, ok := k.opts.claimed.LoadAndDelete(key); ok {
+		renewed = at.(time.Time) // the claim
+	}
 	t := time.NewTimer(period)
 	defer t.Stop()
 	for {

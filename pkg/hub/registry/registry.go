@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
@@ -140,8 +141,26 @@ func Must[T any](v T, err error) T {
 
 // Basics are the strategy methods every hub kind answers alike: no
 // warnings, no create on update, updates without a resourceVersion
-// allowed, nothing to canonicalize. Each kind's strategy embeds it.
+// allowed, nothing to canonicalize, and no garbage collection: the hub
+// runs no garbage collector, so a delete with propagationPolicy Orphan or
+// Foreground deletes at once instead of adding a finalizer nobody would
+// remove (and answering with the object). Each kind's strategy embeds it.
 type Basics struct{}
+
+// DefaultGarbageCollectionPolicy: the hub collects no garbage.
+func (Basics) DefaultGarbageCollectionPolicy(context.Context) rest.GarbageCollectionPolicy {
+	return rest.Unsupported
+}
+
+// ValidateNoFinalizers refuses finalizers on a kind that holds secrets: a
+// delete of an object with finalizers answers with the object, and
+// nobody but the hub's controllers may read those.
+func ValidateNoFinalizers(m *metav1.ObjectMeta) field.ErrorList {
+	if len(m.Finalizers) == 0 {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("metadata", "finalizers"), "a kind that holds secrets takes no finalizers")}
+}
 
 func (Basics) WarningsOnCreate(context.Context, runtime.Object) []string { return nil }
 func (Basics) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object) []string {

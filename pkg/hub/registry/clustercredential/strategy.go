@@ -38,6 +38,7 @@ func (strategy) ValidateUpdate(_ context.Context, obj, _ runtime.Object) field.E
 // kubeconfig file. The bytes are never quoted in an error.
 func ValidateClusterCredential(c *ferry.ClusterCredential) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&c.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	errs = append(errs, registry.ValidateNoFinalizers(&c.ObjectMeta)...)
 	p := field.NewPath("kubeconfig")
 	if len(c.Kubeconfig) == 0 {
 		return append(errs, field.Required(p, "the member cluster's kubeconfig file"))

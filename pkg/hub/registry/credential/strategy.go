@@ -42,6 +42,7 @@ const MaxSize = 1 << 20
 // quoted in an error.
 func ValidateCredential(c *ferry.Credential) field.ErrorList {
 	errs := apivalidation.ValidateObjectMeta(&c.ObjectMeta, true, apivalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
+	errs = append(errs, registry.ValidateNoFinalizers(&c.ObjectMeta)...)
 	p := field.NewPath("data")
 	if len(c.Data) == 0 {
 		return append(errs, field.Required(p, "the credentials, a key each"))
