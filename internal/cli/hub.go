@@ -40,9 +40,10 @@ func newHubCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "hub",
 		Short: "Run the hub: ferry's own API server for Clusters, Migrations, Backups, Restores and Schedules (group ferry.dev)",
-		Long: `hub serves ferry's own Kubernetes-style API (group ferry.dev, versions v1beta1 and
-v1alpha1: Clusters, ClusterCredentials, Credentials, Migrations, and server mode's BackupStorageLocations,
-Backups, Restores and Schedules; and core/v1 Events, in which its controllers record what they run)
+		Long: `hub serves ferry's own Kubernetes-style API (group ferry.dev: Clusters, ClusterCredentials,
+Credentials and Migrations at v1beta1 and v1alpha1, server mode's BackupStorageLocations, Backups,
+Restores and Schedules at v1beta1 (ferry.dev/v1alpha1 of those is server mode's CRDs); and core/v1
+Events, in which its controllers record what they run)
 over HTTPS on --bind-address:--secure-port.
 It needs no Kubernetes cluster: its objects are kept in an etcd embedded in the process (data in
 DIR/etcd, on loopback ports), or in --etcd-servers. Its controllers (--controllers) carry

@@ -313,12 +313,17 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 		"migrations/status":  migrationStatus,
 		"migrations/report":  migration.NewReportREST(migrations, (&reportOpener{config: c.LoopbackClientConfig}).open),
 	}
+	// v1alpha1 serves the kinds it was released with; server mode's kinds
+	// came later and are served at v1beta1 only, so that ferry.dev/v1alpha1
+	// Backup, Restore, Schedule and BackupStorageLocation are server mode's
+	// CRDs alone: one schema per GroupVersionKind.
+	alpha := maps.Clone(storage)
 	if err := addBackupKinds(c, storage, clusters); err != nil {
 		return nil, err
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(ferry.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	group.VersionedResourcesStorageMap["v1beta1"] = storage
-	group.VersionedResourcesStorageMap["v1alpha1"] = storage
+	group.VersionedResourcesStorageMap["v1alpha1"] = alpha
 	if err := g.InstallAPIGroup(&group); err != nil {
 		return nil, err
 	}

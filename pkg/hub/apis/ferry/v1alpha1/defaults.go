@@ -26,22 +26,3 @@ func SetDefaults_MigrationSpec(obj *MigrationSpec) {
 		obj.Verify = &t
 	}
 }
-
-// SetDefaults_BackupSpec fills in a Backup's (or a Schedule template's)
-// defaults: cluster resources auto, images recorded.
-func SetDefaults_BackupSpec(obj *BackupSpec) {
-	if obj.IncludeClusterResources == "" {
-		obj.IncludeClusterResources = "auto"
-	}
-	if obj.Images == "" {
-		obj.Images = "record"
-	}
-}
-
-// SetDefaults_RestoreSpec fills in a Restore's defaults: existing
-// resources compared (policy none).
-func SetDefaults_RestoreSpec(obj *RestoreSpec) {
-	if obj.ExistingResourcePolicy == "" {
-		obj.ExistingResourcePolicy = "none"
-	}
-}

@@ -1,6 +1,7 @@
 // Package v1alpha1 is the hub's API, group ferry.dev, version v1alpha1: Cluster,
-// ClusterCredential, Migration, BackupStorageLocation, Backup, Restore and Schedule
-// as clients see them. Its Migration names the clusters spec.sourceCluster and spec.targetCluster (v1beta1: spec.source.cluster, spec.target.cluster).
+// ClusterCredential, Credential and Migration as clients see them (server
+// mode's kinds are served at v1beta1 only: ferry.dev/v1alpha1 Backup,
+// Restore, Schedule and BackupStorageLocation are server mode's CRDs). Its Migration names the clusters spec.sourceCluster and spec.targetCluster (v1beta1: spec.source.cluster, spec.target.cluster).
 // See docs/design.md#the-hub.
 //
 // +k8s:openapi-gen=true

@@ -37,10 +37,6 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&ClusterCredential{}, &ClusterCredentialList{},
 		&Credential{}, &CredentialList{},
 		&Migration{}, &MigrationList{},
-		&BackupStorageLocation{}, &BackupStorageLocationList{},
-		&Backup{}, &BackupList{},
-		&Restore{}, &RestoreList{},
-		&Schedule{}, &ScheduleList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

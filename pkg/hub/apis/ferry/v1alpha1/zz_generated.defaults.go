@@ -13,26 +13,9 @@ import (
 // Public to allow building arbitrary schemes.
 // All generated defaulters are covering - they call all nested defaulters.
 func RegisterDefaults(scheme *runtime.Scheme) error {
-	scheme.AddTypeDefaultingFunc(&Backup{}, func(obj interface{}) { SetObjectDefaults_Backup(obj.(*Backup)) })
-	scheme.AddTypeDefaultingFunc(&BackupList{}, func(obj interface{}) { SetObjectDefaults_BackupList(obj.(*BackupList)) })
 	scheme.AddTypeDefaultingFunc(&Migration{}, func(obj interface{}) { SetObjectDefaults_Migration(obj.(*Migration)) })
 	scheme.AddTypeDefaultingFunc(&MigrationList{}, func(obj interface{}) { SetObjectDefaults_MigrationList(obj.(*MigrationList)) })
-	scheme.AddTypeDefaultingFunc(&Restore{}, func(obj interface{}) { SetObjectDefaults_Restore(obj.(*Restore)) })
-	scheme.AddTypeDefaultingFunc(&RestoreList{}, func(obj interface{}) { SetObjectDefaults_RestoreList(obj.(*RestoreList)) })
-	scheme.AddTypeDefaultingFunc(&Schedule{}, func(obj interface{}) { SetObjectDefaults_Schedule(obj.(*Schedule)) })
-	scheme.AddTypeDefaultingFunc(&ScheduleList{}, func(obj interface{}) { SetObjectDefaults_ScheduleList(obj.(*ScheduleList)) })
 	return nil
-}
-
-func SetObjectDefaults_Backup(in *Backup) {
-	SetDefaults_BackupSpec(&in.Spec)
-}
-
-func SetObjectDefaults_BackupList(in *BackupList) {
-	for i := range in.Items {
-		a := &in.Items[i]
-		SetObjectDefaults_Backup(a)
-	}
 }
 
 func SetObjectDefaults_Migration(in *Migration) {
@@ -43,27 +26,5 @@ func SetObjectDefaults_MigrationList(in *MigrationList) {
 	for i := range in.Items {
 		a := &in.Items[i]
 		SetObjectDefaults_Migration(a)
-	}
-}
-
-func SetObjectDefaults_Restore(in *Restore) {
-	SetDefaults_RestoreSpec(&in.Spec)
-}
-
-func SetObjectDefaults_RestoreList(in *RestoreList) {
-	for i := range in.Items {
-		a := &in.Items[i]
-		SetObjectDefaults_Restore(a)
-	}
-}
-
-func SetObjectDefaults_Schedule(in *Schedule) {
-	SetDefaults_BackupSpec(&in.Spec.Template)
-}
-
-func SetObjectDefaults_ScheduleList(in *ScheduleList) {
-	for i := range in.Items {
-		a := &in.Items[i]
-		SetObjectDefaults_Schedule(a)
 	}
 }

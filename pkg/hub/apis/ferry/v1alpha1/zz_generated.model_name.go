@@ -6,51 +6,6 @@
 package v1alpha1
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
-func (in Backup) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.Backup"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in BackupList) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.BackupList"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in BackupProgress) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.BackupProgress"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in BackupSpec) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.BackupSpec"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in BackupStatus) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.BackupStatus"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in BackupStorageLocation) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.BackupStorageLocation"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in BackupStorageLocationList) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.BackupStorageLocationList"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in BackupStorageLocationSpec) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.BackupStorageLocationSpec"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in BackupStorageLocationStatus) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.BackupStorageLocationStatus"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in Cluster) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.Cluster"
 }
@@ -171,71 +126,11 @@ func (in MigrationStorage) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
-func (in PodVolumeCounts) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.PodVolumeCounts"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in Restore) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.Restore"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in RestoreCounts) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.RestoreCounts"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in RestoreList) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.RestoreList"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in RestoreProgress) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.RestoreProgress"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in RestoreSpec) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.RestoreSpec"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in RestoreStatus) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.RestoreStatus"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in RuntimeVerification) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.RuntimeVerification"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
-func (in Schedule) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.Schedule"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in ScheduleList) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.ScheduleList"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in ScheduleSpec) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.ScheduleSpec"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in ScheduleStatus) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.ScheduleStatus"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in StagedMigration) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.StagedMigration"
-}
-
-// OpenAPIModelName returns the OpenAPI model name for this type.
-func (in VerificationSummary) OpenAPIModelName() string {
-	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.VerificationSummary"
 }
