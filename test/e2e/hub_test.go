@@ -838,6 +838,50 @@ func checkHubExpiryPrunes(ctx context.Context, t *testing.T, e *volumeEnv, h *hu
 	if n := snapshots("vols"); n == 0 {
 		t.Errorf("migration vols: its snapshots were pruned with the expired Backup's")
 	}
+	checkHubDeletePrunes(ctx, t, c, loc, snapshots, namespace)
+}
+
+// checkHubDeletePrunes: deleting a hub Backup with volume data deletes
+// its folder in the location and its kopia snapshots (its finalizer),
+// and leaves another backup's snapshots.
+func checkHubDeletePrunes(ctx context.Context, t *testing.T, c crclient.Client, loc *store.Location, snapshots func(string) int, namespace string) {
+	t.Helper()
+	const name = "deleted-by-user"
+	b := &v1beta1.Backup{ObjectMeta: hubMeta(name), Spec: v1beta1.BackupSpec{Cluster: "src", IncludedNamespaces: []string{namespace}, DefaultVolumesToFsBackup: true}}
+	if err := c.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b = waitFor(t, c, b, 5*time.Minute, func(b *v1beta1.Backup) bool { return ended(b.Status.Phase) })
+	if b.Status.Phase != v1beta1.RunCompleted || b.Status.PodVolumes == nil || b.Status.PodVolumes.Completed == 0 || !slices.Contains(b.Finalizers, v1beta1.BackupDataFinalizer) {
+		t.Fatalf("hub Backup %s: %s, pod volumes %+v, finalizers %v; want Completed with volume data and %s", name, b.Status.Phase, b.Status.PodVolumes, b.Finalizers, v1beta1.BackupDataFinalizer)
+	}
+	if _, err := loc.GetBackup(ctx, name); err != nil {
+		t.Fatalf("hub Backup %s: not in the location: %v", name, err)
+	}
+	if n := snapshots(name); n == 0 {
+		t.Fatalf("hub Backup %s: no kopia snapshot in the repository", name)
+	}
+	if err := c.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		err := c.Get(ctx, crclient.ObjectKeyFromObject(b), &v1beta1.Backup{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deleted hub Backup %s still in the hub after a minute: %v", name, err)
+		}
+	}
+	if _, err := loc.GetBackup(ctx, name); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("deleted hub Backup %s: its folder in the location: %v, want not found", name, err)
+	}
+	if n := snapshots(name); n != 0 {
+		t.Errorf("deleted hub Backup %s: %d kopia snapshots left, want them pruned", name, n)
+	}
+	if n := snapshots("vols"); n == 0 {
+		t.Errorf("migration vols: its snapshots were pruned with the deleted Backup's")
+	}
 }
 
 // TestHubStalledCluster: a member API server that accepts connections and

@@ -54,7 +54,7 @@ func (r *BackupReconciler) Reconcile(ctx context.Context, req reconcile.Request)
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if b.DeletionTimestamp != nil {
-		return reconcile.Result{}, nil
+		return r.finalize(ctx, &b)
 	}
 	if runEnded(b.Status.Phase) {
 		return r.expire(ctx, &b)

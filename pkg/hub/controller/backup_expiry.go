@@ -5,12 +5,17 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/retention"
+	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/storesync"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -29,7 +34,9 @@ func (r *BackupReconciler) expire(ctx context.Context, b *v1beta1.Backup) (recon
 	if due, wait := retention.Due(exp.Time, r.Clock.Now(), 0); !due {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	if b.Status.StorageLocation != "" {
+	// With its finalizer, the delete deletes the data (finalize); one
+	// created before Backups had it is deleted here first.
+	if b.Status.StorageLocation != "" && !controllerutil.ContainsFinalizer(b, v1beta1.BackupDataFinalizer) {
 		if err := r.deleteStored(ctx, b); err != nil {
 			return reconcile.Result{}, fmt.Errorf("expired backup %s/%s: %w", b.Namespace, b.Name, err)
 		}
@@ -38,6 +45,46 @@ func (r *BackupReconciler) expire(ctx context.Context, b *v1beta1.Backup) (recon
 	uid := b.UID
 	return reconcile.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, b, client.Preconditions{UID: &uid}))
 }
+
+// finalize deletes the data of Backup b, which is being deleted, then
+// removes its finalizer: its folder in the location when it is b's, and
+// the volume snapshots no backup uses any more (deleteStored). A run
+// another hub holds ends first. A failure is written to the status
+// (condition DataDeleted False, reason DeletionFailed, naming the error)
+// and tried again with the controller's backoff; the Backup stays until
+// its data is gone.
+func (r *BackupReconciler) finalize(ctx context.Context, b *v1beta1.Backup) (reconcile.Result, error) {
+	if !controllerutil.ContainsFinalizer(b, v1beta1.BackupDataFinalizer) {
+		return reconcile.Result{}, nil
+	}
+	if b.Status.Phase == v1beta1.RunInProgress {
+		if wait, held := r.leased().heldElsewhere(b); held {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+	}
+	if b.Status.StorageLocation != "" {
+		if err := r.deleteStored(ctx, b); err != nil {
+			msg := fmt.Sprintf("deleting the backup's data in %s: %v", store.Redact(b.Status.StorageLocation), err)
+			cur := b.DeepCopy()
+			meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: conditionDataDeleted, Status: metav1.ConditionFalse, Reason: "DeletionFailed", Message: msg})
+			if werr := r.Client.Status().Update(ctx, cur); werr != nil && !apierrors.IsNotFound(werr) {
+				r.Log.Warn("recording a failed deletion", "backup", b.Namespace+"/"+b.Name, "error", werr)
+			}
+			return reconcile.Result{}, fmt.Errorf("deleted backup %s/%s: %s", b.Namespace, b.Name, msg)
+		}
+	}
+	patch := client.MergeFromWithOptions(b.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(b, v1beta1.BackupDataFinalizer)
+	if err := r.Client.Patch(ctx, b, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.Log.Info("deleted backup: its data is deleted", "backup", b.Namespace+"/"+b.Name)
+	return reconcile.Result{}, nil
+}
+
+// conditionDataDeleted is false while a deleted Backup's data could not
+// be deleted.
+const conditionDataDeleted = "DataDeleted"
 
 // deleteStored deletes b's folder in its location, if it is b's, and
 // prunes the volume snapshots; the location is opened with the

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"slices"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -30,6 +31,9 @@ type Kind[T runtime.Object, S, St any] struct {
 	Status             func(T) *St
 	// Start, if set, is the status of a new object; default empty.
 	Start func(T) St
+	// Finalizers are added to every new object (the controllers remove
+	// them once what the object owns outside the hub is gone).
+	Finalizers []string
 	// Validate checks a new or changed object; ValidateUpdate, if set,
 	// checks a changed one instead (given the old).
 	Validate       func(ctx context.Context, obj T) field.ErrorList
@@ -84,6 +88,11 @@ func (s kindStrategy[T, S, St]) PrepareForCreate(_ context.Context, obj runtime.
 	*s.k.Status(o) = st
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetGeneration(1)
+		for _, f := range s.k.Finalizers {
+			if !slices.Contains(m.GetFinalizers(), f) {
+				m.SetFinalizers(append(m.GetFinalizers(), f))
+			}
+		}
 	}
 }
 

@@ -178,6 +178,11 @@ const (
 // ends: True when Completed, False otherwise, with the reason.
 const ConditionSucceeded = "Succeeded"
 
+// BackupDataFinalizer is on every Backup: the hub removes it once the
+// Backup's folder in its location is deleted (when it is this Backup's)
+// and the volume snapshots no backup uses any more are pruned.
+const BackupDataFinalizer = "ferry.dev/backup-data"
+
 // BackupStatus is what the hub reports of a Backup.
 type BackupStatus struct {
 	// +optional

@@ -34,6 +34,8 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clust
 		Spec:    func(b *ferry.Backup) *ferry.BackupSpec { return &b.Spec },
 		Status:  func(b *ferry.Backup) *ferry.BackupStatus { return &b.Status },
 		Start:   func(*ferry.Backup) ferry.BackupStatus { return ferry.BackupStatus{Phase: ferry.RunNew} },
+		// Deleting a Backup deletes its data, as its TTL does.
+		Finalizers: []string{ferry.BackupDataFinalizer},
 		Validate: func(ctx context.Context, b *ferry.Backup) field.ErrorList {
 			errs := Validate(b)
 			return append(errs, refs.Check(ctx, &b.Spec, nil, field.NewPath("spec"))...)
