@@ -135,6 +135,13 @@ bench-helperpods: control-plane
 bench-cutover: control-plane
 	$(GO) run -exec $(NETNS_EXEC) ./bench/cutover -size-mib 2048
 
+# bench/hub: the hub's footprint (one process, etcd embedded) against
+# kube-apiserver and etcd serving the same 1,000 Migration-sized objects:
+# start to ready, idle RSS, RSS under a list/watch load.
+.PHONY: bench-hub
+bench-hub: control-plane build
+	$(GO) run -exec $(NETNS_EXEC) ./bench/hub -ferry $(BIN)/ferry
+
 # The load test (bench/load): a whole-cluster migration of 50,000 objects in
 # 200 namespaces, timed against raw client-go LIST and CREATE references in
 # the same run, with ferry's peak RSS (target < 512 MiB). load-large: the
