@@ -225,7 +225,7 @@ func migration(apiVersion string, i int) *unstructured.Unstructured {
 				"storageClassMapping": map[string]any{"gp3": "premium-rwo", "gp2": "standard-rwo"},
 				"fromCloud":           "aws", "toCloud": "gcp", "existingResourcePolicy": "update",
 			},
-			"images": map[string]any{"mode": "copy", "registryMappings": []any{"123456789012.dkr.ecr.eu-west-1.amazonaws.com/shop=europe-docker.pkg.dev/acme/shop"}},
+			"images":  map[string]any{"mode": "copy", "registryMappings": []any{"123456789012.dkr.ecr.eu-west-1.amazonaws.com/shop=europe-docker.pkg.dev/acme/shop"}},
 			"volumes": true,
 		},
 	}}

@@ -882,6 +882,39 @@ func checkHubDeletePrunes(ctx context.Context, t *testing.T, c crclient.Client, 
 	if n := snapshots("vols"); n == 0 {
 		t.Errorf("migration vols: its snapshots were pruned with the deleted Backup's")
 	}
+	checkHubVanishedLeaves(ctx, t, c, loc)
+}
+
+// checkHubVanishedLeaves: a hub Backup whose folder is deleted from the
+// location out of band leaves the hub at the location's next store sync.
+func checkHubVanishedLeaves(ctx context.Context, t *testing.T, c crclient.Client, loc *store.Location) {
+	t.Helper()
+	const name = "vanished"
+	b := &v1beta1.Backup{ObjectMeta: hubMeta(name), Spec: v1beta1.BackupSpec{Cluster: "src", IncludedNamespaces: []string{"default"}}}
+	if err := c.Create(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	b = waitFor(t, c, b, 3*time.Minute, func(b *v1beta1.Backup) bool { return ended(b.Status.Phase) })
+	if b.Status.Phase != v1beta1.RunCompleted {
+		t.Fatalf("hub Backup %s: %s %q, want Completed", name, b.Status.Phase, b.Status.FailureReason)
+	}
+	if err := loc.DeleteBackup(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	// A spec change checks and syncs the location at once.
+	bsl := &v1beta1.BackupStorageLocation{ObjectMeta: hubMeta("primary")}
+	if err := c.Patch(ctx, bsl, crclient.RawPatch(types.MergePatchType, []byte(`{"spec":{"validationFrequency":"30s"}}`))); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		err := c.Get(ctx, crclient.ObjectKeyFromObject(b), &v1beta1.Backup{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hub Backup %s, gone from the location, still in the hub a minute after the location's sync: %v", name, err)
+		}
+	}
 }
 
 // TestHubStalledCluster: a member API server that accepts connections and

@@ -111,8 +111,8 @@ const defaultValidationPeriod = time.Minute
 // sync makes the hub's Backups of l's namespace follow the backups l's
 // store holds (storesync.PlanSync, as server mode's store sync): one a
 // front end took there (ferry migrate, ferry backup create, a server)
-// becomes a hub Backup of l, never run, with the store's status; a synced
-// one whose folder is gone is deleted.
+// becomes a hub Backup of l, never run, with the store's status; a
+// restorable one of l whose folder is gone is deleted.
 func (r *LocationReconciler) sync(ctx context.Context, l *v1beta1.BackupStorageLocation) error {
 	octx, cancel := context.WithTimeout(ctx, r.ConnectTimeout)
 	loc, _, err := locationAccess(l, false).open(octx, r.Reader, "LocationUnavailable")
@@ -151,9 +151,9 @@ func (r *LocationReconciler) sync(ctx context.Context, l *v1beta1.BackupStorageL
 		}
 	}
 	for _, name := range plan.Remove {
-		if byName[name].Labels[storesync.LabelSyncedFrom] == "" {
-			continue // the hub's own: its folder is gone, its record stays
-		}
+		// Synced or the hub's own: its data is gone from the location, so
+		// it leaves the hub (its finalizer prunes what volume snapshots
+		// are left), as server mode's store sync does.
 		r.Log.Info("store sync: backup gone from the store, deleting it from the hub", "backup", l.Namespace+"/"+name, "location", l.Name)
 		if err := r.Client.Delete(ctx, byName[name]); client.IgnoreNotFound(err) != nil {
 			return err
