@@ -29,6 +29,7 @@ type controllers struct {
 	stop     context.CancelFunc
 	stopping bool
 	done     chan struct{} // closed when run returns
+	quit     chan struct{} // closed by shutdown
 }
 
 // run supervises the manager until ctx is done or shutdown is called. A
@@ -79,6 +80,8 @@ func (c *controllers) run(ctx context.Context) {
 		}
 		select {
 		case <-ctx.Done():
+		case <-c.quit:
+			return
 		case <-time.After(delay):
 		}
 	}
@@ -89,6 +92,9 @@ func (c *controllers) run(ctx context.Context) {
 // serving only after them; a no-op if they never started.
 func (c *controllers) shutdown(started bool) {
 	c.mu.Lock()
+	if !c.stopping {
+		close(c.quit)
+	}
 	c.stopping = true
 	if c.stop != nil {
 		c.stop()

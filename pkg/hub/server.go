@@ -157,7 +157,7 @@ func New(o Options) (_ *Server, err error) {
 			// manager goes on with the leases it holds.
 			copts.Identity = controller.NewIdentity()
 		}
-		s.controllers = &controllers{opts: copts, done: make(chan struct{})}
+		s.controllers = &controllers{opts: copts, done: make(chan struct{}), quit: make(chan struct{})}
 		if err := s.generic.AddReadyzChecks(s.controllers.check()); err != nil {
 			return nil, err
 		}

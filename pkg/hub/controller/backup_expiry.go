@@ -62,13 +62,21 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *v1beta1.Backup) (rec
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 	}
+	if busy, err := r.restoring(ctx, b); err != nil || busy {
+		// A Restore reading the data ends first.
+		return reconcile.Result{RequeueAfter: 10 * time.Second}, err
+	}
 	if b.Status.StorageLocation != "" {
 		if err := r.deleteStored(ctx, b); err != nil {
 			msg := fmt.Sprintf("deleting the backup's data in %s: %v", store.Redact(b.Status.StorageLocation), err)
-			cur := b.DeepCopy()
-			meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: conditionDataDeleted, Status: metav1.ConditionFalse, Reason: "DeletionFailed", Message: msg})
-			if werr := r.Client.Status().Update(ctx, cur); werr != nil && !apierrors.IsNotFound(werr) {
-				r.Log.Warn("recording a failed deletion", "backup", b.Namespace+"/"+b.Name, "error", werr)
+			// Written once: a write per attempt would bring the Backup
+			// back at once, past the controller's backoff.
+			if c := meta.FindStatusCondition(b.Status.Conditions, conditionDataDeleted); c == nil || c.Reason != "DeletionFailed" {
+				cur := b.DeepCopy()
+				meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{Type: conditionDataDeleted, Status: metav1.ConditionFalse, Reason: "DeletionFailed", Message: msg})
+				if werr := r.Client.Status().Update(ctx, cur); werr != nil && !apierrors.IsNotFound(werr) {
+					r.Log.Warn("recording a failed deletion", "backup", b.Namespace+"/"+b.Name, "error", werr)
+				}
 			}
 			return reconcile.Result{}, fmt.Errorf("deleted backup %s/%s: %s", b.Namespace, b.Name, msg)
 		}
@@ -80,6 +88,20 @@ func (r *BackupReconciler) finalize(ctx context.Context, b *v1beta1.Backup) (rec
 	}
 	r.Log.Info("deleted backup: its data is deleted", "backup", b.Namespace+"/"+b.Name)
 	return reconcile.Result{}, nil
+}
+
+// restoring says whether a Restore of b is in progress.
+func (r *BackupReconciler) restoring(ctx context.Context, b *v1beta1.Backup) (bool, error) {
+	var list v1beta1.RestoreList
+	if err := r.Reader.List(ctx, &list, client.InNamespace(b.Namespace)); err != nil {
+		return false, err
+	}
+	for _, rs := range list.Items {
+		if rs.Spec.BackupName == b.Name && rs.Status.Phase == v1beta1.RunInProgress {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // conditionDataDeleted is false while a deleted Backup's data could not

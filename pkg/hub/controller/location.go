@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -153,7 +154,15 @@ func (r *LocationReconciler) sync(ctx context.Context, l *v1beta1.BackupStorageL
 	for _, name := range plan.Remove {
 		// Synced or the hub's own: its data is gone from the location, so
 		// it leaves the hub (its finalizer prunes what volume snapshots
-		// are left), as server mode's store sync does.
+		// are left), as server mode's store sync does. Looked for again
+		// first: a backup that completed while the store was listed is
+		// not in that listing.
+		if _, err := loc.GetBackup(sctx, name); !errors.Is(err, store.ErrNotFound) {
+			if err != nil {
+				r.Log.Warn("store sync: backup not found in the listing, but there now", "backup", l.Namespace+"/"+name, "error", err)
+			}
+			continue
+		}
 		r.Log.Info("store sync: backup gone from the store, deleting it from the hub", "backup", l.Namespace+"/"+name, "location", l.Name)
 		if err := r.Client.Delete(ctx, byName[name]); client.IgnoreNotFound(err) != nil {
 			return err

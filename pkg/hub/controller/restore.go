@@ -150,6 +150,9 @@ func (r *RestoreReconciler) restore(ctx context.Context, rs *v1beta1.Restore, on
 		}
 		return nil, err
 	}
+	if b.DeletionTimestamp != nil {
+		return nil, fail("BackupNotRestorable", "spec.backupName: Backup %q is being deleted, with its data", b.Name)
+	}
 	if p := b.Status.Phase; p != v1beta1.RunCompleted && p != v1beta1.RunPartiallyFailed {
 		return nil, fail("BackupNotRestorable", "spec.backupName: Backup %q is %s; only a Completed or PartiallyFailed backup is restored", b.Name, phaseName(p))
 	}
