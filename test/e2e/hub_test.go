@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -823,15 +822,7 @@ func checkHubExpiryPrunes(ctx context.Context, t *testing.T, e *volumeEnv, h *hu
 	if err := c.Status().Patch(ctx, b, expire); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		err := c.Get(ctx, crclient.ObjectKeyFromObject(b), &v1beta1.Backup{})
-		if apierrors.IsNotFound(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("expired hub Backup %s still in the hub after a minute: %v", name, err)
-		}
-	}
+	waitBackupGone(ctx, t, c, b, "expired hub Backup "+name+" still in the hub")
 	if n := snapshots(name); n != 0 {
 		t.Errorf("expired hub Backup %s, whose folder was deleted out of band: %d kopia snapshots left in the repository, want them pruned", name, n)
 	}
@@ -839,6 +830,21 @@ func checkHubExpiryPrunes(ctx context.Context, t *testing.T, e *volumeEnv, h *hu
 		t.Errorf("migration vols: its snapshots were pruned with the expired Backup's")
 	}
 	checkHubDeletePrunes(ctx, t, c, loc, snapshots, namespace)
+}
+
+// waitBackupGone waits a minute at most until b is gone from the hub; what
+// names it in the failure.
+func waitBackupGone(ctx context.Context, t *testing.T, c crclient.Client, b *v1beta1.Backup, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		err := c.Get(ctx, crclient.ObjectKeyFromObject(b), &v1beta1.Backup{})
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s after a minute: %v", what, err)
+		}
+	}
 }
 
 // checkHubDeletePrunes: deleting a hub Backup with volume data deletes
@@ -864,15 +870,7 @@ func checkHubDeletePrunes(ctx context.Context, t *testing.T, c crclient.Client, 
 	if err := c.Delete(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		err := c.Get(ctx, crclient.ObjectKeyFromObject(b), &v1beta1.Backup{})
-		if apierrors.IsNotFound(err) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("deleted hub Backup %s still in the hub after a minute: %v", name, err)
-		}
-	}
+	waitBackupGone(ctx, t, c, b, "deleted hub Backup "+name+" still in the hub")
 	if _, err := loc.GetBackup(ctx, name); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleted hub Backup %s: its folder in the location: %v, want not found", name, err)
 	}
@@ -906,15 +904,7 @@ func checkHubVanishedLeaves(ctx context.Context, t *testing.T, c crclient.Client
 	if err := c.Patch(ctx, bsl, crclient.RawPatch(types.MergePatchType, []byte(`{"spec":{"validationFrequency":"30s"}}`))); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-		err := c.Get(ctx, crclient.ObjectKeyFromObject(b), &v1beta1.Backup{})
-		if apierrors.IsNotFound(err) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hub Backup %s, gone from the location, still in the hub a minute after the location's sync: %v", name, err)
-		}
-	}
+	waitBackupGone(ctx, t, c, b, "hub Backup "+name+", gone from the location, still in the hub after the location's sync")
 }
 
 // TestHubStalledCluster: a member API server that accepts connections and
@@ -930,25 +920,7 @@ func TestHubStalledCluster(t *testing.T) {
 	h := startHub(t, t.TempDir(), "--member-request-timeout", "3s")
 	c, _ := h.client(t)
 	addCluster(t, c, "src", writeContextKubeconfig(t, e.src))
-	u, err := url.Parse(e.dst.Config.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := testenv.StartStallProxy(t, u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stalled := writeContextKubeconfig(t, e.dst)
-	kc, err := clientcmd.LoadFromFile(stalled)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, cl := range kc.Clusters {
-		cl.Server, cl.TLSServerName = "https://"+proxy.Addr, u.Hostname()
-	}
-	if err := clientcmd.WriteToFile(*kc, stalled); err != nil {
-		t.Fatal(err)
-	}
+	proxy, stalled := stallableKubeconfig(t, e.dst)
 	addCluster(t, c, "dst", stalled)
 	m := newMigration("stalled", e.storage, "default")
 	phases, _ := watchPhases(t, c, m, time.Minute, func(m *v1beta1.Migration) bool { return m.Status.Phase == v1beta1.PhaseBackup })
