@@ -12,7 +12,9 @@ import (
 // own root, state, socket, CNI and registry directories, runc from Debian,
 // cgroupfs, and the sandbox image from the tests' registry. Pod network
 // namespaces live under its state directory, so a killed run's are found.
-// restrict_oom_score_adj: root here may not lower oom_score_adj.
+// restrict_oom_score_adj: root here may not lower oom_score_adj. NRI is
+// off: its socket is one path for the whole machine (/var/run/nri), so two
+// nodes starting at once failed with "address already in use".
 func containerdConfig(d nodeDirs, sandboxImage string) string {
 	return fmt.Sprintf(`version = 3
 root = %[1]q
@@ -41,6 +43,8 @@ state = %[2]q
       BinaryName = "/usr/sbin/runc"
       Root = %[9]q
       SystemdCgroup = false
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
 [plugins.'io.containerd.grpc.v1.cri']
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"

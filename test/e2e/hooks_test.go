@@ -27,6 +27,7 @@ type volumeEnv struct {
 	image, kubeconfig  string
 	location, password string
 	env                []string
+	s3                 *testenv.S3
 }
 
 func newVolumeEnv(ctx context.Context, t *testing.T) *volumeEnv {
@@ -48,7 +49,7 @@ func newVolumeEnv(ctx context.Context, t *testing.T) *volumeEnv {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	e := &volumeEnv{src: cs[0], dst: cs[1], reg: reg, image: image, kubeconfig: filepath.Join(dir, "kubeconfig"), password: filepath.Join(dir, "password"),
+	e := &volumeEnv{src: cs[0], dst: cs[1], reg: reg, image: image, s3: s3, kubeconfig: filepath.Join(dir, "kubeconfig"), password: filepath.Join(dir, "password"),
 		env:      []string{"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey},
 		location: fmt.Sprintf("s3://ferry?endpoint=%s&use_path_style=true&region=%s", s3.NodeEndpoint, testenv.S3Region)}
 	if err := testenv.WriteKubeconfig(e.kubeconfig, cs...); err != nil {

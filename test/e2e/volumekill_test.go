@@ -54,20 +54,22 @@ func waitHelperRunning(ctx context.Context, t *testing.T, c *testenv.Cluster, pu
 	return ""
 }
 
-// markers lists the done-markers in claim data of namespace ns in c, read
-// by a pod that mounts it.
-func markers(ctx context.Context, t *testing.T, e *volumeEnv, c *testenv.Cluster, ns string) string {
+// markers lists the done-markers in claim data of namespace ns in c, and
+// the sha256sum lines of its blob and sub/who, read by a pod that mounts it.
+func markers(ctx context.Context, t *testing.T, e *volumeEnv, c *testenv.Cluster, ns string) (string, string) {
 	t.Helper()
 	k := kubernetes.NewForConfigOrDie(c.Config)
 	e.mountPod(ctx, t, c, ns, "peek")
-	out, _, err := testenv.Exec(ctx, c.Config, ns, "peek", "main", nil, "sh", "-c", "find /data/.ferry -maxdepth 1 -type f 2>/dev/null; true")
+	out, _, err := testenv.Exec(ctx, c.Config, ns, "peek", "main", nil, "sh", "-c",
+		"find /data/.ferry -maxdepth 1 -type f 2>/dev/null; echo ---; cd /data && sha256sum blob sub/who 2>/dev/null; true")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := k.CoreV1().Pods(ns).Delete(ctx, "peek", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimSpace(out)
+	m, sums, _ := strings.Cut(out, "---\n")
+	return strings.TrimSpace(m), strings.TrimSpace(sums)
 }
 
 // TestVolumeMoveKilled interrupts `ferry migrate` in the middle of a
@@ -75,8 +77,7 @@ func markers(ctx context.Context, t *testing.T, e *volumeEnv, c *testenv.Cluster
 // with SIGKILL while one reads the claim in the source. The SIGINT'd run
 // removes its helper pods and Secrets before it exits, its restore record
 // says it was interrupted, and the claim holds no done-marker; the same
-// restore run again finishes the claim with the source's data. What the
-// SIGKILL'd run left is gone after the next run.
+// restore run again finishes the claim with the source's data. What the SIGKILL'd run left is gone after the next run.
 func TestVolumeMoveKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -105,7 +106,17 @@ func TestVolumeMoveKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Every run reaches the store through a proxy, which the first subtest
+	// throttles: the restore's 300 MiB take about 20 s, so that the
+	// interrupt lands while the helper pod writes the claim, not after.
+	proxy, err := testenv.StartStallProxyOn(t, testenv.HostIP, strings.TrimPrefix(e.s3.Endpoint, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.location = strings.Replace(e.location, e.s3.NodeEndpoint, "http://"+proxy.Addr, 1)
+
 	t.Run("SIGINT while a claim is written", func(t *testing.T) {
+		proxy.Throttle(16 << 20) // the store's answers; the backup's uploads go at full speed
 		cmd, stderr, done := e.startMigrate(t, "k1", "big1")
 		helper := waitHelperRunning(ctx, t, dst, "volume-restore", done, stderr)
 		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
@@ -122,10 +133,11 @@ func TestVolumeMoveKilled(t *testing.T) {
 		if phase != "Failed" || !strings.Contains(errs, "interrupted") {
 			t.Errorf("interrupted restore: %s: %s, want Failed and interrupted", phase, errs)
 		}
-		if m := markers(ctx, t, e, dst, "big1"); m != "" {
-			t.Errorf("the interrupted claim holds done-markers %q; want none", m)
+		if m, sums := markers(ctx, t, e, dst, "big1"); m != "" {
+			t.Errorf("the interrupted claim holds done-markers %q; want none (its data:\n%s\nthe source's:\n%s)", m, sums, want)
 		}
 		// The same restore again finishes it.
+		proxy.Throttle(0)
 		r := e.run(t, dst, "restore", "create", "k1", "--from-backup", "k1", "--namespace-mappings", "big:big1")
 		if r.code != 0 {
 			t.Fatalf("re-run of the interrupted restore: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
