@@ -77,7 +77,8 @@ func markers(ctx context.Context, t *testing.T, e *volumeEnv, c *testenv.Cluster
 // with SIGKILL while one reads the claim in the source. The SIGINT'd run
 // removes its helper pods and Secrets before it exits, its restore record
 // says it was interrupted, and the claim holds no done-marker; the same
-// restore run again finishes the claim with the source's data. What the SIGKILL'd run left is gone after the next run.
+// restore run again finishes the claim with the source's data. What the
+// SIGKILL'd run left is gone after the next run.
 func TestVolumeMoveKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
