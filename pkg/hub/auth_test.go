@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -199,7 +200,8 @@ func testNonResource(t *testing.T, admin *rest.Config) {
 const teamTokens = "alice-token,alice,alice,\"team-a\"\nbob-token,bob,bob,\"team-b\"\n"
 
 // teamPolicy binds each team to the default policy's editor role in its
-// own namespace, and lets bob read Migrations in team-a through a Role.
+// own namespace, lets bob read Migrations in team-a through a Role, and
+// lets team-a use the hub's own storage access.
 const teamPolicy = `apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: team-a, namespace: team-a}
@@ -222,6 +224,17 @@ kind: RoleBinding
 metadata: {name: bob-reads, namespace: team-a}
 subjects: [{kind: User, name: bob, apiGroup: rbac.authorization.k8s.io}]
 roleRef: {kind: Role, name: read-migrations, apiGroup: rbac.authorization.k8s.io}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: hub-storage, namespace: team-a}
+rules: [{apiGroups: [ferry.dev], resources: [hubstorage], verbs: [use]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: team-a-hub-storage, namespace: team-a}
+subjects: [{kind: Group, name: team-a, apiGroup: rbac.authorization.k8s.io}]
+roleRef: {kind: Role, name: hub-storage, apiGroup: rbac.authorization.k8s.io}
 `
 
 // testTeams: with a policy that binds each team to ferry:editor in its
@@ -324,6 +337,53 @@ func testTeams(t *testing.T, h *runningHub) {
 	}
 	_, err = bob.Resource(migrationsV1beta1).Namespace("team-a").List(ctx, metav1.ListOptions{})
 	forbidden("bob lists team-a's Migrations (his Role grants get only)", err)
+	testHubStorage(t, h, bob)
+}
+
+// testHubStorage: team-b (bob) may not write a location that uses the
+// hub's own access to object storage, the hub's disk (file://) or its own
+// credentials (no credentialRef), in a Migration or a
+// BackupStorageLocation; with a Credential of his namespace he may. The
+// admin may, and so may team-a (alice ran a file:// Migration above),
+// granted "use" of hubstorage by a Role.
+func testHubStorage(t *testing.T, h *runningHub, bob dynamic.Interface) {
+	ctx := context.Background()
+	invalidAt := func(what string, err error, field string) {
+		t.Helper()
+		if fields := causeFields(err); !apierrors.IsInvalid(err) || !slices.Equal(fields, []string{field}) || !strings.Contains(err.Error(), "hubstorage") {
+			t.Errorf("%s: %v, want 422 at %s naming hubstorage", what, err, field)
+		}
+	}
+	_, err := bob.Resource(migrationsV1beta1).Namespace("team-b").Create(ctx, migrationV1beta1("b-disk", nil), metav1.CreateOptions{})
+	invalidAt("bob creates a file:// Migration", err, "spec.storage.location")
+	m := migrationV1beta1("b-hub-creds", nil)
+	_ = unstructured.SetNestedField(m.Object, "s3://team-a-bucket?region=x", "spec", "storage", "location")
+	_, err = bob.Resource(migrationsV1beta1).Namespace("team-b").Create(ctx, m, metav1.CreateOptions{})
+	invalidAt("bob creates an s3:// Migration without a credentialRef", err, "spec.storage.credentialRef")
+	_ = unstructured.SetNestedField(m.Object, map[string]any{"name": "team-b-keys"}, "spec", "storage", "credentialRef")
+	if _, err := bob.Resource(migrationsV1beta1).Namespace("team-b").Create(ctx, m, metav1.CreateOptions{}); err != nil {
+		t.Errorf("bob creates an s3:// Migration with a Credential: %v", err)
+	}
+	bsl := func(name string, spec map[string]any) *unstructured.Unstructured {
+		return obj("ferry.dev/v1beta1", "BackupStorageLocation", name, map[string]any{"spec": spec})
+	}
+	locations := bob.Resource(migrationsV1beta1.GroupVersion().WithResource("backupstoragelocations")).Namespace("team-b")
+	_, err = locations.Create(ctx, bsl("disk", map[string]any{"url": "file:///var/lib/ferry-hub"}), metav1.CreateOptions{})
+	invalidAt("bob creates a file:// location", err, "spec.url")
+	_, err = locations.Create(ctx, bsl("hub-creds", map[string]any{"url": "s3://team-a-bucket?region=x"}), metav1.CreateOptions{})
+	invalidAt("bob creates an s3:// location without a credentialRef", err, "spec.credentialRef")
+	own, err := locations.Create(ctx, bsl("own", map[string]any{"url": "s3://team-b-bucket?region=x", "credentialRef": map[string]any{"name": "team-b-keys"}}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("bob creates an s3:// location with a Credential: %v", err)
+	}
+	unstructured.RemoveNestedField(own.Object, "spec", "credentialRef")
+	_, err = locations.Update(ctx, own, metav1.UpdateOptions{})
+	invalidAt("bob drops his location's credentialRef", err, "spec.credentialRef")
+	admin := dynamicClient(t, h.admin)
+	if _, err := admin.Resource(migrationsV1beta1.GroupVersion().WithResource("backupstoragelocations")).Namespace("team-b").
+		Create(ctx, bsl("disk", map[string]any{"url": "file:///var/lib/ferry-hub"}), metav1.CreateOptions{}); err != nil {
+		t.Errorf("the admin creates a file:// location in team-b: %v", err)
+	}
 }
 
 // withCodecs is cfg with the codecs a REST client of raw paths needs.

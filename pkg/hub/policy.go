@@ -29,6 +29,8 @@ const (
 	// RoleEditor, bound in a namespace, may read and run Migrations,
 	// Backups, Restores and Schedules there, manage its Clusters and
 	// locations, write (never read) its credentials, and read its Events.
+	// It may not use the hub's own storage access (the resource
+	// hubstorage, pkg/hub/admission): its locations name its Credentials.
 	RoleEditor = "ferry:editor"
 )
 

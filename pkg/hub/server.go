@@ -24,6 +24,7 @@ import (
 	basecompatibility "k8s.io/component-base/compatibility"
 	baseversion "k8s.io/component-base/version"
 
+	hubadmission "github.com/kubeferry/ferry/pkg/hub/admission"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/hub/controller"
@@ -137,6 +138,8 @@ func New(o Options) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	refs := hubadmission.New(authorizer.AuthorizerFunc(authz.Authorize))
+	cfg.AdmissionControl = refs
 	s.Port = ro.SecureServing.BindPort
 	handlers := map[string]http.Handler{}
 	for p, h := range o.Handlers {
@@ -146,7 +149,7 @@ func New(o Options) (_ *Server, err error) {
 	// Complete authenticates the loopback token as a user of its own;
 	// ours, put in front, is the one the authorizer knows by UID.
 	authorizeLoopback(completed.LoopbackClientConfig, &completed.Authentication, authz)
-	if s.generic, err = newGeneric(completed, handlers); err != nil {
+	if s.generic, err = newGeneric(completed, handlers, refs); err != nil {
 		return nil, err
 	}
 	if o.Controllers != nil {
@@ -217,9 +220,10 @@ func (s *Server) Close() {
 // recommendedOptions are k8s.io/apiserver's RecommendedOptions for a
 // server of its own: no delegated authentication or authorization, no
 // kube-apiserver core API client (CoreAPI: the hub serves its own core/v1
-// Events, newGeneric), no admission, no priority and fairness (they all
-// need a kube-apiserver behind), the hub's etcd, certificate and
-// encryption.
+// Events, newGeneric), none of kube-apiserver's admission plugins (the
+// hub's own is FerryReferences, pkg/hub/admission), no priority and
+// fairness (they all need a kube-apiserver behind), the hub's etcd,
+// certificate and encryption.
 func recommendedOptions(o Options, d dataDir, servers []string, listener net.Listener) *genericoptions.RecommendedOptions {
 	ro := genericoptions.NewRecommendedOptions(etcdPrefix, Codecs.LegacyCodec(v1beta1.SchemeGroupVersion, corev1.SchemeGroupVersion))
 	// ferry.dev kinds are stored at v1beta1, Events at core/v1.
@@ -282,12 +286,23 @@ func config(ro *genericoptions.RecommendedOptions, ca *CA, tokenFiles []string, 
 }
 
 // newGeneric builds the generic API server and installs ferry.dev in both
-// versions (v1beta1 preferred and stored) and handlers.
-func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Handler) (*genericapiserver.GenericAPIServer, error) {
+// versions (v1beta1 preferred and stored) and handlers; refs, the
+// admission plugin, gets the storages and its informers, which a
+// post-start hook starts.
+func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Handler, refs *hubadmission.Plugin) (*genericapiserver.GenericAPIServer, error) {
 	g, err := c.New("ferry-hub", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
 	}
+	informers, startInformers, err := admissionInformers(c.LoopbackClientConfig)
+	if err != nil {
+		return nil, err
+	}
+	refs.SetInformers(informers)
+	g.AddPostStartHookOrDie("ferry-admission-informers", func(hc genericapiserver.PostStartHookContext) error {
+		startInformers(hc.Done())
+		return nil
+	})
 	clusters, clusterStatus, err := cluster.NewREST(Scheme, c.RESTOptionsGetter)
 	if err != nil {
 		return nil, err
@@ -300,7 +315,7 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 	if err != nil {
 		return nil, err
 	}
-	migrations, migrationStatus, err := migration.NewREST(Scheme, c.RESTOptionsGetter, clusters)
+	migrations, migrationStatus, err := migration.NewREST(Scheme, c.RESTOptionsGetter)
 	if err != nil {
 		return nil, err
 	}
@@ -318,7 +333,10 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 	// Backup, Restore, Schedule and BackupStorageLocation are server mode's
 	// CRDs alone: one schema per GroupVersionKind.
 	alpha := maps.Clone(storage)
-	if err := addBackupKinds(c, storage, clusters); err != nil {
+	if err := addBackupKinds(c, storage, clusters, refs); err != nil {
+		return nil, err
+	}
+	if err := refs.ValidateInitialization(); err != nil {
 		return nil, err
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(ferry.GroupName, Scheme, metav1.ParameterCodec, Codecs)
@@ -349,24 +367,26 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 }
 
 // addBackupKinds adds the storages of the kinds of server mode:
-// BackupStorageLocations, Backups, Restores and Schedules.
-func addBackupKinds(c genericapiserver.CompletedConfig, storage map[string]rest.Storage, clusters rest.Getter) error {
+// BackupStorageLocations, Backups, Restores and Schedules; refs looks
+// names up in them and in clusters.
+func addBackupKinds(c genericapiserver.CompletedConfig, storage map[string]rest.Storage, clusters rest.Getter, refs *hubadmission.Plugin) error {
 	locations, locationStatus, err := backupstoragelocation.NewREST(Scheme, c.RESTOptionsGetter)
 	if err != nil {
 		return err
 	}
-	backups, backupStatus, err := backup.NewREST(Scheme, c.RESTOptionsGetter, clusters, locations)
+	backups, backupStatus, err := backup.NewREST(Scheme, c.RESTOptionsGetter)
 	if err != nil {
 		return err
 	}
-	restores, restoreStatus, err := restore.NewREST(Scheme, c.RESTOptionsGetter, clusters, backups)
+	restores, restoreStatus, err := restore.NewREST(Scheme, c.RESTOptionsGetter)
 	if err != nil {
 		return err
 	}
-	schedules, scheduleStatus, err := schedule.NewREST(Scheme, c.RESTOptionsGetter, backup.References{Clusters: clusters, Locations: locations})
+	schedules, scheduleStatus, err := schedule.NewREST(Scheme, c.RESTOptionsGetter)
 	if err != nil {
 		return err
 	}
+	refs.SetStorage(hubadmission.Storage{Clusters: clusters, Locations: locations, Backups: backups, LocationList: locations})
 	maps.Copy(storage, map[string]rest.Storage{
 		"backupstoragelocations":        locations,
 		"backupstoragelocations/status": locationStatus,

@@ -1,19 +1,15 @@
 package registry
 
 import (
-	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeferry/ferry/pkg/filter"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
@@ -31,18 +27,6 @@ func ValidateReference(name, kind string, p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p, name, msg))
 	}
 	return errs
-}
-
-// LookUp finds the object name, of kind, in getter (the request's
-// namespace): field.NotFound at p when it is not there.
-func LookUp(ctx context.Context, getter rest.Getter, kind, name string, p *field.Path) *field.Error {
-	if _, err := getter.Get(ctx, name, &metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return field.NotFound(p, name)
-		}
-		return field.InternalError(p, fmt.Errorf("looking up %s %q: %w", kind, name, err))
-	}
-	return nil
 }
 
 // ValidateGlobs checks namespace globs as a backup does (pkg/filter).

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/registry"
@@ -22,11 +21,10 @@ import (
 	"github.com/kubeferry/ferry/pkg/storesync"
 )
 
-// NewREST returns the storage of Backups and of their status subresource;
-// clusters and locations are the hub's Cluster and BackupStorageLocation
-// storages.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clusters, locations rest.Getter) (*genericregistry.Store, *registry.StatusREST, error) {
-	refs := References{Clusters: clusters, Locations: locations}
+// NewREST returns the storage of Backups and of their status subresource.
+// Whether the Cluster and location named exist is admission's to check
+// (pkg/hub/admission).
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*genericregistry.Store, *registry.StatusREST, error) {
 	k := registry.Kind[*ferry.Backup, ferry.BackupSpec, ferry.BackupStatus]{
 		Resource: "backups", Singular: "backup",
 		New:     func() runtime.Object { return &ferry.Backup{} },
@@ -36,10 +34,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clust
 		Start:   func(*ferry.Backup) ferry.BackupStatus { return ferry.BackupStatus{Phase: ferry.RunNew} },
 		// Deleting a Backup deletes its data, as its TTL does.
 		Finalizers: []string{ferry.BackupDataFinalizer},
-		Validate: func(ctx context.Context, b *ferry.Backup) field.ErrorList {
-			errs := Validate(b)
-			return append(errs, refs.Check(ctx, &b.Spec, nil, field.NewPath("spec"))...)
-		},
+		Validate:   func(_ context.Context, b *ferry.Backup) field.ErrorList { return Validate(b) },
 		ValidateUpdate: func(_ context.Context, b, old *ferry.Backup) field.ErrorList {
 			errs := Validate(b)
 			return append(errs, registry.ValidateImmutable(&b.Spec, &old.Spec, field.NewPath("spec"), "a Backup runs once and its status and stored data describe the spec it ran; create another Backup")...)
@@ -79,32 +74,6 @@ func validateSpec(s *ferry.BackupSpec, p *field.Path) field.ErrorList {
 	}
 	errs = append(errs, registry.ValidateSelection(s.IncludedNamespaces, s.ExcludedNamespaces, s.LabelSelector, s.IncludeClusterResources, s.TTL, p)...)
 	return append(errs, registry.ValidateImages(s.Images, s.ImageRegistryMappings, p.Child("images"), p.Child("imageRegistryMappings"))...)
-}
-
-// References looks up what a Backup spec names in the hub.
-type References struct {
-	Clusters, Locations rest.Getter
-}
-
-// Check looks up spec's Cluster and BackupStorageLocation (at p), each
-// unless old names it already.
-func (r References) Check(ctx context.Context, spec, old *ferry.BackupSpec, p *field.Path) field.ErrorList {
-	var was ferry.BackupSpec
-	if old != nil {
-		was = *old
-	}
-	var errs field.ErrorList
-	if spec.Cluster != "" && (old == nil || spec.Cluster != was.Cluster) {
-		if err := registry.LookUp(ctx, r.Clusters, "Cluster", spec.Cluster, p.Child("cluster")); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if n := spec.StorageLocationName; n != "" && (old == nil || n != was.StorageLocationName) {
-		if err := registry.LookUp(ctx, r.Locations, "BackupStorageLocation", n, p.Child("storageLocationName")); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errs
 }
 
 // ValidateStatus checks a status update.

@@ -13,8 +13,9 @@ import (
 
 // Storage is the storage of BackupStorageLocations: creates and updates
 // in one namespace run one at a time, so that the check that there is no
-// other default (oneDefault, which lists the namespace's locations as
-// stored) and the write are one step. Of two concurrent creates of a
+// other default (by the admission plugin, pkg/hub/admission, which lists
+// the namespace's locations as stored, inside Create and Update) and the
+// write are one step. Of two concurrent creates of a
 // default location, exactly one is accepted. The lock is the process's:
 // hubs sharing one etcd each hold their own (docs/design.md#the-hub).
 type Storage struct {

@@ -1,22 +1,19 @@
 // Package backupstoragelocation is the hub's storage of
-// BackupStorageLocations: their validation (a URL ferry can open, at most
-// one default per namespace) and their table.
+// BackupStorageLocations: their validation (a URL ferry can open), the
+// lock that makes "at most one default per namespace" one step with the
+// write, and their table.
 package backupstoragelocation
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
-	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/utils/keymutex"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
@@ -29,17 +26,13 @@ type location = ferry.BackupStorageLocation
 // NewREST returns the storage of BackupStorageLocations and of their
 // status subresource.
 func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*Storage, *registry.StatusREST, error) {
-	var store *genericregistry.Store
 	k := registry.Kind[*location, ferry.BackupStorageLocationSpec, ferry.BackupStorageLocationStatus]{
 		Resource: "backupstoragelocations", Singular: "backupstoragelocation",
-		New:     func() runtime.Object { return &location{} },
-		NewList: func() runtime.Object { return &ferry.BackupStorageLocationList{} },
-		Spec:    func(l *location) *ferry.BackupStorageLocationSpec { return &l.Spec },
-		Status:  func(l *location) *ferry.BackupStorageLocationStatus { return &l.Status },
-		Validate: func(ctx context.Context, l *location) field.ErrorList {
-			errs := Validate(l)
-			return append(errs, oneDefault(ctx, store, l)...)
-		},
+		New:      func() runtime.Object { return &location{} },
+		NewList:  func() runtime.Object { return &ferry.BackupStorageLocationList{} },
+		Spec:     func(l *location) *ferry.BackupStorageLocationSpec { return &l.Spec },
+		Status:   func(l *location) *ferry.BackupStorageLocationStatus { return &l.Status },
+		Validate: func(_ context.Context, l *location) field.ErrorList { return Validate(l) },
 		ValidateStatus: func(l *location) field.ErrorList {
 			return metav1validation.ValidateConditions(l.Status.Conditions, field.NewPath("status", "conditions"))
 		},
@@ -70,24 +63,6 @@ func Validate(l *location) field.ErrorList {
 		errs = append(errs, registry.ValidateEncryption(l.Spec.Encryption, p.Child("encryption"))...)
 	}
 	return errs
-}
-
-// oneDefault refuses a second default location in l's namespace.
-func oneDefault(ctx context.Context, lister rest.Lister, l *location) field.ErrorList {
-	if !l.Spec.Default || lister == nil {
-		return nil
-	}
-	p := field.NewPath("spec", "default")
-	list, err := lister.List(ctx, &metainternalversion.ListOptions{})
-	if err != nil {
-		return field.ErrorList{field.InternalError(p, fmt.Errorf("listing the namespace's locations: %w", err))}
-	}
-	for _, o := range list.(*ferry.BackupStorageLocationList).Items {
-		if o.Spec.Default && o.Name != l.Name {
-			return field.ErrorList{field.Invalid(p, true, fmt.Sprintf("BackupStorageLocation %q is the namespace's default already: unset its spec.default first", o.Name))}
-		}
-	}
-	return nil
 }
 
 // table is `kubectl get backupstoragelocations`.

@@ -5,16 +5,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/registry"
 )
 
 // NewREST returns the storage of Migrations and of their status
-// subresource; clusters is the hub's Cluster storage.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clusters rest.Getter) (*genericregistry.Store, *registry.StatusREST, error) {
-	s, status := newStrategies(scheme, clusters)
+// subresource.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*genericregistry.Store, *registry.StatusREST, error) {
+	s, status := newStrategies(scheme)
 	store := &genericregistry.Store{
 		NewFunc:                   func() runtime.Object { return &ferry.Migration{} },
 		NewListFunc:               func() runtime.Object { return &ferry.MigrationList{} },

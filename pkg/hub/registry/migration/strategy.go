@@ -1,6 +1,7 @@
 // Package migration is the hub's storage of Migrations: their create,
-// update and status strategies (defaulting, validation with field paths,
-// the source and target Clusters looked up in the hub) and their table.
+// update and status strategies (defaulting, validation with field paths;
+// whether the Clusters named exist is admission's to check,
+// pkg/hub/admission), their report and their table.
 package migration
 
 import (
@@ -9,7 +10,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
@@ -25,7 +25,6 @@ type strategy struct {
 	runtime.ObjectTyper
 	names.NameGenerator
 	registry.Basics
-	clusters rest.Getter
 }
 
 // statusStrategy updates a Migration's status; its spec stays.
@@ -33,11 +32,9 @@ type statusStrategy struct {
 	strategy
 }
 
-// newStrategies returns the main and status strategies; clusters is the
-// hub's Cluster storage, where spec.source.cluster and spec.target.cluster
-// must exist.
-func newStrategies(typer runtime.ObjectTyper, clusters rest.Getter) (strategy, statusStrategy) {
-	s := strategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator, clusters: clusters}
+// newStrategies returns the main and status strategies.
+func newStrategies(typer runtime.ObjectTyper) (strategy, statusStrategy) {
+	s := strategy{ObjectTyper: typer, NameGenerator: names.SimpleNameGenerator}
 	return s, statusStrategy{s}
 }
 
@@ -60,43 +57,17 @@ func (strategy) PrepareForUpdate(_ context.Context, obj, old runtime.Object) {
 	}
 }
 
-// Validate checks a new Migration, its Clusters included.
-func (s strategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	m := obj.(*ferry.Migration)
-	errs := ValidateMigration(m)
-	return append(errs, s.validateClusters(ctx, &m.Spec, nil)...)
+// Validate checks a new Migration.
+func (strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
+	return ValidateMigration(obj.(*ferry.Migration))
 }
 
 // ValidateUpdate checks a changed Migration (a staged one's spec is fixed
-// but for spec.staged); the Clusters are looked up
-// again only when their names changed.
-func (s strategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+// but for spec.staged).
+func (strategy) ValidateUpdate(_ context.Context, obj, old runtime.Object) field.ErrorList {
 	m, was := obj.(*ferry.Migration), old.(*ferry.Migration)
 	errs := ValidateMigration(m)
-	errs = append(errs, ValidateMigrationUpdate(&m.Spec, &was.Spec, field.NewPath("spec"))...)
-	return append(errs, s.validateClusters(ctx, &m.Spec, &was.Spec)...)
-}
-
-// validateClusters looks up spec.source.cluster and spec.target.cluster in
-// the hub (in the Migration's namespace), each unless old has it already.
-func (s strategy) validateClusters(ctx context.Context, spec, old *ferry.MigrationSpec) field.ErrorList {
-	var errs field.ErrorList
-	check := func(p *field.Path, name, was string) {
-		if name == "" || (old != nil && name == was) {
-			return
-		}
-		if err := registry.LookUp(ctx, s.clusters, "Cluster", name, p); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	spec0 := ferry.MigrationSpec{}
-	if old != nil {
-		spec0 = *old
-	}
-	p := field.NewPath("spec")
-	check(p.Child("source", "cluster"), spec.Source.Cluster, spec0.Source.Cluster)
-	check(p.Child("target", "cluster"), spec.Target.Cluster, spec0.Target.Cluster)
-	return errs
+	return append(errs, ValidateMigrationUpdate(&m.Spec, &was.Spec, field.NewPath("spec"))...)
 }
 
 // GetResetFields: the main strategy never writes the status.

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
-	"k8s.io/apiserver/pkg/registry/rest"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry"
 	"github.com/kubeferry/ferry/pkg/hub/registry"
@@ -22,34 +21,18 @@ import (
 	"github.com/kubeferry/ferry/pkg/transform"
 )
 
-// NewREST returns the storage of Restores and of their status subresource;
-// clusters and backups are the hub's Cluster and Backup storages.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, clusters, backups rest.Getter) (*genericregistry.Store, *registry.StatusREST, error) {
-	check := func(ctx context.Context, s *ferry.RestoreSpec) field.ErrorList {
-		var errs field.ErrorList
-		p := field.NewPath("spec")
-		if s.Cluster != "" {
-			if err := registry.LookUp(ctx, clusters, "Cluster", s.Cluster, p.Child("cluster")); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if s.BackupName != "" {
-			if err := registry.LookUp(ctx, backups, "Backup", s.BackupName, p.Child("backupName")); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		return errs
-	}
+// NewREST returns the storage of Restores and of their status subresource.
+// Whether the Cluster and Backup named exist is admission's to check
+// (pkg/hub/admission).
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*genericregistry.Store, *registry.StatusREST, error) {
 	k := registry.Kind[*ferry.Restore, ferry.RestoreSpec, ferry.RestoreStatus]{
 		Resource: "restores", Singular: "restore",
-		New:     func() runtime.Object { return &ferry.Restore{} },
-		NewList: func() runtime.Object { return &ferry.RestoreList{} },
-		Spec:    func(r *ferry.Restore) *ferry.RestoreSpec { return &r.Spec },
-		Status:  func(r *ferry.Restore) *ferry.RestoreStatus { return &r.Status },
-		Start:   func(*ferry.Restore) ferry.RestoreStatus { return ferry.RestoreStatus{Phase: ferry.RunNew} },
-		Validate: func(ctx context.Context, r *ferry.Restore) field.ErrorList {
-			return append(Validate(r), check(ctx, &r.Spec)...)
-		},
+		New:      func() runtime.Object { return &ferry.Restore{} },
+		NewList:  func() runtime.Object { return &ferry.RestoreList{} },
+		Spec:     func(r *ferry.Restore) *ferry.RestoreSpec { return &r.Spec },
+		Status:   func(r *ferry.Restore) *ferry.RestoreStatus { return &r.Status },
+		Start:    func(*ferry.Restore) ferry.RestoreStatus { return ferry.RestoreStatus{Phase: ferry.RunNew} },
+		Validate: func(_ context.Context, r *ferry.Restore) field.ErrorList { return Validate(r) },
 		ValidateUpdate: func(_ context.Context, r, old *ferry.Restore) field.ErrorList {
 			return append(Validate(r), registry.ValidateImmutable(&r.Spec, &old.Spec, field.NewPath("spec"), "a Restore runs once and its status describes the spec it ran; create another Restore")...)
 		},

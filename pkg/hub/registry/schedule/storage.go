@@ -21,22 +21,18 @@ import (
 )
 
 // NewREST returns the storage of Schedules and of their status
-// subresource; refs look up the template's Cluster and location.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, refs backup.References) (*genericregistry.Store, *registry.StatusREST, error) {
-	tmpl := field.NewPath("spec", "template")
+// subresource. Whether the Cluster and location the template names exist
+// is admission's to check (pkg/hub/admission).
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*genericregistry.Store, *registry.StatusREST, error) {
 	k := registry.Kind[*ferry.Schedule, ferry.ScheduleSpec, ferry.ScheduleStatus]{
 		Resource: "schedules", Singular: "schedule",
-		New:     func() runtime.Object { return &ferry.Schedule{} },
-		NewList: func() runtime.Object { return &ferry.ScheduleList{} },
-		Spec:    func(s *ferry.Schedule) *ferry.ScheduleSpec { return &s.Spec },
-		Status:  func(s *ferry.Schedule) *ferry.ScheduleStatus { return &s.Status },
-		Validate: func(ctx context.Context, s *ferry.Schedule) field.ErrorList {
-			return append(Validate(s), refs.Check(ctx, &s.Spec.Template, nil, tmpl)...)
-		},
-		ValidateUpdate: func(ctx context.Context, s, old *ferry.Schedule) field.ErrorList {
-			return append(Validate(s), refs.Check(ctx, &s.Spec.Template, &old.Spec.Template, tmpl)...)
-		},
-		Table: table,
+		New:            func() runtime.Object { return &ferry.Schedule{} },
+		NewList:        func() runtime.Object { return &ferry.ScheduleList{} },
+		Spec:           func(s *ferry.Schedule) *ferry.ScheduleSpec { return &s.Spec },
+		Status:         func(s *ferry.Schedule) *ferry.ScheduleStatus { return &s.Status },
+		Validate:       func(_ context.Context, s *ferry.Schedule) field.ErrorList { return Validate(s) },
+		ValidateUpdate: func(_ context.Context, s, _ *ferry.Schedule) field.ErrorList { return Validate(s) },
+		Table:          table,
 	}
 	return k.NewREST(scheme, optsGetter)
 }
