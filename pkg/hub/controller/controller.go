@@ -84,7 +84,7 @@ type Options struct {
 	OnStarted func()
 	// observed are other processes' leases as this one saw them change.
 	observed *observations
-	// claimed are the times this process sent its claims, by object.
+	// claimed are the times this process sent its claims, by claimKey.
 	claimed *sync.Map
 	// Clock is the controllers' time (timestamps, leases, expiry,
 	// Schedules); default the real clock.

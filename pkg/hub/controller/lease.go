@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -98,6 +99,17 @@ func sameLease(a, b *v1beta1.Lease) bool {
 	return a.HolderIdentity == b.HolderIdentity && a.RenewTime.Equal(&b.RenewTime)
 }
 
+// claimKey is an object's key in Options.claimed: its kind and name, since
+// a Migration's Backup and Restore share its name.
+type claimKey struct {
+	kind string
+	types.NamespacedName
+}
+
+func (k leased[T]) claimKey(key types.NamespacedName) claimKey {
+	return claimKey{reflect.TypeFor[T]().String(), key}
+}
+
 // newLease is this process's lease, renewed now.
 func (k leased[T]) newLease() *v1beta1.Lease {
 	secs := int32((k.opts.LeaseDuration + time.Second - 1) / time.Second)
@@ -109,7 +121,7 @@ func (k leased[T]) newLease() *v1beta1.Lease {
 func (k leased[T]) claim(ctx context.Context, obj T, start func(T)) error {
 	// The renew deadline counts from before the claim was sent: another
 	// process may see the lease as soon as it is written.
-	k.opts.claimed.Store(client.ObjectKeyFromObject(obj), time.Now())
+	k.opts.claimed.Store(k.claimKey(client.ObjectKeyFromObject(obj)), time.Now())
 	start(obj)
 	*k.lease(obj) = k.newLease()
 	return k.client.Status().Update(ctx, obj)
@@ -146,7 +158,7 @@ func (k leased[T]) update(ctx context.Context, key types.NamespacedName, change 
 func (k leased[T]) renew(ctx context.Context, key types.NamespacedName, change func(T), cancel func(error)) {
 	period, deadline := k.opts.LeaseDuration/3, 2*k.opts.LeaseDuration/3
 	renewed := time.Now()
-	if at, ok := k.opts.claimed.LoadAndDelete(key); ok {
+	if at, ok := k.opts.claimed.LoadAndDelete(k.claimKey(key)); ok {
 		renewed = at.(time.Time) // the claim
 	}
 	t := time.NewTimer(period)

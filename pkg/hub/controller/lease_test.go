@@ -118,3 +118,36 @@ func TestExpiryFromLocalObservation(t *testing.T) {
 		t.Errorf("a lease unchanged for its duration is still held")
 	}
 }
+
+// TestClaimTimesByKind: a Migration's Backup and Restore share its name;
+// each keeps the time of its own claim, from which its renew deadline
+// counts (one used to take the other's).
+func TestClaimTimesByKind(t *testing.T) {
+	b := &v1beta1.Backup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "m"}}
+	r := &v1beta1.Restore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "m"}}
+	c := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(b, r).WithStatusSubresource(b, r).Build()
+	opts := &Options{LeaseDuration: time.Minute, Identity: "hub-a"}
+	opts.complete()
+	kb := leased[*v1beta1.Backup]{client: c, reader: c, opts: opts,
+		new:   func() *v1beta1.Backup { return &v1beta1.Backup{} },
+		lease: func(b *v1beta1.Backup) **v1beta1.Lease { return &b.Status.Lease }}
+	kr := leased[*v1beta1.Restore]{client: c, reader: c, opts: opts,
+		new:   func() *v1beta1.Restore { return &v1beta1.Restore{} },
+		lease: func(r *v1beta1.Restore) **v1beta1.Lease { return &r.Status.Lease }}
+	ctx := context.Background()
+	if err := kb.claim(ctx, b.DeepCopy(), func(*v1beta1.Backup) {}); err != nil {
+		t.Fatal(err)
+	}
+	backupClaimed := time.Now()
+	time.Sleep(50 * time.Millisecond)
+	if err := kr.claim(ctx, r.DeepCopy(), func(*v1beta1.Restore) {}); err != nil {
+		t.Fatal(err)
+	}
+	at, ok := opts.claimed.Load(kb.claimKey(client.ObjectKeyFromObject(b)))
+	if !ok || at.(time.Time).After(backupClaimed) {
+		t.Errorf("the Backup's claim time: %v (%v), want its own, before %v", at, ok, backupClaimed)
+	}
+	if _, ok := opts.claimed.Load(kr.claimKey(client.ObjectKeyFromObject(r))); !ok {
+		t.Error("the Restore's claim time is missing")
+	}
+}
