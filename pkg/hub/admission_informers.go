@@ -12,7 +12,7 @@ import (
 // admissionInformers are the caches of the FerryReferences admission
 // plugin: the metadata (names, not specs) of the hub's Clusters, locations
 // and Backups, listed and watched over the loopback client. start runs
-// them until stop is closed.
+// them until stop is closed and waits until they have synced (or stop).
 func admissionInformers(loopback *clientrest.Config) (hubadmission.Informers, func(stop <-chan struct{}), error) {
 	c := clientrest.CopyConfig(loopback)
 	c.UserAgent = "ferry-hub-admission"
@@ -27,5 +27,9 @@ func admissionInformers(loopback *clientrest.Config) (hubadmission.Informers, fu
 		Locations: factory.ForResource(gvr("backupstoragelocations")).Informer(),
 		Backups:   factory.ForResource(gvr("backups")).Informer(),
 	}
-	return i, factory.Start, nil
+	start := func(stop <-chan struct{}) {
+		factory.Start(stop)
+		factory.WaitForCacheSync(stop)
+	}
+	return i, start, nil
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -156,6 +157,36 @@ func (o *openOptions) check(scheme string) error {
 			}
 		} else if c[EnvAzureStorageAccount] == "" || c[EnvAzureStorageKey] == "" {
 			return fmt.Errorf("credentials: %s and %s go together", EnvAzureStorageAccount, EnvAzureStorageKey)
+		}
+	}
+	return nil
+}
+
+// CheckIdentity checks that creds, complete for scheme (CheckCredentials),
+// also say whom the store is reached as, so that nothing falls back to
+// the process's own: for s3 an access key, for azblob an account key or a
+// connection string, for gs a service-account key (not an external
+// account, whose JSON names files and URLs the process would read). The
+// hub checks a Credential so: what a team gives stands alone.
+func CheckIdentity(scheme string, creds map[string]string) error {
+	switch scheme {
+	case "s3":
+		if creds[EnvAWSAccessKeyID] == "" {
+			return fmt.Errorf("no %s and %s: without them the store is reached with the process's own AWS credentials", EnvAWSAccessKeyID, EnvAWSSecretAccessKey)
+		}
+	case "azblob":
+		if creds[EnvAzureStorageConnectionString] == "" && creds[EnvAzureStorageKey] == "" {
+			return fmt.Errorf("no %s with %s, nor %s: without them the store is reached with the process's own Azure credentials", EnvAzureStorageAccount, EnvAzureStorageKey, EnvAzureStorageConnectionString)
+		}
+	case "gs":
+		var key struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal([]byte(creds[EnvGoogleCredentialsJSON]), &key); err != nil || creds[EnvGoogleCredentialsJSON] == "" {
+			return fmt.Errorf("%s is not a service-account key JSON", EnvGoogleCredentialsJSON)
+		}
+		if key.Type != "service_account" {
+			return fmt.Errorf("%s is of type %q: only a service-account key (type service_account) is taken", EnvGoogleCredentialsJSON, key.Type)
 		}
 	}
 	return nil

@@ -10,8 +10,9 @@
 //     lists the namespace's locations in storage, and the location storage
 //     runs it and the write under one lock (backupstoragelocation.Storage).
 //   - A location that reaches object storage with the hub's own access (a
-//     file:// URL, the hub's disk; or no credentialRef, the hub's own
-//     credentials) is written only by a user allowed to "use" the
+//     file:// URL, the hub's disk; mem://, its memory; or no
+//     credentialRef, the hub's own credentials) is written only by a user
+//     allowed to "use" the
 //     resource hubstorage of ferry.dev in its namespace: another team's
 //     data is one such location away.
 package admission
@@ -106,6 +107,11 @@ func (p *Plugin) ValidateInitialization() error {
 func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
 	if a.GetSubresource() != "" || a.GetResource().Group != ferry.GroupName {
 		return nil
+	}
+	switch a.GetObject().(type) {
+	case *ferry.Migration, *ferry.Backup, *ferry.Schedule, *ferry.Restore, *ferry.BackupStorageLocation:
+	default:
+		return nil // Clusters, credentials: nothing to look up
 	}
 	if !p.WaitForReady() {
 		return admission.NewForbidden(a, errors.New("not yet ready to handle request"))
@@ -207,6 +213,8 @@ func (p *Plugin) hubAccess(ctx context.Context, a admission.Attributes, u string
 	switch {
 	case parsed.Scheme == "file":
 		at, why = urlPath, "a file:// location is on the hub's own disk"
+	case parsed.Scheme == "mem":
+		at, why = urlPath, "a mem:// location is in the hub's own memory (and lost when it stops)"
 	case !credentialRef && len(store.CredentialKeys(parsed.Scheme)) > 0:
 		at, why = credPath, "without a credentialRef the location uses the hub's own credentials"
 	default:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"filippo.io/age"
 
@@ -88,6 +89,14 @@ func (a access) credentials(ctx context.Context, reader client.Reader) (map[stri
 	}
 	if err := store.CheckURLCredentials(a.url, creds); err != nil {
 		return nil, fail("InvalidCredential", "%s: Credential %q: %w", path, ref.Name, err)
+	}
+	// A Credential stands alone: one that names nobody would reach the
+	// store as the hub (its own keys, its files), which only users who
+	// may use hubstorage may (pkg/hub/admission).
+	if scheme, _, _ := strings.Cut(a.url, ":"); len(store.CredentialKeys(scheme)) > 0 {
+		if err := store.CheckIdentity(scheme, creds); err != nil {
+			return nil, fail("InvalidCredential", "%s: Credential %q: %w", path, ref.Name, err)
+		}
 	}
 	return creds, nil
 }

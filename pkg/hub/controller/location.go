@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -249,7 +248,11 @@ func backupAccess(ctx context.Context, reader client.Reader, b *v1beta1.Backup) 
 	if best != nil {
 		return locationAccess(best, true), nil
 	}
-	return access{namespace: b.Namespace, url: url, urlField: "status.storageLocation", what: fmt.Sprintf("Backup %q: ", b.Name)}, nil
+	// Not the hub's own credentials: the team that wrote it may have
+	// reached that store with a Credential of its own, and the hub's
+	// reach further (pkg/hub/admission).
+	return access{}, fail("LocationNotFound", "Backup %q: no BackupStorageLocation of namespace %s has its URL (status.storageLocation %s): create one, with the credentialRef that reaches it, to restore, expire or delete it",
+		b.Name, b.Namespace, store.Redact(url))
 }
 
 // resolveLocation is the BackupStorageLocation name of namespace, or the
