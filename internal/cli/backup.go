@@ -15,6 +15,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
@@ -72,6 +73,11 @@ func newBackupSpec(sel *backupFlags, cf *cryptFlags, imf *imageModeFlags, defaul
 	return spec
 }
 
+// deadline is --timeout.
+func (o *backupCreateOptions) deadline() deadline.Deadline {
+	return deadline.Deadline{After: o.timeout, Field: "--timeout"}
+}
+
 // backupCreateOptions are backup create's.
 type backupCreateOptions struct {
 	*globals
@@ -80,6 +86,7 @@ type backupCreateOptions struct {
 	images    imageModeFlags
 	volumes   volumeFlags
 	server    serverMode
+	timeout   time.Duration
 
 	name      string
 	spec      v1alpha1.BackupSpec
@@ -100,6 +107,7 @@ func newBackupCreateCmd(g *globals) *cobra.Command {
 	o.images.registerMappings(cmd, false)
 	o.images.register(cmd, "image-concurrency")
 	o.volumes.registerBackup(cmd)
+	cmd.Flags().DurationVar(&o.timeout, "timeout", deadline.DefaultBackup, "how long the backup (items, images, volume data) may take before it fails and is left Incomplete (0: no deadline)")
 	o.server.register(cmd, true)
 	return cmd
 }
@@ -125,7 +133,7 @@ func (o *backupCreateOptions) Validate() error {
 	if err := o.crypt.validate(); err != nil {
 		return err
 	}
-	if err := (backup.Options{Name: o.name, Spec: o.spec}).Validate(); err != nil {
+	if err := (backup.Options{Name: o.name, Spec: o.spec, Deadline: o.deadline()}).Validate(); err != nil {
 		return err
 	}
 	if err := o.server.validate(); err != nil || o.server.on {
@@ -155,7 +163,7 @@ func (o *backupCreateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	b, res, err := runBackup(ctx, o.globals, cluster, loc, backup.Options{Name: o.name, Spec: o.spec, Log: o.log, Images: o.imageOpts, PodVolumes: pv}, &o.volumes)
+	b, res, err := runBackup(ctx, o.globals, cluster, loc, backup.Options{Name: o.name, Spec: o.spec, Log: o.log, Images: o.imageOpts, PodVolumes: pv, Deadline: o.deadline()}, &o.volumes)
 	closeVolumes()
 	if err != nil {
 		return err

@@ -31,6 +31,7 @@ type hubOptions struct {
 	policyFile     string
 	workers        int
 	volumes        volumeFlags
+	deadlines      stepDeadlines
 
 	opts hub.Options
 }
@@ -107,6 +108,7 @@ SIGTERM or SIGINT stops it, and its etcd, cleanly.`,
 	fl.StringVar(&o.volumes.helperImage, "helper-image", defaultImage(), "ferry's image, run by the helper pods that move Migrations' volume data in the member clusters (and by the ferry-restore-wait init container); the only image a target needs to pull")
 	fl.DurationVar(&o.volumes.wait, "volume-timeout", 10*time.Minute, "how long each helper pod may take to start, and how long to wait for each restored pod, before that volume fails")
 	fl.DurationVar(&o.volumes.unschedulable, "helper-unschedulable-timeout", 30*time.Second, "how long the scheduler may find no node for a helper pod before its volume fails, naming the scheduler's reason")
+	o.deadlines.register(fl, true)
 	cmd.AddCommand(newHubClusterCmd(g))
 	return cmd
 }
@@ -131,7 +133,8 @@ func (o *hubOptions) Complete(_ *cobra.Command, _ []string) error {
 		return err
 	}
 	o.opts.Controllers = &controller.Options{LeaseDuration: o.leaseDuration, Workers: o.workers, Log: o.g.log, RequestTimeout: o.requestTimeout,
-		Volumes: o.volumes.settings(pw, o.g.log)}
+		Volumes:   o.volumes.settings(pw, o.g.log),
+		Deadlines: controller.Deadlines{Backup: o.deadlines.backup, Restore: o.deadlines.restore, Verify: o.deadlines.verify}}
 	return nil
 }
 
@@ -150,6 +153,9 @@ func (o *hubOptions) Validate() error {
 		if !strings.HasPrefix(s, "http://") && !strings.HasPrefix(s, "https://") {
 			return fmt.Errorf("--etcd-servers %q is not an http:// or https:// URL", s)
 		}
+	}
+	if err := o.deadlines.validate(); err != nil {
+		return err
 	}
 	if o.requestTimeout < time.Second {
 		return fmt.Errorf("--member-request-timeout %s is under a second", o.requestTimeout)

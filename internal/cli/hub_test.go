@@ -209,6 +209,7 @@ func TestHubClusterAddAndMigrate(t *testing.T) {
 	checkField(t, "spec.images", m.Spec.Images, hubv1beta1.MigrationImages{Mode: "copy", RegistryMappings: []string{"old.io=new.io"}})
 	checkField(t, "spec.volumes", m.Spec.Volumes, true)
 	checkField(t, "spec.verify", m.Spec.Verify, &no)
+	checkField(t, "spec.timeouts (none given: the hub's)", m.Spec.Timeouts, (*hubv1beta1.MigrationTimeouts)(nil))
 	checkField(t, "status.phase", m.Status.Phase, hubv1beta1.PhasePending)
 
 	// The flags a Migration gained in issue 29 reach its spec, through the
@@ -221,7 +222,7 @@ func TestHubClusterAddAndMigrate(t *testing.T) {
 	code, stdout, stderr = ferry("migrate", "--hub", h.kubeconfig, "-n", "team", "--from-cluster", "src", "--to-cluster", "dst",
 		"--storage", storage, "--name", "m2", "--resource-modifiers", mods, "--from-cloud", "aws", "--to-cloud", "gcp", "--dry-run",
 		"--preserve-nodeports", "--restore-status", "deployments", "--existing-volume-data-policy", "keep", "--crd-timeout", "2m",
-		"--preferred-version-only", "--images-required")
+		"--preferred-version-only", "--images-required", "--backup-timeout", "90m", "--verify-timeout", "0")
 	if code != 0 {
 		t.Fatalf("migrate --hub with the restore flags: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -235,6 +236,7 @@ func TestHubClusterAddAndMigrate(t *testing.T) {
 	})
 	checkField(t, "m2 spec.backup.preferredVersionOnly", m.Spec.Backup.PreferredVersionOnly, true)
 	checkField(t, "m2 spec.images.required", m.Spec.Images.Required, true)
+	checkField(t, "m2 spec.timeouts", m.Spec.Timeouts, &hubv1beta1.MigrationTimeouts{Backup: &metav1.Duration{Duration: 90 * time.Minute}, Verify: &metav1.Duration{}})
 
 	checkHubEncryption(t, h, storage)
 

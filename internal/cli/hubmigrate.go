@@ -46,7 +46,7 @@ func (h *hubMigrate) register(cmd *cobra.Command) {
 	fl.BoolVar(&h.wait, "wait", false, "with --hub: follow the Migration, printing each phase, until it ends; exit as a local migrate would")
 	fl.DurationVar(&h.waitTimeout, "wait-timeout", time.Hour, "with --wait: how long to follow it (it goes on in the hub after that)")
 	fl.DurationVar(&h.ttl, "ttl", 0, "with --hub: how long the migration's backup is kept (default: until deleted)")
-	fl.StringVar(&h.storageCredential, "storage-credential", "", "with --hub: the hub Credential holding the location's credentials (default: the hub's own)")
+	fl.StringVar(&h.storageCredential, "storage-credential", "", "with --hub: the hub Credential holding the location's credentials (default: the hub's own, for users the hub's policy lets use hubstorage; a team names a Credential of its namespace)")
 }
 
 // identityCredential is the hub Credential migrate --hub stores the

@@ -34,6 +34,7 @@ type migrateOptions struct {
 	toKubeconfig, toContext, name, reportDir string
 	verify                                   bool
 	hub                                      hubMigrate
+	deadlines                                stepDeadlines
 
 	bspec v1alpha1.BackupSpec
 	rspec v1alpha1.RestoreSpec
@@ -94,6 +95,7 @@ func (o *migrateOptions) registerFlags(cmd *cobra.Command) {
 	o.images.registerRestore(cmd, false)
 	o.images.register(cmd, "image-concurrency")
 	o.volumes.registerMigrate(cmd)
+	o.deadlines.register(fl, true)
 }
 
 // Complete fills in the defaults, builds both specs (reading the
@@ -127,6 +129,9 @@ func (o *migrateOptions) Complete(cmd *cobra.Command, _ []string) error {
 
 func (o *migrateOptions) Validate() error {
 	if err := o.hub.validate(); err != nil {
+		return err
+	}
+	if err := o.deadlines.validate(); err != nil {
 		return err
 	}
 	if err := enginemigration.ValidateName(o.name); err != nil {
@@ -180,6 +185,7 @@ func (o *migrateOptions) completeHub(cmd *cobra.Command) error {
 		crdTimeout = o.restore.crdTimeout
 	}
 	o.hub.spec = o.hub.migrationSpec(o.bspec, o.rspec, o.storage, o.verify, crdTimeout)
+	o.hub.spec.Timeouts = o.deadlines.migrationTimeouts()
 	o.hub.encrypt(o.name, &o.crypt)
 	if o.crypt.identity != "" {
 		if err := o.crypt.complete(); err != nil {
@@ -287,9 +293,11 @@ func (o *migrateOptions) migrationOptions(ctx context.Context, loc *store.Locati
 	ropts := o.restoreOptions(iopts)
 	ropts.PodVolumes = rpv
 	mo = enginemigration.Options{Name: o.name, Source: src, Target: dst, Location: loc, Verify: o.verify, Resume: true, Log: o.log,
-		Backup:  backup.Options{Spec: o.bspec, Log: o.log, Images: iopts, PodVolumes: bpv},
-		Restore: ropts,
+		Backup:         backup.Options{Spec: o.bspec, Log: o.log, Images: iopts, PodVolumes: bpv, Deadline: o.deadlines.backupDeadline()},
+		Restore:        ropts,
+		VerifyDeadline: o.deadlines.verifyDeadline(),
 	}
+	mo.Restore.Deadline = o.deadlines.restoreDeadline()
 	var backedUp *v1alpha1.Backup
 	mo.OnBackup = func(b *v1alpha1.Backup, res *report.Results, reused bool) {
 		backedUp = b

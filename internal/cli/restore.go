@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	enginemigration "github.com/kubeferry/ferry/pkg/migration"
@@ -154,6 +155,7 @@ type restoreCreateOptions struct {
 	server           serverMode
 	from, fromVelero string
 	verify           bool
+	timeout          time.Duration
 
 	name string
 	spec v1alpha1.RestoreSpec
@@ -177,6 +179,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	// Refused on a restore (checkPlatforms): not offered in its help.
 	_ = cmd.Flags().MarkHidden("platform")
 	o.volumes.registerRestore(cmd)
+	cmd.Flags().DurationVar(&o.timeout, "timeout", deadline.DefaultRestore, "how long the restore (volume data included) may take before it fails; run again, it finishes what it left (0: no deadline)")
 	o.server.register(cmd, false)
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "after the restore, compare every object of the backup with the cluster, as migrate does, and keep the report in the location (restores/NAME/report.json, .html); a difference makes the restore PartiallyFailed")
 	return cmd
@@ -226,7 +229,8 @@ func (o *restoreCreateOptions) Validate() error {
 
 // options are the engine's options, but for the pod volumes.
 func (o *restoreCreateOptions) options(iopts images.Options) restore.Options {
-	return restore.Options{Name: o.name, Spec: o.spec, Log: o.log, CRDTimeout: o.restore.crdTimeout, Images: iopts}
+	return restore.Options{Name: o.name, Spec: o.spec, Log: o.log, CRDTimeout: o.restore.crdTimeout, Images: iopts,
+		Deadline: deadline.Deadline{After: o.timeout, Field: "--timeout"}}
 }
 
 func (o *restoreCreateOptions) Run(ctx context.Context) error {

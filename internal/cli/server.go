@@ -36,6 +36,7 @@ type serverOptions struct {
 	g            *globals
 	opts         servermode.Options
 	passwordFile string
+	deadlines    stepDeadlines
 }
 
 func newServerCmd(g *globals) *cobra.Command {
@@ -67,6 +68,7 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 	fl.StringVar(&opts.NodePodsDir, "node-pods-dir", helperpod.DefaultNodePodsDir, "the kubelet's pods directory on the nodes, which the server's helper pods mount to reach a claim that another pod holds")
 	fl.DurationVar(&opts.HelperUnschedulable, "helper-unschedulable-timeout", 30*time.Second, "how long the scheduler may find no node for a helper pod before its volume fails, naming the scheduler's reason")
 	fl.BoolVar(&opts.SparseFiles, "write-sparse-files", false, "the server's helper pods restore files sparsely: blocks of zeros become holes (the node agents have their own --write-sparse-files)")
+	o.deadlines.register(fl, false)
 	fl.DurationVar(&opts.ValidationPeriod, "location-validation-period", time.Minute, "how often a BackupStorageLocation is validated when its spec.validationFrequency is not set")
 	return cmd
 }
@@ -80,6 +82,7 @@ func (o *serverOptions) Complete(_ *cobra.Command, _ []string) error {
 		return err
 	}
 	o.opts.Config = cfg
+	o.opts.BackupDeadline, o.opts.RestoreDeadline = o.deadlines.backup, o.deadlines.restore
 	o.opts.Log = slog.New(slog.NewTextHandler(o.g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if pw, err := readPassword(o.passwordFile); err == nil {
 		o.opts.RepositoryPassword = pw
@@ -94,6 +97,9 @@ func (o *serverOptions) Complete(_ *cobra.Command, _ []string) error {
 // Validate refuses an empty helper image; the manager checks the rest of
 // its options (servermode.NewManager).
 func (o *serverOptions) Validate() error {
+	if err := o.deadlines.validate(); err != nil {
+		return err
+	}
 	if o.opts.RestoreHelperImage == "" {
 		return errors.New("--restore-helper-image is empty: give ferry's image (it runs the restored pods' ferry-restore-wait init containers and the helper pods)")
 	}

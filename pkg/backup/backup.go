@@ -28,6 +28,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/filter"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
@@ -58,6 +59,9 @@ type Options struct {
 	// backup's folder from another of the same name (the server passes
 	// its Backup object's UID; default a new random UID).
 	UID types.UID
+	// Deadline bounds the whole backup, items, images and volume data; a
+	// backup that reaches it is left Incomplete, as an interrupted one.
+	Deadline deadline.Deadline
 }
 
 // ErrExists is returned when a backup of that name is already in the location.
@@ -71,7 +75,16 @@ func ValidateName(name string) error { return store.ValidateBackupName(name) }
 // and its per-item results. The error is non-nil only when the backup could
 // not start (bad options, name taken, store unwritable); a backup that ran
 // reports PartiallyFailed or Failed in its status.
+// Within opts.Deadline: an error of a backup cut short by it names it.
 func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts Options) (*v1alpha1.Backup, *report.Results, error) {
+	ctx, cancel := opts.Deadline.Context(ctx, "backup")
+	defer cancel()
+	b, results, err := backUp(ctx, cluster, loc, opts)
+	return b, results, deadline.Cause(ctx, err)
+}
+
+// backUp is Run within the deadline.
+func backUp(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts Options) (*v1alpha1.Backup, *report.Results, error) {
 	mappings, nsf, selector, err := opts.prepare()
 	if err != nil {
 		return nil, nil, err
@@ -189,7 +202,7 @@ func (o Options) Validate() error {
 	return err
 }
 
-// validateSpec checks the enumerated fields of o.Spec.
+// validateSpec checks the enumerated fields of o.Spec, and the deadline.
 func (o *Options) validateSpec() error {
 	spec := field.NewPath("spec")
 	modes := []string{images.ModeNone, images.ModeRecord, images.ModeCopy, images.ModeBundle}
@@ -199,7 +212,7 @@ func (o *Options) validateSpec() error {
 	if v := o.Spec.IncludeClusterResources; !slices.Contains([]string{"auto", "true", "false"}, v) {
 		return field.NotSupported(spec.Child("includeClusterResources"), v, []string{"auto", "true", "false"})
 	}
-	return nil
+	return o.Deadline.Validate()
 }
 
 // commit records how the run went (err is what made it fail, if anything)
@@ -228,7 +241,7 @@ func (r *run) commit(loc *store.Location, b *v1alpha1.Backup, err error) (*v1alp
 	}
 	if ctx.Err() != nil {
 		// Interrupted: leave it Incomplete (no commit), as a crash would.
-		return b, results, fmt.Errorf("backup %s interrupted (%w): it is Incomplete; remove it with `ferry backup delete %s`", opts.Name, ctx.Err(), opts.Name)
+		return b, results, fmt.Errorf("backup %s interrupted (%w): it is Incomplete; remove it with `ferry backup delete %s`", opts.Name, deadline.Cause(ctx, ctx.Err()), opts.Name)
 	}
 	if err := stillStarted(ctx, loc, b); err != nil {
 		// Its folder was deleted (ferry backup delete of what looked like

@@ -2,6 +2,8 @@ package backup
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,9 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
@@ -391,3 +395,41 @@ func TestRelatedObjects(t *testing.T) {
 		t.Errorf("true: every cluster-scoped object, none as related: related %v, counts %v", got, b.Status.ResourceCounts)
 	}
 }
+
+// TestBackupDeadline: a backup that reaches its deadline fails, naming
+// the field that set it, and is not committed: the location holds no
+// backup that looks complete.
+func TestBackupDeadline(t *testing.T) {
+	cluster, loc := startSource(t)
+	ctx := context.Background()
+	for _, after := range []time.Duration{time.Nanosecond, 300 * time.Millisecond} {
+		name := fmt.Sprintf("late-%d", after.Milliseconds())
+		opts := Options{Name: name, Spec: v1alpha1.BackupSpec{IncludeClusterResources: "auto"},
+			Deadline: deadline.Deadline{After: after, Field: "spec.timeouts.backup"}}
+		// A slow API server: each answer waits, so that the deadline
+		// passes while items are listed.
+		slow := rest.CopyConfig(cluster.Config)
+		slow.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				time.Sleep(50 * time.Millisecond)
+				return rt.RoundTrip(r)
+			})
+		}
+		c, err := kube.Connect(ctx, "slow", slow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = Run(ctx, c, loc, opts)
+		want := "spec.timeouts.backup: the backup did not end within " + after.String()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a backup past its deadline (%s): %v, want an error naming %q", after, err, want)
+		}
+		if _, err := loc.GetBackup(ctx, name); err == nil {
+			t.Errorf("a backup past its deadline (%s) was committed", after)
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

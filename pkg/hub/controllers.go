@@ -40,6 +40,9 @@ func (c *controllers) run(ctx context.Context) {
 	newBackoff := func() wait.Backoff { return wait.Backoff{Duration: time.Second, Factor: 2, Steps: 7, Cap: time.Minute} }
 	backoff := newBackoff()
 	for ctx.Err() == nil {
+		if !c.awaitRuns(ctx) {
+			return
+		}
 		runCtx, cancel := context.WithCancel(ctx)
 		c.mu.Lock()
 		if c.stopping {
@@ -83,6 +86,36 @@ func (c *controllers) run(ctx context.Context) {
 		case <-c.quit:
 			return
 		case <-time.After(delay):
+		}
+	}
+}
+
+// awaitRuns waits until the runs of a stopped manager have ended (their
+// context is cancelled), saying so every 30 s; false if the controllers
+// stop meanwhile.
+func (c *controllers) awaitRuns(ctx context.Context) bool {
+	if c.opts.Runs == nil {
+		return true
+	}
+	ended := make(chan struct{})
+	go func() {
+		c.opts.Runs.Wait()
+		close(ended)
+	}()
+	tick := time.NewTicker(30 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ended:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-c.quit:
+			return false
+		case <-tick.C:
+			if c.opts.Log != nil {
+				c.opts.Log.Error("hub controllers: waiting for the runs of the stopped controller manager to end before starting them again")
+			}
 		}
 	}
 }

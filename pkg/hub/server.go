@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -160,6 +161,10 @@ func New(o Options) (_ *Server, err error) {
 			// manager goes on with the leases it holds.
 			copts.Identity = controller.NewIdentity()
 		}
+		if copts.Runs == nil {
+			// ... once the runs of the stopped one have ended.
+			copts.Runs = &sync.WaitGroup{}
+		}
 		s.controllers = &controllers{opts: copts, done: make(chan struct{}), quit: make(chan struct{})}
 		if err := s.generic.AddReadyzChecks(s.controllers.check()); err != nil {
 			return nil, err
@@ -299,6 +304,7 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 		return nil, err
 	}
 	refs.SetInformers(informers)
+	// /readyz fails until the hook returns, once the caches have synced.
 	g.AddPostStartHookOrDie("ferry-admission-informers", func(hc genericapiserver.PostStartHookContext) error {
 		startInformers(hc.Done())
 		return nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
@@ -46,6 +47,9 @@ type Options struct {
 	// Verify compares the target with the backup after the restore and
 	// keeps the report in the location (ReportKeys).
 	Verify bool
+	// VerifyDeadline bounds the verification, as Backup.Deadline and
+	// Restore.Deadline bound the backup and the restore.
+	VerifyDeadline deadline.Deadline
 	// Resume lets a migration of a name that has run before resume
 	// (Prepare); without it, a backup of that name is refused, as the
 	// hub wants for two Migrations of one name in two namespaces.
@@ -177,6 +181,9 @@ func (o *Options) Validate() error {
 	if err := o.Backup.Validate(); err != nil {
 		return err
 	}
+	if err := o.VerifyDeadline.Validate(); err != nil {
+		return err
+	}
 	return o.Restore.Validate()
 }
 
@@ -279,11 +286,15 @@ func restoreAndVerify(ctx context.Context, o *Options, res *Result) error {
 	return nil
 }
 
-// verify is VerifyRestore of the migration's restore.
+// verify is VerifyRestore of the migration's restore, within its
+// deadline.
 func verify(ctx context.Context, o *Options, res *Result) (*report.Verification, error) {
 	vopts := o.Restore
 	vopts.Name = o.Name
-	return VerifyRestore(ctx, o.Target, o.Location, vopts, res.Backup, res.Restore, o.OnVerifyProgress)
+	ctx, cancel := o.VerifyDeadline.Context(ctx, "verification")
+	defer cancel()
+	v, err := VerifyRestore(ctx, o.Target, o.Location, vopts, res.Backup, res.Restore, o.OnVerifyProgress)
+	return v, deadline.Cause(ctx, err)
 }
 
 // VerifyRestore compares the target with the backup a restore restored

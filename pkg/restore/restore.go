@@ -27,6 +27,7 @@ import (
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/archive"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/modifiers"
@@ -44,6 +45,10 @@ type Options struct {
 	Workers int
 	// CRDTimeout bounds the wait for restored CRDs to be Established; default 60s.
 	CRDTimeout time.Duration
+	// Deadline bounds the whole restore (the verification of a migration
+	// has its own); a restore that reaches it is recorded Failed, as an
+	// interrupted one, and run again finishes it.
+	Deadline deadline.Deadline
 	// OnProgress, if set, is called as items finish.
 	OnProgress func(done, total int)
 	// PodVolumes, if set, restores pod volume data in this process.
@@ -71,6 +76,9 @@ var ErrBackupNotRestorable = backup.ErrNotRestorable
 // Validate checks the options before anything is read or written.
 func (o *Options) Validate() error {
 	if err := store.ValidateRestoreName(o.Name); err != nil {
+		return err
+	}
+	if err := o.Deadline.Validate(); err != nil {
 		return err
 	}
 	if err := store.ValidateBackupName(o.Spec.BackupName); err != nil && o.Spec.BackupName != "" {
@@ -144,7 +152,17 @@ func validateNamespaceMapping(path *field.Path, m map[string]string) error {
 // archive is fully verified before the first write. The returned error
 // is non-nil when the restore could not run at all (bad options, missing
 // or damaged backup); a restore that ran reports its phase in the status.
+// Within opts.Deadline: a restore cut short by it is recorded Failed,
+// naming it.
 func Run(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts Options) (*v1alpha1.Restore, *report.Results, error) {
+	ctx, cancel := opts.Deadline.Context(ctx, "restore")
+	defer cancel()
+	r, results, err := restoreWithin(ctx, cluster, loc, opts)
+	return r, results, deadline.Cause(ctx, err)
+}
+
+// restoreWithin is Run within the deadline.
+func restoreWithin(ctx context.Context, cluster *kube.Cluster, loc *store.Location, opts Options) (*v1alpha1.Restore, *report.Results, error) {
 	opts.defaults()
 	if err := opts.Validate(); err != nil {
 		return nil, nil, err
@@ -381,7 +399,7 @@ func setOutcome(ctx context.Context, r *v1alpha1.Restore, results *report.Result
 	r.Status.Retries = &v1alpha1.RetryCounts{ObjectStore: store.Retries(), APIServer: kube.Retries(), Registry: images.Retries()}
 	if ctx.Err() != nil {
 		r.Status.Phase = v1alpha1.PhaseFailed
-		r.Status.FailureReason = "interrupted: " + ctx.Err().Error() + "; run the same restore again to finish it"
+		r.Status.FailureReason = "interrupted: " + deadline.Cause(ctx, ctx.Err()).Error() + "; run the same restore again to finish it"
 	}
 }
 
@@ -407,7 +425,7 @@ func fail(ctx context.Context, loc *store.Location, r *v1alpha1.Restore, results
 	r.Status.Errors = 1
 	results.Errorf("%v", err)
 	if ctx.Err() != nil {
-		r.Status.FailureReason = "interrupted: " + err.Error() + "; run the same restore again to finish it"
+		r.Status.FailureReason = "interrupted: " + deadline.Cause(ctx, err).Error() + "; run the same restore again to finish it"
 	}
 	if !r.Spec.DryRun {
 		// Written also when ctx was canceled (Ctrl-C): the record must not

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/install"
@@ -52,9 +53,11 @@ type BackupReconciler struct {
 	Log       *slog.Logger
 	// RepositoryPassword, PodVolumeTimeout and HelperImage: see Options.
 	RepositoryPassword string
-	HelperImage        string
-	PodVolumeTimeout   time.Duration
-	AgentGrace         time.Duration
+	// Deadline bounds each backup (Options.BackupDeadline).
+	Deadline         time.Duration
+	HelperImage      string
+	PodVolumeTimeout time.Duration
+	AgentGrace       time.Duration
 	// Helpers are the settings of the helper pods that back up claims no
 	// node agent can read.
 	Helpers helperpod.Settings
@@ -163,6 +166,7 @@ func (r *BackupReconciler) run(ctx context.Context, b *v1alpha1.Backup) error {
 	}, func() { cancelRun(errDeleted) })
 	res, _, err := backup.Run(runCtx, r.Cluster, loc, backup.Options{
 		Name: b.Name, Spec: b.Spec, Log: r.Log, UID: b.UID,
+		Deadline:   deadline.Deadline{After: r.Deadline, Field: "the server's --backup-timeout"},
 		OnProgress: func(d, t int) { done.Store(int64(d)); total.Store(int64(t)) },
 		PodVolumes: &backup.PodVolumeOptions{Backup: r.podVolumeBackup(loc, b, bsl, func() { cancelRun(errDeleted) }), UnmountedClaims: true},
 	})

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
@@ -43,8 +44,10 @@ type RestoreReconciler struct {
 	Log       *slog.Logger
 	// PodVolumeTimeout and HelperImage: see Options.
 	PodVolumeTimeout time.Duration
-	AgentGrace       time.Duration
-	HelperImage      string
+	// Deadline bounds each restore (Options.RestoreDeadline).
+	Deadline    time.Duration
+	AgentGrace  time.Duration
+	HelperImage string
 	// RepositoryPassword lets the helper pods that fill restored claims
 	// open the volume repository; without it, claims get no data (each
 	// is an error of the restore).
@@ -78,7 +81,8 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 }
 
 func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error {
-	opts := restore.Options{Name: rs.Name, Spec: rs.Spec, Log: r.Log}
+	opts := restore.Options{Name: rs.Name, Spec: rs.Spec, Log: r.Log,
+		Deadline: deadline.Deadline{After: r.Deadline, Field: "the server's --restore-timeout"}}
 	if rs.Spec.CRDTimeout != nil {
 		opts.CRDTimeout = rs.Spec.CRDTimeout.Duration
 	}

@@ -79,6 +79,9 @@ type Options struct {
 	// volumes fail with the reason (the backup or restore is
 	// PartiallyFailed).
 	RepositoryPassword string
+	// BackupDeadline and RestoreDeadline bound each Backup and Restore
+	// (ferry server --backup-timeout, --restore-timeout); 0 is none.
+	BackupDeadline, RestoreDeadline time.Duration
 	// PodVolumeTimeout bounds how long a backup or restore waits for the
 	// node agents to finish its PodVolumeBackups or PodVolumeRestores, and
 	// a restore for each restored pod to be scheduled (default
@@ -199,9 +202,9 @@ func NewManager(ctx context.Context, opts Options) (manager.Manager, error) {
 	gen := predicate.GenerationChangedPredicate{}
 	regs := []reg{
 		{"backup", &v1alpha1.Backup{}, &BackupReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "backup"),
-			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, Helpers: opts.helperSettings(), Events: rec}, nil},
+			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, Helpers: opts.helperSettings(), Events: rec, Deadline: opts.BackupDeadline}, nil},
 		{"restore", &v1alpha1.Restore{}, &RestoreReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "restore"),
-			PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, RepositoryPassword: opts.RepositoryPassword, Helpers: opts.helperSettings(), Events: rec}, nil},
+			PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, RepositoryPassword: opts.RepositoryPassword, Helpers: opts.helperSettings(), Events: rec, Deadline: opts.RestoreDeadline}, nil},
 		{"schedule", &v1alpha1.Schedule{}, &ScheduleReconciler{Client: c, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "schedule")}, []predicate.Predicate{gen}},
 		{"backup-gc", &v1alpha1.Backup{}, &GCReconciler{Client: c, APIReader: reader, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "gc"), RepositoryPassword: opts.RepositoryPassword, Events: rec}, nil},
 		{"backupstoragelocation", &v1alpha1.BackupStorageLocation{}, &LocationReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.ValidationPeriod, Log: log.With("controller", "location"), Events: rec}, []predicate.Predicate{gen}},

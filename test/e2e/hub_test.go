@@ -257,6 +257,7 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 		t.Run("location credentials, encryption and verify", func(t *testing.T) {
 			checkHubLocationAccess(t, c, e, sets[1].namespace, objsIn(objs, sets[1].namespace))
 		})
+		t.Run("step deadlines", func(t *testing.T) { checkHubDeadlines(t, c, e, sets[1].namespace) })
 		t.Run("metrics", func(t *testing.T) { checkHubMetrics(t, cfg) })
 		t.Run("events", func(t *testing.T) {
 			checkHubEvents(t, cfg, map[[2]string][]string{
@@ -266,6 +267,37 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 				{"BackupStorageLocation", "broken"}: {"Unavailable"},
 			})
 		})
+	}
+}
+
+// checkHubDeadlines: a Migration whose backup, restore or verification
+// does not end within its spec.timeouts fails, naming the field; the one
+// cut short in its restore wrote nothing to the target (its namespace is
+// mapped to one that stays absent).
+func checkHubDeadlines(t *testing.T, c crclient.WithWatch, e *env, namespace string) {
+	for _, step := range []string{"backup", "restore", "verify"} {
+		m := newMigration("late-"+step, e.storage, namespace)
+		m.Spec.Restore.NamespaceMapping = map[string]string{namespace: "late-" + step}
+		short := &metav1.Duration{Duration: time.Nanosecond}
+		switch step {
+		case "backup":
+			m.Spec.Timeouts = &v1beta1.MigrationTimeouts{Backup: short}
+		case "restore":
+			m.Spec.Timeouts = &v1beta1.MigrationTimeouts{Restore: short}
+		case "verify":
+			m.Spec.Timeouts = &v1beta1.MigrationTimeouts{Verify: short}
+		}
+		_, got := watchPhases(t, c, m, 3*time.Minute, nil)
+		what := map[string]string{"backup": "backup", "restore": "restore", "verify": "verification"}[step]
+		want := "spec.timeouts." + step + ": the " + what + " did not end within 1ns"
+		if got.Status.Phase != v1beta1.PhaseFailed || !strings.Contains(got.Status.Message, want) {
+			t.Errorf("Migration %s: %s: %s, want Failed naming %q", m.Name, got.Status.Phase, got.Status.Message, want)
+		}
+		if step == "restore" {
+			if _, err := kubernetes.NewForConfigOrDie(e.dst.Config).CoreV1().Namespaces().Get(context.Background(), "late-restore", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				t.Errorf("the Migration cut short before its restore wrote namespace late-restore: %v", err)
+			}
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
@@ -261,7 +262,8 @@ func (r *BackupReconciler) backup(ctx context.Context, b *v1beta1.Backup, onProg
 	if err != nil {
 		return nil, err
 	}
-	opts := backup.Options{Name: b.Name, Spec: engineBackupSpec(b.Spec), UID: b.UID, Log: r.Log, OnProgress: onProgress}
+	opts := backup.Options{Name: b.Name, Spec: engineBackupSpec(b.Spec), UID: b.UID, Log: r.Log, OnProgress: onProgress,
+		Deadline: deadline.Deadline{After: r.Deadlines.Backup, Field: "the hub's --backup-timeout"}}
 	if r.Volumes.Password == "" {
 		if b.Spec.DefaultVolumesToFsBackup {
 			return nil, fail("NoRepositoryPassword", "spec.defaultVolumesToFsBackup: %w", errNoPassword)

@@ -64,6 +64,9 @@ type Options struct {
 	// waits for its answer to start (kube.WithResponseTimeout); default
 	// kube.DefaultResponseTimeout.
 	RequestTimeout time.Duration
+	// Deadlines bound the steps of a Migration whose spec.timeouts does
+	// not, and each Backup and Restore; 0 is none.
+	Deadlines Deadlines
 	// CheckPeriod is how often each Cluster is checked; default 5m.
 	CheckPeriod time.Duration
 	// ValidationPeriod is how often a BackupStorageLocation is checked
@@ -82,6 +85,12 @@ type Options struct {
 	// OnStarted, if set, is called once the manager's caches have synced
 	// and its controllers run.
 	OnStarted func()
+	// Runs, if set, counts the runs in progress (the work under a lease)
+	// across managers: one that outlives its stopped manager's graceful
+	// shutdown still holds its lease under this process's identity, which
+	// a new manager would take as interrupted, so the hub's supervisor
+	// waits for it before it starts one.
+	Runs *sync.WaitGroup
 	// observed are other processes' leases as this one saw them change.
 	observed *observations
 	// claimed are the times this process sent its claims, by claimKey.
@@ -125,6 +134,12 @@ func (o *Options) complete() {
 	if o.claimed == nil {
 		o.claimed = &sync.Map{}
 	}
+}
+
+// Deadlines are the hub's step deadlines (ferry hub --backup-timeout,
+// --restore-timeout, --verify-timeout).
+type Deadlines struct {
+	Backup, Restore, Verify time.Duration
 }
 
 // NewIdentity names a hub process in the leases it holds: the host name

@@ -3,13 +3,16 @@ package controller
 import (
 	"context"
 	"errors"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/images"
@@ -77,6 +80,7 @@ func (r *MigrationReconciler) prepare(ctx context.Context, m *v1beta1.Migration,
 		return o, nil, fail("SameCluster", "spec.source.cluster %q and spec.target.cluster %q: %w", m.Spec.Source.Cluster, m.Spec.Target.Cluster, err)
 	}
 	o = options(m, src, dst, loc)
+	setDeadlines(&o, m.Spec.Timeouts, r.Deadlines)
 	closeVolumes, err := r.volumes(ctx, &o, m, srcSpec, dstSpec, creds)
 	if err != nil {
 		return o, nil, err
@@ -213,6 +217,23 @@ func options(m *v1beta1.Migration, src, dst *kube.Cluster, loc *store.Location) 
 		Backup:  backup.Options{Spec: bspec, UID: m.UID},
 		Restore: ropts,
 	}
+}
+
+// setDeadlines sets o's step deadlines: spec.timeouts, each unset one the
+// hub's.
+func setDeadlines(o *migration.Options, t *v1beta1.MigrationTimeouts, hub Deadlines) {
+	if t == nil {
+		t = &v1beta1.MigrationTimeouts{}
+	}
+	pick := func(spec *metav1.Duration, def time.Duration, field string) deadline.Deadline {
+		if spec != nil {
+			return deadline.Deadline{After: spec.Duration, Field: field}
+		}
+		return deadline.Deadline{After: def, Field: field + " (unset: the hub's default)"}
+	}
+	o.Backup.Deadline = pick(t.Backup, hub.Backup, "spec.timeouts.backup")
+	o.Restore.Deadline = pick(t.Restore, hub.Restore, "spec.timeouts.restore")
+	o.VerifyDeadline = pick(t.Verify, hub.Verify, "spec.timeouts.verify")
 }
 
 // errNoPassword is why a hub without a repository password moves no pod

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/deadline"
 	"github.com/kubeferry/ferry/pkg/events"
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
@@ -169,7 +170,8 @@ func (r *RestoreReconciler) restore(ctx context.Context, rs *v1beta1.Restore, on
 		return nil, err
 	}
 	defer loc.Close()
-	opts := restore.Options{Name: rs.Name, Spec: engineRestoreSpec(rs.Spec), Log: r.Log, OnProgress: onProgress}
+	opts := restore.Options{Name: rs.Name, Spec: engineRestoreSpec(rs.Spec), Log: r.Log, OnProgress: onProgress,
+		Deadline: deadline.Deadline{After: r.Deadlines.Restore, Field: "the hub's --restore-timeout"}}
 	if r.Volumes.Password != "" {
 		s := r.Volumes
 		s.Log, s.NodePodsDir, s.Credentials = r.Log, c.Spec.NodePodsDir, creds

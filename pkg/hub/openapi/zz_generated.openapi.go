@@ -44,6 +44,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.MigrationStage{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_MigrationStage(ref),
 		v1alpha1.MigrationStatus{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref),
 		v1alpha1.MigrationStorage{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref),
+		v1alpha1.MigrationTimeouts{}.OpenAPIModelName():            schema_hub_apis_ferry_v1alpha1_MigrationTimeouts(ref),
 		v1alpha1.RuntimeVerification{}.OpenAPIModelName():          schema_hub_apis_ferry_v1alpha1_RuntimeVerification(ref),
 		v1alpha1.StagedMigration{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_StagedMigration(ref),
 		v1beta1.Backup{}.OpenAPIModelName():                        schema_hub_apis_ferry_v1beta1_Backup(ref),
@@ -80,6 +81,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta1.MigrationStage{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_MigrationStage(ref),
 		v1beta1.MigrationStatus{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_MigrationStatus(ref),
 		v1beta1.MigrationStorage{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationStorage(ref),
+		v1beta1.MigrationTimeouts{}.OpenAPIModelName():             schema_hub_apis_ferry_v1beta1_MigrationTimeouts(ref),
 		v1beta1.PodVolumeCounts{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_PodVolumeCounts(ref),
 		v1beta1.Restore{}.OpenAPIModelName():                       schema_hub_apis_ferry_v1beta1_Restore(ref),
 		v1beta1.RestoreCounts{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_RestoreCounts(ref),
@@ -1575,12 +1577,18 @@ func schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref common.ReferenceCallback) 
 							Ref:         ref(v1alpha1.StagedMigration{}.OpenAPIModelName()),
 						},
 					},
+					"timeouts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timeouts bound the steps; a step that does not end in time fails the Migration, naming its field (unset: the hub's --backup-timeout, --restore-timeout and --verify-timeout).",
+							Ref:         ref(v1alpha1.MigrationTimeouts{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"sourceCluster", "targetCluster", "storage"},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.Encryption{}.OpenAPIModelName(), v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName(), v1alpha1.RuntimeVerification{}.OpenAPIModelName(), v1alpha1.StagedMigration{}.OpenAPIModelName()},
+			v1alpha1.Encryption{}.OpenAPIModelName(), v1alpha1.MigrationBackup{}.OpenAPIModelName(), v1alpha1.MigrationImages{}.OpenAPIModelName(), v1alpha1.MigrationRestore{}.OpenAPIModelName(), v1alpha1.MigrationStorage{}.OpenAPIModelName(), v1alpha1.MigrationTimeouts{}.OpenAPIModelName(), v1alpha1.RuntimeVerification{}.OpenAPIModelName(), v1alpha1.StagedMigration{}.OpenAPIModelName()},
 	}
 }
 
@@ -1829,6 +1837,39 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref common.ReferenceCallbac
 		},
 		Dependencies: []string{
 			v1alpha1.LocalObjectReference{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_MigrationTimeouts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationTimeouts are a Migration's step deadlines; 0 is none.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"backup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Backup bounds the backup: items, images and volume data (the hub's default: 24h). A backup cut short is left Incomplete.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"restore": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Restore bounds the restore, volume data included (the hub's default: 24h). A restore cut short is recorded Failed; the same Migration created again resumes it.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"verify": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Verify bounds the verification (the hub's default: 1h).",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 
@@ -3674,12 +3715,18 @@ func schema_hub_apis_ferry_v1beta1_MigrationSpec(ref common.ReferenceCallback) c
 							Ref:         ref(v1beta1.StagedMigration{}.OpenAPIModelName()),
 						},
 					},
+					"timeouts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timeouts bound the steps; a step that does not end in time fails the Migration, naming its field (unset: the hub's --backup-timeout, --restore-timeout and --verify-timeout).",
+							Ref:         ref(v1beta1.MigrationTimeouts{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"source", "target", "storage"},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.Encryption{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName(), v1beta1.RuntimeVerification{}.OpenAPIModelName(), v1beta1.StagedMigration{}.OpenAPIModelName()},
+			v1beta1.ClusterReference{}.OpenAPIModelName(), v1beta1.Encryption{}.OpenAPIModelName(), v1beta1.MigrationBackup{}.OpenAPIModelName(), v1beta1.MigrationImages{}.OpenAPIModelName(), v1beta1.MigrationRestore{}.OpenAPIModelName(), v1beta1.MigrationStorage{}.OpenAPIModelName(), v1beta1.MigrationTimeouts{}.OpenAPIModelName(), v1beta1.RuntimeVerification{}.OpenAPIModelName(), v1beta1.StagedMigration{}.OpenAPIModelName()},
 	}
 }
 
@@ -3928,6 +3975,39 @@ func schema_hub_apis_ferry_v1beta1_MigrationStorage(ref common.ReferenceCallback
 		},
 		Dependencies: []string{
 			v1beta1.LocalObjectReference{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_MigrationTimeouts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationTimeouts are a Migration's step deadlines; 0 is none.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"backup": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Backup bounds the backup: items, images and volume data (the hub's default: 24h). A backup cut short is left Incomplete.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"restore": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Restore bounds the restore, volume data included (the hub's default: 24h). A restore cut short is recorded Failed; the same Migration created again resumes it.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"verify": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Verify bounds the verification (the hub's default: 1h).",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
 	}
 }
 

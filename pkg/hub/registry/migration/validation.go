@@ -5,6 +5,7 @@ import (
 	"time"
 
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -47,6 +48,14 @@ func ValidateMigrationSpec(s *ferry.MigrationSpec, p *field.Path) field.ErrorLis
 	errs = append(errs, registry.ValidateEncryption(&s.Encryption, p.Child("encryption"))...)
 	errs = append(errs, validateBackup(&s.Backup, p.Child("backup"))...)
 	errs = append(errs, validateRestore(&s.Restore, p.Child("restore"))...)
+	if t := s.Timeouts; t != nil {
+		for i, d := range []*metav1.Duration{t.Backup, t.Restore, t.Verify} {
+			if d != nil && d.Duration < 0 {
+				name := []string{"backup", "restore", "verify"}[i]
+				errs = append(errs, field.Invalid(p.Child("timeouts", name), d.Duration.String(), "must not be negative (0: no deadline)"))
+			}
+		}
+	}
 	if rt := s.VerifyRuntime; rt != nil && rt.Timeout != nil && rt.Timeout.Duration < 0 {
 		errs = append(errs, field.Invalid(p.Child("verifyRuntime", "timeout"), rt.Timeout.Duration.String(), "must not be negative"))
 	}

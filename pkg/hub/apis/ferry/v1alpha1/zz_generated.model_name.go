@@ -126,6 +126,11 @@ func (in MigrationStorage) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationTimeouts) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationTimeouts"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in RuntimeVerification) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.RuntimeVerification"
 }

@@ -187,6 +187,27 @@ type MigrationSpec struct {
 	// at creation only; while it is set, only spec.staged may change.
 	// +optional
 	Staged *StagedMigration `json:"staged,omitempty"`
+	// Timeouts bound the steps; a step that does not end in time fails
+	// the Migration, naming its field (unset: the hub's --backup-timeout,
+	// --restore-timeout and --verify-timeout).
+	// +optional
+	Timeouts *MigrationTimeouts `json:"timeouts,omitempty"`
+}
+
+// MigrationTimeouts are a Migration's step deadlines; 0 is none.
+type MigrationTimeouts struct {
+	// Backup bounds the backup: items, images and volume data (the hub's
+	// default: 24h). A backup cut short is left Incomplete.
+	// +optional
+	Backup *metav1.Duration `json:"backup,omitempty"`
+	// Restore bounds the restore, volume data included (the hub's
+	// default: 24h). A restore cut short is recorded Failed; the same
+	// Migration created again resumes it.
+	// +optional
+	Restore *metav1.Duration `json:"restore,omitempty"`
+	// Verify bounds the verification (the hub's default: 1h).
+	// +optional
+	Verify *metav1.Duration `json:"verify,omitempty"`
 }
 
 // RuntimeVerification tunes a verification's runtime checks.

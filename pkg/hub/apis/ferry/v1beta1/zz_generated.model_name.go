@@ -176,6 +176,11 @@ func (in MigrationStorage) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationTimeouts) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationTimeouts"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in PodVolumeCounts) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.PodVolumeCounts"
 }
