@@ -118,12 +118,13 @@ func testBackupKinds(t *testing.T, c dynamic.Interface) {
 // testOneDefault: of eight concurrent creates of a default
 // BackupStorageLocation in one namespace, exactly one is accepted; the
 // others are refused at spec.default, naming the one that is.
-func testOneDefault(t *testing.T, c dynamic.Interface) {
+func testOneDefault(t *testing.T, clients ...dynamic.Interface) {
 	ctx := context.Background()
-	r := c.Resource(ferryGVR("backupstoragelocations")).Namespace("race")
+	r := clients[0].Resource(ferryGVR("backupstoragelocations")).Namespace("race")
 	errs := make(chan error, 8)
 	start := make(chan struct{})
 	for i := range 8 {
+		r := clients[i%len(clients)].Resource(ferryGVR("backupstoragelocations")).Namespace("race")
 		go func() {
 			<-start
 			_, err := r.Create(ctx, obj("ferry.dev/v1beta1", "BackupStorageLocation", fmt.Sprintf("d%d", i), map[string]any{"spec": map[string]any{"url": "file:///var/lib/ferry", "default": true}}), metav1.CreateOptions{})

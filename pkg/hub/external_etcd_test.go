@@ -61,3 +61,18 @@ func TestExternalEtcd(t *testing.T) {
 		t.Errorf("no Migration default/ext under /ferry-hub/ in the external etcd; keys %v", keys)
 	}
 }
+
+// TestOneDefaultAcrossHubs: two hubs on one etcd, each given half of 8
+// concurrent creates of a default location in one namespace: exactly one
+// is accepted (the check and the write are one step across processes, an
+// etcd lock per namespace, not only within one).
+func TestOneDefaultAcrossHubs(t *testing.T) {
+	requireServers(t)
+	url, err := testenv.StartEtcd(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startHub(t, hub.Options{DataDir: t.TempDir(), EtcdServers: []string{url}})
+	b := startHub(t, hub.Options{DataDir: t.TempDir(), EtcdServers: []string{url}})
+	testOneDefault(t, dynamicClient(t, a.admin), dynamicClient(t, b.admin))
+}

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -78,6 +81,9 @@ type Server struct {
 	generic *genericapiserver.GenericAPIServer
 	etcd    *embeddedEtcd
 	unlock  func()
+	// locks is the etcd client of the locks that span the hubs on one
+	// etcd (backupstoragelocation.EtcdLocker).
+	locks *clientv3.Client
 	// controllers, with Options.Controllers, supervises them.
 	controllers        *controllers
 	controllersStarted atomic.Bool
@@ -125,6 +131,9 @@ func New(o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.EtcdServers = servers
+	if s.locks, err = clientv3.New(clientv3.Config{Endpoints: servers, DialTimeout: etcdCheckTimeout, Logger: zap.NewNop()}); err != nil {
+		return nil, fmt.Errorf("etcd servers %s: %w", strings.Join(servers, ","), err)
+	}
 	var l net.Listener
 	if o.SecurePort == 0 {
 		if l, err = net.Listen("tcp", net.JoinHostPort(kubeconfigHost(o.BindAddress), "0")); err != nil {
@@ -150,7 +159,8 @@ func New(o Options) (_ *Server, err error) {
 	// Complete authenticates the loopback token as a user of its own;
 	// ours, put in front, is the one the authorizer knows by UID.
 	authorizeLoopback(completed.LoopbackClientConfig, &completed.Authentication, authz)
-	if s.generic, err = newGeneric(completed, handlers, refs); err != nil {
+	locker := backupstoragelocation.EtcdLocker{Client: s.locks, Prefix: etcdPrefix + "-locks/backupstoragelocations/"}
+	if s.generic, err = newGeneric(completed, handlers, refs, locker); err != nil {
 		return nil, err
 	}
 	if o.Controllers != nil {
@@ -212,6 +222,10 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Close stops the embedded etcd, if any, and releases the data directory.
 func (s *Server) Close() {
+	if s.locks != nil {
+		_ = s.locks.Close()
+		s.locks = nil
+	}
 	if s.etcd != nil {
 		s.etcd.Stop()
 		s.etcd = nil
@@ -294,7 +308,7 @@ func config(ro *genericoptions.RecommendedOptions, ca *CA, tokenFiles []string, 
 // versions (v1beta1 preferred and stored) and handlers; refs, the
 // admission plugin, gets the storages and its informers, which a
 // post-start hook starts.
-func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Handler, refs *hubadmission.Plugin) (*genericapiserver.GenericAPIServer, error) {
+func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Handler, refs *hubadmission.Plugin, locker backupstoragelocation.Locker) (*genericapiserver.GenericAPIServer, error) {
 	g, err := c.New("ferry-hub", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
@@ -339,7 +353,7 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 	// Backup, Restore, Schedule and BackupStorageLocation are server mode's
 	// CRDs alone: one schema per GroupVersionKind.
 	alpha := maps.Clone(storage)
-	if err := addBackupKinds(c, storage, clusters, refs); err != nil {
+	if err := addBackupKinds(c, storage, clusters, refs, locker); err != nil {
 		return nil, err
 	}
 	if err := refs.ValidateInitialization(); err != nil {
@@ -375,8 +389,8 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 // addBackupKinds adds the storages of the kinds of server mode:
 // BackupStorageLocations, Backups, Restores and Schedules; refs looks
 // names up in them and in clusters.
-func addBackupKinds(c genericapiserver.CompletedConfig, storage map[string]rest.Storage, clusters rest.Getter, refs *hubadmission.Plugin) error {
-	locations, locationStatus, err := backupstoragelocation.NewREST(Scheme, c.RESTOptionsGetter)
+func addBackupKinds(c genericapiserver.CompletedConfig, storage map[string]rest.Storage, clusters rest.Getter, refs *hubadmission.Plugin, locker backupstoragelocation.Locker) error {
+	locations, locationStatus, err := backupstoragelocation.NewREST(Scheme, c.RESTOptionsGetter, locker)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,12 @@ package backupstoragelocation
 
 import (
 	"context"
+	"fmt"
+	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -15,12 +20,21 @@ import (
 // in one namespace run one at a time, so that the check that there is no
 // other default (by the admission plugin, pkg/hub/admission, which lists
 // the namespace's locations as stored, inside Create and Update) and the
-// write are one step. Of two concurrent creates of a
-// default location, exactly one is accepted. The lock is the process's:
-// hubs sharing one etcd each hold their own (docs/design.md#the-hub).
+// write are one step. Of two concurrent creates of a default location,
+// exactly one is accepted: within the process by a lock per namespace,
+// and across the hubs that share one etcd by an etcd lock per namespace
+// (Locker).
 type Storage struct {
 	*genericregistry.Store
 	namespaces keymutex.KeyMutex
+	shared     Locker
+}
+
+// Locker holds a lock per namespace across processes.
+type Locker interface {
+	// Lock takes namespace's lock, waiting until ctx ends; unlock gives
+	// it back.
+	Lock(ctx context.Context, namespace string) (unlock func(), err error)
 }
 
 var (
@@ -34,21 +48,71 @@ var (
 // ShortNames are server mode's CRD's: bsl.
 func (s *Storage) ShortNames() []string { return []string{"bsl"} }
 
-func (s *Storage) lock(ctx context.Context) func() {
+// lockTimeout bounds the wait for a namespace's lock.
+const lockTimeout = 30 * time.Second
+
+func (s *Storage) lock(ctx context.Context) (func(), error) {
 	ns := genericapirequest.NamespaceValue(ctx)
 	s.namespaces.LockKey(ns)
-	return func() { _ = s.namespaces.UnlockKey(ns) }
+	if s.shared == nil {
+		return func() { _ = s.namespaces.UnlockKey(ns) }, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, lockTimeout)
+	defer cancel()
+	unlock, err := s.shared.Lock(ctx, ns)
+	if err != nil {
+		_ = s.namespaces.UnlockKey(ns)
+		return nil, apierrors.NewInternalError(fmt.Errorf("taking the lock of namespace %s's BackupStorageLocations in etcd: %w", ns, err))
+	}
+	return func() { unlock(); _ = s.namespaces.UnlockKey(ns) }, nil
 }
 
 // Create creates a location under its namespace's lock.
 func (s *Storage) Create(ctx context.Context, obj runtime.Object, validate rest.ValidateObjectFunc, opts *metav1.CreateOptions) (runtime.Object, error) {
-	defer s.lock(ctx)()
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	return s.Store.Create(ctx, obj, validate, opts)
 }
 
 // Update updates a location under its namespace's lock.
 func (s *Storage) Update(ctx context.Context, name string, objInfo rest.UpdatedObjectInfo, createValidation rest.ValidateObjectFunc,
 	updateValidation rest.ValidateObjectUpdateFunc, forceAllowCreate bool, opts *metav1.UpdateOptions) (runtime.Object, bool, error) {
-	defer s.lock(ctx)()
+	unlock, err := s.lock(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
 	return s.Store.Update(ctx, name, objInfo, createValidation, updateValidation, forceAllowCreate, opts)
+}
+
+// EtcdLocker is a Locker of etcd's (concurrency.Mutex under prefix), held
+// with a lease of sessionTTL seconds: a hub that dies holding it lets it
+// go then.
+type EtcdLocker struct {
+	Client *clientv3.Client
+	Prefix string
+}
+
+const sessionTTL = 10
+
+// Lock takes the lock of namespace.
+func (l EtcdLocker) Lock(ctx context.Context, namespace string) (func(), error) {
+	session, err := concurrency.NewSession(l.Client, concurrency.WithTTL(sessionTTL), concurrency.WithContext(context.WithoutCancel(ctx)))
+	if err != nil {
+		return nil, err
+	}
+	m := concurrency.NewMutex(session, l.Prefix+namespace)
+	if err := m.Lock(ctx); err != nil {
+		_ = session.Close()
+		return nil, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = m.Unlock(ctx)
+		_ = session.Close() // revokes the lease
+	}, nil
 }

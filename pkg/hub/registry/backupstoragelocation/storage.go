@@ -24,8 +24,9 @@ import (
 type location = ferry.BackupStorageLocation
 
 // NewREST returns the storage of BackupStorageLocations and of their
-// status subresource.
-func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*Storage, *registry.StatusREST, error) {
+// status subresource; shared, if not nil, locks a namespace's writes
+// across the hubs that share one etcd.
+func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, shared Locker) (*Storage, *registry.StatusREST, error) {
 	k := registry.Kind[*location, ferry.BackupStorageLocationSpec, ferry.BackupStorageLocationStatus]{
 		Resource: "backupstoragelocations", Singular: "backupstoragelocation",
 		New:      func() runtime.Object { return &location{} },
@@ -42,7 +43,7 @@ func NewREST(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter) (*Sto
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Storage{Store: store, namespaces: keymutex.NewHashed(0)}, status, nil
+	return &Storage{Store: store, namespaces: keymutex.NewHashed(0), shared: shared}, status, nil
 }
 
 // Validate checks a BackupStorageLocation's metadata and spec.
