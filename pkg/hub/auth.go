@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/group"
 	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
 	"k8s.io/apiserver/pkg/authentication/request/union"
 	x509request "k8s.io/apiserver/pkg/authentication/request/x509"
@@ -37,7 +38,9 @@ func newAuthenticator(ca *CA, tokenFiles []string) (authenticator.Request, error
 		}
 		auths = append(auths, bearertoken.New(tokens))
 	}
-	return union.New(auths...), nil
+	// Every user is also in system:authenticated, as in kube-apiserver,
+	// so that a policy may bind a role to all of them.
+	return group.NewAuthenticatedGroupAdder(union.New(auths...)), nil
 }
 
 // healthPaths are the non-resource paths any authenticated user may GET;

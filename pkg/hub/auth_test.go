@@ -55,6 +55,11 @@ func testAuth(t *testing.T, h *runningHub, dir string) {
 	if err := listErr(t, withToken(h.admin, "nobody-token")); !apierrors.IsForbidden(err) {
 		t.Errorf("a user in no group: %v, want 403", err)
 	}
+	// ... but in system:authenticated, as every user, which the policy
+	// lets read namespace shared.
+	if _, err := dynamicClient(t, withToken(h.admin, "nobody-token")).Resource(migrationsV1beta1).Namespace("shared").List(context.Background(), metav1.ListOptions{}); err != nil {
+		t.Errorf("a user in no group lists namespace shared, which system:authenticated may read: %v", err)
+	}
 	viewer := withToken(h.admin, "viewer-token")
 	if err := listErr(t, viewer); err != nil {
 		t.Errorf("a viewer lists: %v", err)
@@ -201,7 +206,8 @@ const teamTokens = "alice-token,alice,alice,\"team-a\"\nbob-token,bob,bob,\"team
 
 // teamPolicy binds each team to the default policy's editor role in its
 // own namespace, lets bob read Migrations in team-a through a Role, and
-// lets team-a use the hub's own storage access.
+// lets team-a use the hub's own storage access, and lets every
+// authenticated user read namespace shared.
 const teamPolicy = `apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
 metadata: {name: team-a, namespace: team-a}
@@ -235,6 +241,12 @@ kind: RoleBinding
 metadata: {name: team-a-hub-storage, namespace: team-a}
 subjects: [{kind: Group, name: team-a, apiGroup: rbac.authorization.k8s.io}]
 roleRef: {kind: Role, name: hub-storage, apiGroup: rbac.authorization.k8s.io}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: everyone-reads, namespace: shared}
+subjects: [{kind: Group, name: "system:authenticated", apiGroup: rbac.authorization.k8s.io}]
+roleRef: {kind: ClusterRole, name: "ferry:viewer", apiGroup: rbac.authorization.k8s.io}
 `
 
 // testTeams: with a policy that binds each team to ferry:editor in its
