@@ -97,11 +97,7 @@ func (c *controllers) awaitRuns(ctx context.Context) bool {
 	if c.opts.Runs == nil {
 		return true
 	}
-	ended := make(chan struct{})
-	go func() {
-		c.opts.Runs.Wait()
-		close(ended)
-	}()
+	ended := c.opts.Runs.Idle()
 	tick := time.NewTicker(30 * time.Second)
 	defer tick.Stop()
 	for {

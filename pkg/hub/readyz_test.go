@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,16 +68,16 @@ func readyzOf(t *testing.T, h *runningHub) func() (int, string) {
 // starts only once that run has ended.
 func TestRestartWaitsForRuns(t *testing.T) {
 	requireServers(t)
-	runs := &sync.WaitGroup{}
+	runs := controller.NewRuns()
 	h := startHub(t, hub.Options{DataDir: t.TempDir(), Controllers: &controller.Options{Runs: runs}})
 	readyz := readyzOf(t, h)
-	runs.Add(1) // a run of the first manager, still ending
+	done := runs.Start() // a run of the first manager, still ending
 	h.StopControllers()
 	time.Sleep(3 * time.Second) // past the first restart's backoff (1 s)
 	if code, body := readyz(); code != http.StatusInternalServerError || !strings.Contains(body, "[-]ferry-hub-controllers failed") {
 		t.Fatalf("a stopped manager's run still going: /readyz %d, want the controllers not started again\n%s", code, body)
 	}
-	runs.Done()
+	done()
 	var code int
 	var body string
 	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

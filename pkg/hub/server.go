@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -173,7 +172,7 @@ func New(o Options) (_ *Server, err error) {
 		}
 		if copts.Runs == nil {
 			// ... once the runs of the stopped one have ended.
-			copts.Runs = &sync.WaitGroup{}
+			copts.Runs = controller.NewRuns()
 		}
 		s.controllers = &controllers{opts: copts, done: make(chan struct{}), quit: make(chan struct{})}
 		if err := s.generic.AddReadyzChecks(s.controllers.check()); err != nil {

@@ -85,12 +85,12 @@ type Options struct {
 	// OnStarted, if set, is called once the manager's caches have synced
 	// and its controllers run.
 	OnStarted func()
-	// Runs, if set, counts the runs in progress (the work under a lease)
-	// across managers: one that outlives its stopped manager's graceful
-	// shutdown still holds its lease under this process's identity, which
-	// a new manager would take as interrupted, so the hub's supervisor
-	// waits for it before it starts one.
-	Runs *sync.WaitGroup
+	// Runs, if set, counts the reconciles of Migrations, Backups and
+	// Restores in progress across managers: one that outlives its stopped
+	// manager's graceful shutdown may still hold its lease under this
+	// process's identity, which a new manager would take as interrupted,
+	// so the hub's supervisor waits for Runs.Idle before it starts one.
+	Runs *Runs
 	// observed are other processes' leases as this one saw them change.
 	observed *observations
 	// claimed are the times this process sent its claims, by claimKey.
@@ -211,7 +211,7 @@ func Run(ctx context.Context, o Options) error {
 	err = ctrl.NewControllerManagedBy(mgr).
 		For(&v1beta1.Migration{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers}).
-		Complete(r)
+		Complete(counted(o.Runs, r))
 	if err != nil {
 		return fmt.Errorf("hub controllers: %w", err)
 	}
@@ -263,13 +263,13 @@ func addBackupControllers(mgr ctrl.Manager, o Options) error {
 	}
 	err = ctrl.NewControllerManagedBy(mgr).For(&v1beta1.Backup{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers}).
-		Complete(&BackupReconciler{Client: c, Reader: reader, Options: o})
+		Complete(counted(o.Runs, &BackupReconciler{Client: c, Reader: reader, Options: o}))
 	if err != nil {
 		return err
 	}
 	err = ctrl.NewControllerManagedBy(mgr).For(&v1beta1.Restore{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: o.Workers}).
-		Complete(&RestoreReconciler{Client: c, Reader: reader, Options: o})
+		Complete(counted(o.Runs, &RestoreReconciler{Client: c, Reader: reader, Options: o}))
 	if err != nil {
 		return err
 	}

@@ -234,10 +234,6 @@ func isConflict(err error) bool { return apierrors.IsConflict(err) }
 // progress so far) every third of its duration; when the lease is lost,
 // work's context is cancelled and the error is errLeaseLost.
 func runLeased[T client.Object, R any](ctx context.Context, k leased[T], key types.NamespacedName, apply func(T), work func(context.Context) (R, error)) (R, error) {
-	if k.opts.Runs != nil {
-		k.opts.Runs.Add(1)
-		defer k.opts.Runs.Done()
-	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup

@@ -151,3 +151,30 @@ func TestClaimTimesByKind(t *testing.T) {
 		t.Error("the Restore's claim time is missing")
 	}
 }
+
+// TestRunsIdle: Idle is closed at 0, open while a run is counted, and
+// closed again when the last ends; ending one twice counts once.
+func TestRunsIdle(t *testing.T) {
+	r := NewRuns()
+	closed := func() bool {
+		select {
+		case <-r.Idle():
+			return true
+		default:
+			return false
+		}
+	}
+	if !closed() {
+		t.Fatal("a new count is not idle")
+	}
+	a, b := r.Start(), r.Start()
+	a()
+	a()
+	if closed() {
+		t.Error("idle with one run still counted (the first was ended twice)")
+	}
+	b()
+	if !closed() {
+		t.Error("not idle once both runs ended")
+	}
+}
