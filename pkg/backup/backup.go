@@ -215,6 +215,9 @@ func (o *Options) validateSpec() error {
 	return o.Deadline.Validate()
 }
 
+// commitTimeout bounds the commit's writes, which ctx no longer cuts.
+const commitTimeout = 2 * time.Minute
+
 // commit records how the run went (err is what made it fail, if anything)
 // and commits the backup by writing ferry-backup.json last.
 func (r *run) commit(loc *store.Location, b *v1alpha1.Backup, err error) (*v1alpha1.Backup, *report.Results, error) {
@@ -243,6 +246,11 @@ func (r *run) commit(loc *store.Location, b *v1alpha1.Backup, err error) (*v1alp
 		// Interrupted: leave it Incomplete (no commit), as a crash would.
 		return b, results, fmt.Errorf("backup %s interrupted (%w): it is Incomplete; remove it with `ferry backup delete %s`", opts.Name, deadline.Cause(ctx, ctx.Err()), opts.Name)
 	}
+	// From here on the commit is not cut short by ctx: a marker write
+	// that the store took as ctx ended would leave a committed backup
+	// reported as failed. Its own timeout bounds it.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
 	if err := stillStarted(ctx, loc, b); err != nil {
 		// Its folder was deleted (ferry backup delete of what looked like
 		// an interrupted backup) or taken over: committing now would make

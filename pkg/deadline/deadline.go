@@ -66,7 +66,7 @@ func (d Deadline) Validate() error {
 		if field == "" {
 			field = "timeout"
 		}
-		return fmt.Errorf("%s: %s must not be negative (0: no deadline)", field, d.After)
+		return fmt.Errorf("%s %s is negative (0: no deadline)", field, d.After)
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func TestDeadline(t *testing.T) {
 	if _, ok := none.Deadline(); ok {
 		t.Error("a zero Deadline set a deadline")
 	}
-	if err := (Deadline{After: -time.Second, Field: "--restore-timeout"}).Validate(); err == nil || !strings.HasPrefix(err.Error(), "--restore-timeout: ") {
+	if err := (Deadline{After: -time.Second, Field: "--restore-timeout"}).Validate(); err == nil || err.Error() != "--restore-timeout -1s is negative (0: no deadline)" {
 		t.Errorf("a negative deadline: %v, want refused naming --restore-timeout", err)
 	}
 }

@@ -30,7 +30,9 @@ const (
 	// Backups, Restores and Schedules there, manage its Clusters and
 	// locations, write (never read) its credentials, and read its Events.
 	// It may not use the hub's own storage access (the resource
-	// hubstorage, pkg/hub/admission): its locations name its Credentials.
+	// hubstorage, pkg/hub/admission): its locations name its Credentials;
+	// nor its registry credentials (hubregistry): it records images, and
+	// does not copy or push them.
 	RoleEditor = "ferry:editor"
 )
 

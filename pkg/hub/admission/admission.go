@@ -15,6 +15,9 @@
 //     allowed to "use" the
 //     resource hubstorage of ferry.dev in its namespace: another team's
 //     data is one such location away.
+//   - Images are copied (a Migration's or Backup's mode copy or bundle)
+//     and pushed (a Restore's pushImages) with the hub's own registry
+//     credentials, so only by a user allowed to "use" hubregistry.
 package admission
 
 import (
@@ -43,6 +46,11 @@ const PluginName = "FerryReferences"
 // in a namespace to write a location there that uses the hub's own access
 // to object storage.
 const HubStorage = "hubstorage"
+
+// HubRegistry is the resource (of ferry.dev, verb "use") that a user needs
+// in a namespace to have the hub copy or push images there: it pulls and
+// pushes them with its own registry credentials (its keychain).
+const HubRegistry = "hubregistry"
 
 // Storage is where the plugin looks up names its caches do not hold: the
 // hub's storages of the kinds.
@@ -129,6 +137,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		if a.GetOperation() == admission.Create { // the spec is immutable
 			errs = append(errs, p.hubAccess(ctx, a, o.Spec.Storage.Location, o.Spec.Storage.CredentialRef != nil,
 				spec.Child("storage", "location"), spec.Child("storage", "credentialRef"))...)
+			errs = append(errs, p.copiesImages(ctx, a, o.Spec.Images.Mode, spec.Child("images", "mode"))...)
 		}
 	case *ferry.Backup:
 		var was ferry.BackupSpec
@@ -136,12 +145,18 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 			was = old.Spec
 		}
 		errs = p.backupSpec(ctx, a, errs, &o.Spec, &was, spec)
+		if o.Spec.Images != was.Images {
+			errs = append(errs, p.copiesImages(ctx, a, o.Spec.Images, spec.Child("images"))...)
+		}
 	case *ferry.Schedule:
 		var was ferry.BackupSpec
 		if old, ok := a.GetOldObject().(*ferry.Schedule); ok {
 			was = old.Spec.Template
 		}
 		errs = p.backupSpec(ctx, a, errs, &o.Spec.Template, &was, spec.Child("template"))
+		if o.Spec.Template.Images != was.Images {
+			errs = append(errs, p.copiesImages(ctx, a, o.Spec.Template.Images, spec.Child("template", "images"))...)
+		}
 	case *ferry.Restore:
 		var was ferry.RestoreSpec
 		if old, ok := a.GetOldObject().(*ferry.Restore); ok {
@@ -149,6 +164,9 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		}
 		errs = p.names(ctx, a, errs, p.clusters(), spec.Child("cluster"), o.Spec.Cluster, was.Cluster)
 		errs = p.names(ctx, a, errs, p.backups(), spec.Child("backupName"), o.Spec.BackupName, was.BackupName)
+		if o.Spec.PushImages && !was.PushImages {
+			errs = append(errs, p.uses(ctx, a, HubRegistry, spec.Child("pushImages"), "pushing images uses the hub's own registry credentials")...)
+		}
 	case *ferry.BackupStorageLocation:
 		errs = p.location(ctx, a, o)
 	}
@@ -220,8 +238,23 @@ func (p *Plugin) hubAccess(ctx context.Context, a admission.Attributes, u string
 	default:
 		return nil
 	}
+	return p.uses(ctx, a, HubStorage, at, why+": use an object store URL with a credentialRef to a Credential of the namespace")
+}
+
+// copiesImages refuses an image mode that copies images (copy, bundle)
+// unless the user may use hubregistry in the namespace.
+func (p *Plugin) copiesImages(ctx context.Context, a admission.Attributes, mode string, at *field.Path) field.ErrorList {
+	if mode != "copy" && mode != "bundle" {
+		return nil
+	}
+	return p.uses(ctx, a, HubRegistry, at, "copying images pulls and pushes them with the hub's own registry credentials: use mode record")
+}
+
+// uses refuses, at field at, a write whose user may not "use" resource
+// of ferry.dev in the namespace; why says what it would use.
+func (p *Plugin) uses(ctx context.Context, a admission.Attributes, resource string, at *field.Path, why string) field.ErrorList {
 	decision, _, err := p.authz.Authorize(ctx, authorizer.AttributesRecord{User: a.GetUserInfo(), Verb: "use",
-		APIGroup: ferry.GroupName, Resource: HubStorage, Namespace: a.GetNamespace(), ResourceRequest: true})
+		APIGroup: ferry.GroupName, Resource: resource, Namespace: a.GetNamespace(), ResourceRequest: true})
 	if err == nil && decision == authorizer.DecisionAllow {
 		return nil
 	}
@@ -229,7 +262,7 @@ func (p *Plugin) hubAccess(ctx context.Context, a admission.Attributes, u string
 	if a.GetUserInfo() != nil {
 		who = fmt.Sprintf("user %q", a.GetUserInfo().GetName())
 	}
-	return field.ErrorList{field.Forbidden(at, fmt.Sprintf("%s, and %s may not use %s.%s in namespace %q: use an object store URL with a credentialRef to a Credential of the namespace", why, who, HubStorage, ferry.GroupName, a.GetNamespace()))}
+	return field.ErrorList{field.Forbidden(at, fmt.Sprintf("%s may not use %s.%s in namespace %q (%s)", who, resource, ferry.GroupName, a.GetNamespace(), why))}
 }
 
 // lookup is one kind's cache and storage.

@@ -47,17 +47,20 @@ func cached(t *testing.T, ns string, names ...string) cache.SharedIndexInformer 
 type allow []string
 
 func (a allow) Authorize(_ context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
-	if attrs.GetVerb() == "use" && attrs.GetResource() == HubStorage && slices.Contains(a, attrs.GetUser().GetName()) {
+	if attrs.GetVerb() == "use" && (attrs.GetResource() == HubStorage || attrs.GetResource() == HubRegistry) && slices.Contains(a, attrs.GetUser().GetName()) {
 		return authorizer.DecisionAllow, "", nil
 	}
 	return authorizer.DecisionNoOpinion, "", nil
 }
 
-func migration(source, target, location string, credentials bool) *ferry.Migration {
+func migration(source, target, location string, credentials bool, images ...string) *ferry.Migration {
 	m := &ferry.Migration{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "m"}}
 	m.Spec.Source.Cluster, m.Spec.Target.Cluster, m.Spec.Storage.Location = source, target, location
 	if credentials {
 		m.Spec.Storage.CredentialRef = &ferry.LocalObjectReference{Name: "keys"}
+	}
+	if len(images) > 0 {
+		m.Spec.Images.Mode = images[0]
 	}
 	return m
 }
@@ -108,6 +111,30 @@ func TestPlugin(t *testing.T) {
 			t.Errorf("%s by %s: %v, want accepted", c.location, c.who, err)
 		case c.field != "" && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), c.field+": Forbidden")):
 			t.Errorf("%s by %s: %v, want Forbidden at %s", c.location, c.who, err, c.field)
+		}
+	}
+}
+
+// TestPluginImages: copying images (mode copy or bundle) pulls and pushes
+// them with the hub's registry credentials: only a user allowed to use
+// hubregistry may ask for it; record and none may anyone.
+func TestPluginImages(t *testing.T) {
+	p := New(authorizer.AuthorizerFunc(allow{"admin"}.Authorize))
+	p.SetStorage(Storage{Clusters: &getter{names: []string{"old", "new"}}, Locations: &getter{}, Backups: &getter{}})
+	p.SetInformers(Informers{Clusters: cached(t, "team"), Locations: cached(t, "team"), Backups: cached(t, "team")})
+	p.SetReadyFunc(func() bool { return true })
+	for _, c := range []struct{ mode, who string }{{"copy", "alice"}, {"bundle", "alice"}, {"record", "alice"}, {"", "alice"}, {"copy", "admin"}} {
+		m := migration("old", "new", "s3://b?region=x", true, c.mode)
+		ctx := genericapirequest.WithNamespace(context.Background(), "team")
+		a := admission.NewAttributesRecord(m, nil, ferry.Kind("Migration").WithVersion(""), "team", m.Name, ferry.Resource("migrations").WithVersion(""),
+			"", admission.Create, &metav1.CreateOptions{}, false, &user.DefaultInfo{Name: c.who})
+		err := p.Validate(ctx, a, nil)
+		refuse := c.who == "alice" && (c.mode == "copy" || c.mode == "bundle")
+		switch {
+		case refuse && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.images.mode: Forbidden") || !strings.Contains(err.Error(), HubRegistry)):
+			t.Errorf("mode %s by %s: %v, want Forbidden at spec.images.mode naming %s", c.mode, c.who, err, HubRegistry)
+		case !refuse && err != nil:
+			t.Errorf("mode %q by %s: %v, want accepted", c.mode, c.who, err)
 		}
 	}
 }
