@@ -293,11 +293,10 @@ func (o *migrateOptions) migrationOptions(ctx context.Context, loc *store.Locati
 	ropts := o.restoreOptions(iopts)
 	ropts.PodVolumes = rpv
 	mo = enginemigration.Options{Name: o.name, Source: src, Target: dst, Location: loc, Verify: o.verify, Resume: true, Log: o.log,
-		Backup:         backup.Options{Spec: o.bspec, Log: o.log, Images: iopts, PodVolumes: bpv, Deadline: o.deadlines.backupDeadline()},
-		Restore:        ropts,
-		VerifyDeadline: o.deadlines.verifyDeadline(),
+		Backup:  backup.Options{Spec: o.bspec, Log: o.log, Images: iopts, PodVolumes: bpv, Deadline: o.deadlines.backupDeadline()},
+		Restore: ropts,
 	}
-	mo.Restore.Deadline = o.deadlines.restoreDeadline()
+	mo.Restore.Deadline, mo.Restore.VerifyDeadline = o.deadlines.restoreDeadline(), o.deadlines.verifyDeadline()
 	var backedUp *v1alpha1.Backup
 	mo.OnBackup = func(b *v1alpha1.Backup, res *report.Results, reused bool) {
 		backedUp = b

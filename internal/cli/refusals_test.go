@@ -57,6 +57,8 @@ func TestFlagRefusals(t *testing.T) {
 		{[]string{"migrate", "--from-context", "a", "--to-context", "b", "--restore-timeout", "-1s"}, "--restore-timeout -1s is negative (0: no deadline)"},
 		{[]string{"backup", "create", "b", "--timeout", "-1m"}, "--timeout -1m0s is negative (0: no deadline)"},
 		{[]string{"restore", "create", "--from-backup", "b", "--timeout", "-1m"}, "--timeout -1m0s is negative (0: no deadline)"},
+		{[]string{"restore", "create", "--from-backup", "b", "--verify", "--verify-timeout", "-1m"}, "--verify-timeout -1m0s is negative (0: no deadline)"},
+		{[]string{"restore", "create", "--from-backup", "b", "--verify-timeout", "1m"}, "--verify-timeout is for --verify"},
 		{[]string{"backup", "create", "b", "--server", "--timeout", "1h"}, "--timeout is not supported in server mode: set it on the server (ferry server --backup-timeout, --restore-timeout)"},
 		{[]string{"hub", "--data-dir", "/nonexistent", "--verify-timeout", "-1s"}, "--verify-timeout -1s is negative (0: no deadline)"},
 		// Found by a new-user run: these were accepted, or their error

@@ -156,6 +156,7 @@ type restoreCreateOptions struct {
 	from, fromVelero string
 	verify           bool
 	timeout          time.Duration
+	verifyTimeout    time.Duration
 
 	name string
 	spec v1alpha1.RestoreSpec
@@ -180,6 +181,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	_ = cmd.Flags().MarkHidden("platform")
 	o.volumes.registerRestore(cmd)
 	cmd.Flags().DurationVar(&o.timeout, "timeout", deadline.DefaultRestore, "how long the restore (volume data included) may take before it fails; run again, it finishes what it left (0: no deadline)")
+	cmd.Flags().DurationVar(&o.verifyTimeout, "verify-timeout", deadline.DefaultVerify, "with --verify: how long the verification may take before it fails (0: no deadline)")
 	o.server.register(cmd, false)
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "after the restore, compare every object of the backup with the cluster, as migrate does, and keep the report in the location (restores/NAME/report.json, .html); a difference makes the restore PartiallyFailed")
 	return cmd
@@ -190,6 +192,8 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 func (o *restoreCreateOptions) Complete(cmd *cobra.Command, args []string) error {
 	backupName := o.from
 	switch {
+	case cmd.Flags().Changed("verify-timeout") && !o.verify:
+		return fmt.Errorf("--verify-timeout is for --verify")
 	case o.from != "" && o.fromVelero != "":
 		return fmt.Errorf("--from-backup and --from-velero-backup: give one")
 	case o.fromVelero != "":
@@ -230,7 +234,7 @@ func (o *restoreCreateOptions) Validate() error {
 // options are the engine's options, but for the pod volumes.
 func (o *restoreCreateOptions) options(iopts images.Options) restore.Options {
 	return restore.Options{Name: o.name, Spec: o.spec, Log: o.log, CRDTimeout: o.restore.crdTimeout, Images: iopts,
-		Deadline: deadline.Deadline{After: o.timeout, Field: "--timeout"}}
+		Deadline: deadline.Deadline{After: o.timeout, Field: "--timeout"}, VerifyDeadline: deadline.Deadline{After: o.verifyTimeout, Field: "--verify-timeout"}}
 }
 
 func (o *restoreCreateOptions) Run(ctx context.Context) error {

@@ -68,7 +68,7 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 	fl.StringVar(&opts.NodePodsDir, "node-pods-dir", helperpod.DefaultNodePodsDir, "the kubelet's pods directory on the nodes, which the server's helper pods mount to reach a claim that another pod holds")
 	fl.DurationVar(&opts.HelperUnschedulable, "helper-unschedulable-timeout", 30*time.Second, "how long the scheduler may find no node for a helper pod before its volume fails, naming the scheduler's reason")
 	fl.BoolVar(&opts.SparseFiles, "write-sparse-files", false, "the server's helper pods restore files sparsely: blocks of zeros become holes (the node agents have their own --write-sparse-files)")
-	o.deadlines.register(fl, false)
+	o.deadlines.register(fl, true)
 	fl.DurationVar(&opts.ValidationPeriod, "location-validation-period", time.Minute, "how often a BackupStorageLocation is validated when its spec.validationFrequency is not set")
 	return cmd
 }
@@ -82,7 +82,7 @@ func (o *serverOptions) Complete(_ *cobra.Command, _ []string) error {
 		return err
 	}
 	o.opts.Config = cfg
-	o.opts.BackupDeadline, o.opts.RestoreDeadline = o.deadlines.backup, o.deadlines.restore
+	o.opts.BackupDeadline, o.opts.RestoreDeadline, o.opts.VerifyDeadline = o.deadlines.backup, o.deadlines.restore, o.deadlines.verify
 	o.opts.Log = slog.New(slog.NewTextHandler(o.g.stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if pw, err := readPassword(o.passwordFile); err == nil {
 		o.opts.RepositoryPassword = pw

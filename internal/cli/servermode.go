@@ -97,7 +97,7 @@ func (s *serverMode) validate() error {
 // silently ignored.
 var directOnly = []string{"storage", "encryption-identity", "dry-run", "host-pods-dir", "repository-password-file",
 	"volumes-by-node-agent", "restore-helper-image", "helper-image", "node-pods-dir", "helper-unschedulable-timeout", "volume-timeout", "write-sparse-files",
-	"platform", "image-concurrency", "image-jobs", "image-retries", "insecure", "timeout"}
+	"platform", "image-concurrency", "image-jobs", "image-retries", "insecure", "timeout", "verify-timeout"}
 
 var directOnlyWhy = map[string]string{
 	"storage":                      "the server uses its BackupStorageLocation (--storage-location)",
@@ -118,6 +118,7 @@ var directOnlyWhy = map[string]string{
 	"image-retries":                "the server's image settings apply",
 	"insecure":                     "the server's image settings apply",
 	"timeout":                      "set it on the server (ferry server --backup-timeout, --restore-timeout)",
+	"verify-timeout":               "set it on the server (ferry server --verify-timeout)",
 }
 
 // serverClient returns a controller-runtime client for the cluster of

@@ -47,9 +47,6 @@ type Options struct {
 	// Verify compares the target with the backup after the restore and
 	// keeps the report in the location (ReportKeys).
 	Verify bool
-	// VerifyDeadline bounds the verification, as Backup.Deadline and
-	// Restore.Deadline bound the backup and the restore.
-	VerifyDeadline deadline.Deadline
 	// Resume lets a migration of a name that has run before resume
 	// (Prepare); without it, a backup of that name is refused, as the
 	// hub wants for two Migrations of one name in two namespaces.
@@ -181,9 +178,6 @@ func (o *Options) Validate() error {
 	if err := o.Backup.Validate(); err != nil {
 		return err
 	}
-	if err := o.VerifyDeadline.Validate(); err != nil {
-		return err
-	}
 	return o.Restore.Validate()
 }
 
@@ -291,7 +285,7 @@ func restoreAndVerify(ctx context.Context, o *Options, res *Result) error {
 func verify(ctx context.Context, o *Options, res *Result) (*report.Verification, error) {
 	vopts := o.Restore
 	vopts.Name = o.Name
-	ctx, cancel := o.VerifyDeadline.Context(ctx, "verification")
+	ctx, cancel := o.Restore.VerifyDeadline.Context(ctx, "verification")
 	defer cancel()
 	v, err := VerifyRestore(ctx, o.Target, o.Location, vopts, res.Backup, res.Restore, o.OnVerifyProgress)
 	return v, deadline.Cause(ctx, err)
@@ -355,8 +349,10 @@ func VerifyAndRecord(ctx context.Context, target *kube.Cluster, loc *store.Locat
 	} else {
 		ropts.PodVolumes = nil
 	}
-	v, err := VerifyRestore(ctx, target, loc, ropts, b, rs, onProgress)
-	ApplyVerification(rs, v, err)
+	vctx, cancel := ropts.VerifyDeadline.Context(ctx, "verification")
+	defer cancel()
+	v, err := VerifyRestore(vctx, target, loc, ropts, b, rs, onProgress)
+	ApplyVerification(rs, v, deadline.Cause(vctx, err))
 	if err := restore.Record(ctx, loc, rs); err != nil {
 		return fmt.Errorf("recording the verification of restore %s in the location: %w", rs.Name, err)
 	}

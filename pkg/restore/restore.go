@@ -45,10 +45,12 @@ type Options struct {
 	Workers int
 	// CRDTimeout bounds the wait for restored CRDs to be Established; default 60s.
 	CRDTimeout time.Duration
-	// Deadline bounds the whole restore (the verification of a migration
-	// has its own); a restore that reaches it is recorded Failed, as an
-	// interrupted one, and run again finishes it.
+	// Deadline bounds the whole restore; a restore that reaches it is
+	// recorded Failed, as an interrupted one, and run again finishes it.
 	Deadline deadline.Deadline
+	// VerifyDeadline bounds the verification after the restore
+	// (migration.Run's, migration.VerifyAndRecord's).
+	VerifyDeadline deadline.Deadline
 	// OnProgress, if set, is called as items finish.
 	OnProgress func(done, total int)
 	// PodVolumes, if set, restores pod volume data in this process.
@@ -79,6 +81,9 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if err := o.Deadline.Validate(); err != nil {
+		return err
+	}
+	if err := o.VerifyDeadline.Validate(); err != nil {
 		return err
 	}
 	if err := store.ValidateBackupName(o.Spec.BackupName); err != nil && o.Spec.BackupName != "" {

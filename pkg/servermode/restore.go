@@ -44,10 +44,11 @@ type RestoreReconciler struct {
 	Log       *slog.Logger
 	// PodVolumeTimeout and HelperImage: see Options.
 	PodVolumeTimeout time.Duration
-	// Deadline bounds each restore (Options.RestoreDeadline).
-	Deadline    time.Duration
-	AgentGrace  time.Duration
-	HelperImage string
+	// Deadline and VerifyDeadline bound each restore and its verification
+	// (Options.RestoreDeadline, VerifyDeadline).
+	Deadline, VerifyDeadline time.Duration
+	AgentGrace               time.Duration
+	HelperImage              string
 	// RepositoryPassword lets the helper pods that fill restored claims
 	// open the volume repository; without it, claims get no data (each
 	// is an error of the restore).
@@ -82,7 +83,8 @@ func (r *RestoreReconciler) Reconcile(ctx context.Context, req reconcile.Request
 
 func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error {
 	opts := restore.Options{Name: rs.Name, Spec: rs.Spec, Log: r.Log,
-		Deadline: deadline.Deadline{After: r.Deadline, Field: "the server's --restore-timeout"}}
+		Deadline:       deadline.Deadline{After: r.Deadline, Field: "the server's --restore-timeout"},
+		VerifyDeadline: deadline.Deadline{After: r.VerifyDeadline, Field: "the server's --verify-timeout"}}
 	if rs.Spec.CRDTimeout != nil {
 		opts.CRDTimeout = rs.Spec.CRDTimeout.Duration
 	}

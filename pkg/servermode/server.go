@@ -79,9 +79,10 @@ type Options struct {
 	// volumes fail with the reason (the backup or restore is
 	// PartiallyFailed).
 	RepositoryPassword string
-	// BackupDeadline and RestoreDeadline bound each Backup and Restore
-	// (ferry server --backup-timeout, --restore-timeout); 0 is none.
-	BackupDeadline, RestoreDeadline time.Duration
+	// BackupDeadline and RestoreDeadline bound each Backup and Restore,
+	// VerifyDeadline a Restore's spec.verify (ferry server
+	// --backup-timeout, --restore-timeout, --verify-timeout); 0 is none.
+	BackupDeadline, RestoreDeadline, VerifyDeadline time.Duration
 	// PodVolumeTimeout bounds how long a backup or restore waits for the
 	// node agents to finish its PodVolumeBackups or PodVolumeRestores, and
 	// a restore for each restored pod to be scheduled (default
@@ -204,7 +205,7 @@ func NewManager(ctx context.Context, opts Options) (manager.Manager, error) {
 		{"backup", &v1alpha1.Backup{}, &BackupReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "backup"),
 			RepositoryPassword: opts.RepositoryPassword, PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, Helpers: opts.helperSettings(), Events: rec, Deadline: opts.BackupDeadline}, nil},
 		{"restore", &v1alpha1.Restore{}, &RestoreReconciler{Client: c, APIReader: reader, Cluster: cluster, Clock: opts.Clock, Log: log.With("controller", "restore"),
-			PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, RepositoryPassword: opts.RepositoryPassword, Helpers: opts.helperSettings(), Events: rec, Deadline: opts.RestoreDeadline}, nil},
+			PodVolumeTimeout: opts.PodVolumeTimeout, AgentGrace: opts.AgentGrace, HelperImage: opts.RestoreHelperImage, RepositoryPassword: opts.RepositoryPassword, Helpers: opts.helperSettings(), Events: rec, Deadline: opts.RestoreDeadline, VerifyDeadline: opts.VerifyDeadline}, nil},
 		{"schedule", &v1alpha1.Schedule{}, &ScheduleReconciler{Client: c, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "schedule")}, []predicate.Predicate{gen}},
 		{"backup-gc", &v1alpha1.Backup{}, &GCReconciler{Client: c, APIReader: reader, Clock: opts.Clock, MaxWait: opts.MaxWait, Log: log.With("controller", "gc"), RepositoryPassword: opts.RepositoryPassword, Events: rec}, nil},
 		{"backupstoragelocation", &v1alpha1.BackupStorageLocation{}, &LocationReconciler{Client: c, APIReader: reader, Clock: opts.Clock, Period: opts.ValidationPeriod, Log: log.With("controller", "location"), Events: rec}, []predicate.Predicate{gen}},

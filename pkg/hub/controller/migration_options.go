@@ -233,7 +233,7 @@ func setDeadlines(o *migration.Options, t *v1beta1.MigrationTimeouts, hub Deadli
 	}
 	o.Backup.Deadline = pick(t.Backup, hub.Backup, "spec.timeouts.backup")
 	o.Restore.Deadline = pick(t.Restore, hub.Restore, "spec.timeouts.restore")
-	o.VerifyDeadline = pick(t.Verify, hub.Verify, "spec.timeouts.verify")
+	o.Restore.VerifyDeadline = pick(t.Verify, hub.Verify, "spec.timeouts.verify")
 }
 
 // errNoPassword is why a hub without a repository password moves no pod

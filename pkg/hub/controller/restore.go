@@ -171,7 +171,8 @@ func (r *RestoreReconciler) restore(ctx context.Context, rs *v1beta1.Restore, on
 	}
 	defer loc.Close()
 	opts := restore.Options{Name: rs.Name, Spec: engineRestoreSpec(rs.Spec), Log: r.Log, OnProgress: onProgress,
-		Deadline: deadline.Deadline{After: r.Deadlines.Restore, Field: "the hub's --restore-timeout"}}
+		Deadline:       deadline.Deadline{After: r.Deadlines.Restore, Field: "the hub's --restore-timeout"},
+		VerifyDeadline: deadline.Deadline{After: r.Deadlines.Verify, Field: "the hub's --verify-timeout"}}
 	if r.Volumes.Password != "" {
 		s := r.Volumes
 		s.Log, s.NodePodsDir, s.Credentials = r.Log, c.Spec.NodePodsDir, creds
