@@ -233,6 +233,8 @@ func (p *Plugin) hubAccess(ctx context.Context, a admission.Attributes, u string
 		at, why = urlPath, "a file:// location is on the hub's own disk"
 	case parsed.Scheme == "mem":
 		at, why = urlPath, "a mem:// location is in the hub's own memory (and lost when it stops)"
+	case parsed.Scheme == "s3" && parsed.Query().Has("profile"):
+		at, why = urlPath, "an s3:// location's profile parameter names a profile of the hub's own AWS configuration"
 	case !credentialRef && len(store.CredentialKeys(parsed.Scheme)) > 0:
 		at, why = credPath, "without a credentialRef the location uses the hub's own credentials"
 	default:

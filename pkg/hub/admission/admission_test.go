@@ -100,6 +100,7 @@ func TestPlugin(t *testing.T) {
 	}{
 		{"file:///var/lib/ferry", false, "alice", "spec.storage.location"},
 		{"mem://", false, "alice", "spec.storage.location"},
+		{"s3://b?region=x&profile=ops", true, "alice", "spec.storage.location"},
 		{"s3://b?region=x", false, "alice", "spec.storage.credentialRef"},
 		{"gs://b", false, "alice", "spec.storage.credentialRef"},
 		{"file:///var/lib/ferry", false, "admin", ""},
