@@ -3,17 +3,15 @@ package hub
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -80,9 +78,6 @@ type Server struct {
 	generic *genericapiserver.GenericAPIServer
 	etcd    *embeddedEtcd
 	unlock  func()
-	// locks is the etcd client of the locks that span the hubs on one
-	// etcd (backupstoragelocation.EtcdLocker).
-	locks *clientv3.Client
 	// controllers, with Options.Controllers, supervises them.
 	controllers        *controllers
 	controllersStarted atomic.Bool
@@ -130,9 +125,6 @@ func New(o Options) (_ *Server, err error) {
 		return nil, err
 	}
 	s.EtcdServers = servers
-	if s.locks, err = clientv3.New(clientv3.Config{Endpoints: servers, DialTimeout: etcdCheckTimeout, Logger: zap.NewNop()}); err != nil {
-		return nil, fmt.Errorf("etcd servers %s: %w", strings.Join(servers, ","), err)
-	}
 	var l net.Listener
 	if o.SecurePort == 0 {
 		if l, err = net.Listen("tcp", net.JoinHostPort(kubeconfigHost(o.BindAddress), "0")); err != nil {
@@ -158,7 +150,7 @@ func New(o Options) (_ *Server, err error) {
 	// Complete authenticates the loopback token as a user of its own;
 	// ours, put in front, is the one the authorizer knows by UID.
 	authorizeLoopback(completed.LoopbackClientConfig, &completed.Authentication, authz)
-	locker := backupstoragelocation.EtcdLocker{Client: s.locks, Prefix: etcdPrefix + "-locks/backupstoragelocations/"}
+	locker := backupstoragelocation.EtcdLocker{Endpoints: servers, Prefix: etcdPrefix + "-locks/backupstoragelocations/"}
 	if s.generic, err = newGeneric(completed, handlers, refs, locker); err != nil {
 		return nil, err
 	}
@@ -221,10 +213,6 @@ func (s *Server) Run(ctx context.Context) error {
 
 // Close stops the embedded etcd, if any, and releases the data directory.
 func (s *Server) Close() {
-	if s.locks != nil {
-		_ = s.locks.Close()
-		s.locks = nil
-	}
 	if s.etcd != nil {
 		s.etcd.Stop()
 		s.etcd = nil
@@ -320,6 +308,12 @@ func newGeneric(c genericapiserver.CompletedConfig, handlers map[string]http.Han
 	// /readyz fails until the hook returns, once the caches have synced.
 	g.AddPostStartHookOrDie("ferry-admission-informers", func(hc genericapiserver.PostStartHookContext) error {
 		startInformers(hc.Done())
+		// Started: a mostly idle API server keeps less garbage at GOGC
+		// 50 for little CPU (docs/benchmarks.md#hub-results); the start's
+		// heavy allocations ran at Go's default. $GOGC overrides it.
+		if os.Getenv("GOGC") == "" {
+			debug.SetGCPercent(50)
+		}
 		return nil
 	})
 	clusters, clusterStatus, err := cluster.NewREST(Scheme, c.RESTOptionsGetter)
