@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -30,14 +29,11 @@ func (d *stepDeadlines) register(fl *pflag.FlagSet, withVerify bool) {
 	}
 }
 
-// validate refuses a negative deadline.
+// validate refuses a negative deadline, as the engine does.
 func (d *stepDeadlines) validate() error {
-	for _, f := range []struct {
-		name string
-		v    time.Duration
-	}{{"backup-timeout", d.backup}, {"restore-timeout", d.restore}, {"verify-timeout", d.verify}} {
-		if f.v < 0 {
-			return fmt.Errorf("--%s %s is negative (0: no deadline)", f.name, f.v)
+	for _, dl := range []deadline.Deadline{d.backupDeadline(), d.restoreDeadline(), d.verifyDeadline()} {
+		if err := dl.Validate(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -27,11 +27,15 @@ type ExceededError struct {
 }
 
 func (e *ExceededError) Error() string {
-	field := e.Deadline.Field
-	if field == "" {
-		field = "timeout"
+	return fmt.Sprintf("%s: the %s did not end within %s", e.Deadline.field(), e.Step, e.Deadline.After)
+}
+
+// field is Field, or "timeout" when none is named.
+func (d Deadline) field() string {
+	if d.Field == "" {
+		return "timeout"
 	}
-	return fmt.Sprintf("%s: the %s did not end within %s", field, e.Step, e.Deadline.After)
+	return d.Field
 }
 
 // Context is ctx ending at d (if set), its cause an ExceededError of step.
@@ -62,11 +66,7 @@ func Cause(ctx context.Context, err error) error {
 // Validate checks d: not negative.
 func (d Deadline) Validate() error {
 	if d.After < 0 {
-		field := d.Field
-		if field == "" {
-			field = "timeout"
-		}
-		return fmt.Errorf("%s %s is negative (0: no deadline)", field, d.After)
+		return fmt.Errorf("%s %s is negative (0: no deadline)", d.field(), d.After)
 	}
 	return nil
 }
