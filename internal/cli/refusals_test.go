@@ -61,6 +61,8 @@ func TestFlagRefusals(t *testing.T) {
 		{[]string{"restore", "create", "--from-backup", "b", "--verify-timeout", "1m"}, "--verify-timeout is for --verify"},
 		{[]string{"backup", "create", "b", "--server", "--timeout", "1h"}, "--timeout is not supported in server mode: set it on the server (ferry server --backup-timeout, --restore-timeout)"},
 		{[]string{"hub", "--data-dir", "/nonexistent", "--verify-timeout", "-1s"}, "--verify-timeout -1s is negative (0: no deadline)"},
+		// Found by a reviewer: without a kubeconfig, the missing kubeconfig was reported instead.
+		{[]string{"server", "--kubeconfig", "/nonexistent/kubeconfig", "--backup-timeout", "-1m"}, "--backup-timeout -1m0s is negative (0: no deadline)"},
 		// Found by a new-user run: these were accepted, or their error
 		// hidden behind the missing kubeconfig.
 		{[]string{"schedule", "create", "s", "--schedule", "@every 0s"}, "runs must be at least 1m0s apart"},

@@ -75,8 +75,12 @@ and /readyz on --probe-addr and Prometheus metrics on --metrics-addr.`,
 
 // Complete builds the cluster config and the log, and reads the volume
 // repository password (a missing one is a warning: pod volume data then
-// cannot be backed up).
+// cannot be backed up). Deadline flags are checked first: a wrong flag is
+// reported before a missing kubeconfig.
 func (o *serverOptions) Complete(_ *cobra.Command, _ []string) error {
+	if err := o.deadlines.validate(); err != nil {
+		return err
+	}
 	cfg, err := kube.RESTConfig(o.g.kubeconfig, o.g.context)
 	if err != nil {
 		return err
