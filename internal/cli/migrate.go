@@ -32,7 +32,7 @@ type migrateOptions struct {
 	volumes                                  volumeFlags
 	fromKubeconfig, fromContext              string
 	toKubeconfig, toContext, name, reportDir string
-	verify                                   bool
+	verify, preflight                        bool
 	hub                                      hubMigrate
 	deadlines                                stepDeadlines
 
@@ -70,6 +70,7 @@ backup with ferry backup delete NAME first.`,
 		RunE: runE(o),
 	}
 	cmd.Flags().StringVar(&o.name, "name", "", "name of the backup and the restore (default migrate-<timestamp>)")
+	cmd.Flags().BoolVar(&o.preflight, "preflight", false, "check the migration without running it: read the source and the target, write nothing to either or to the location, and list the risks (blockers, warnings, notes), each with the objects, what will happen and the fix, with a time estimate; keeps preflight.json and preflight.html in --report-dir; exit 2 when a risk is a blocker")
 	o.registerFlags(cmd)
 	o.hub.register(cmd)
 	cmd.AddCommand(newMigrateStagedCmd(g, "stage"), newMigrateStagedCmd(g, "cutover"), newMigrateStagedCmd(g, "rollback"), newMigrateStagedCmd(g, "done"))
@@ -118,7 +119,7 @@ func (o *migrateOptions) Complete(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	o.bspec = newBackupSpec(&o.selection, &o.crypt, &o.images, o.volumes.defaultToFS)
-	if o.verify && !o.rspec.DryRun && o.reportDir == "" {
+	if (o.preflight || o.verify && !o.rspec.DryRun) && o.reportDir == "" {
 		o.reportDir = defaultReportDir(o.name)
 	}
 	if err := o.crypt.complete(); err != nil {
@@ -132,6 +133,9 @@ func (o *migrateOptions) Validate() error {
 		return err
 	}
 	if err := o.deadlines.validate(); err != nil {
+		return err
+	}
+	if err := o.validatePreflight(); err != nil {
 		return err
 	}
 	if err := enginemigration.ValidateName(o.name); err != nil {
@@ -207,6 +211,9 @@ func (o *migrateOptions) restoreOptions(iopts images.Options) restore.Options {
 func (o *migrateOptions) Run(ctx context.Context) error {
 	if o.hub.on() {
 		return o.runHub(ctx)
+	}
+	if o.preflight {
+		return o.runPreflight(ctx)
 	}
 	defer func() {
 		if ctx.Err() != nil {

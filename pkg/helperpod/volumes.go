@@ -142,6 +142,18 @@ func (h *Helpers) run(ctx context.Context, hr helperRun, out *JobOutcome, onByte
 	return res, nil
 }
 
+// PodSpecFor is the spec of a helper pod of image for a claim (claim
+// true) or for the volumes in a node's pods directory, as Helpers run it:
+// what the pre-flight check holds against a namespace's PodSecurity level.
+func PodSpecFor(image string, claim bool) corev1.PodSpec {
+	h := &Helpers{Image: image, NodePodsDir: "/var/lib/kubelet/pods"}
+	hr := helperRun{job: Job{Op: OpRestore}}
+	if claim {
+		hr.claim = "claim"
+	}
+	return h.podSpec(hr, "{}")
+}
+
 // podSpec is the helper pod of hr: ferry's image as root, the claim or the
 // node's pods directory mounted, pinned to hr.node when set.
 func (h *Helpers) podSpec(hr helperRun, job string) corev1.PodSpec {

@@ -317,6 +317,9 @@ func (a *applier) apply(ctx context.Context, it *Item) report.Result {
 	}
 	var client dynamic.ResourceInterface = a.cluster.Dynamic.Resource(res.GroupVersionResource)
 	if a.opts.Spec.DryRun {
+		if a.opts.OnDryRun != nil {
+			a.opts.OnDryRun(res.GroupResource(), u)
+		}
 		return a.dryRun(ctx, it, res, u, changes)
 	}
 	if res.Namespaced {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -61,6 +62,11 @@ type Options struct {
 	keepFiltered bool
 	// Images configures registry access for spec.pushImages.
 	Images images.Options
+	// OnDryRun, if set, is called in a dry run with each object as the
+	// restore would write it (its transforms applied) and its
+	// group-resource, from several goroutines at once: the pre-flight
+	// check reads them.
+	OnDryRun func(resource string, u *unstructured.Unstructured)
 }
 
 func (o *Options) mapNamespace(ns string) string {

@@ -354,3 +354,40 @@ func (ct *CloudTranslation) nodeAffinity(spec map[string]any) []string {
 	}
 	return notes
 }
+
+// profiles loads every cloud profile but generic.
+func profiles() []*CloudProfile {
+	var out []*CloudProfile
+	for _, n := range CloudNames() {
+		if n == "generic" {
+			continue
+		}
+		if p, err := LoadCloudProfile(n); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// CloudOfServiceAnnotation names the cloud whose load-balancer
+// annotation key is, or "" when it is no cloud's.
+func CloudOfServiceAnnotation(key string) string {
+	for _, p := range profiles() {
+		if hasPrefix(key, p.LoadBalancer.AnnotationPrefixes) {
+			return p.Name
+		}
+	}
+	return ""
+}
+
+// CloudOfNodeLabels names the cloud whose node labels labels has, or "".
+func CloudOfNodeLabels(labels map[string]string) string {
+	for _, p := range profiles() {
+		for k := range labels {
+			if hasPrefix(k, p.NodeLabelPrefixes) {
+				return p.Name
+			}
+		}
+	}
+	return ""
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/migration"
+	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -207,6 +208,10 @@ func TestCorpusMigration(t *testing.T) {
 	}
 	e := newEnv(t)
 	objs := applyCorpus(t, e, corpus)
+
+	// The pre-flight of the whole cluster into the empty target: no
+	// false blocker.
+	checkCorpusPreflight(t, e)
 
 	// Whole-cluster migration, verified.
 	reportDir := filepath.Join(t.TempDir(), "report")
@@ -506,5 +511,23 @@ func checkStoredReport(t *testing.T, storage, name string, want map[string]int) 
 	}
 	if page, err := migration.OpenReport(ctx, loc, name, true); err != nil || !bytes.Contains(page, []byte("<html")) {
 		t.Errorf("the HTML report of migration %s in the location: %v", name, err)
+	}
+}
+
+// checkCorpusPreflight runs ferry migrate --preflight of the corpus into
+// an empty target: real manifests by others raise no blocker (the
+// target has no nodes, which is one warning), and the check exits 0.
+func checkCorpusPreflight(t *testing.T, e *env) {
+	t.Helper()
+	r := e.run(t, "migrate", "--preflight", "--from-context", "src", "--to-context", "dst", "--name", "corpus-preflight", "-o", "json", "--report-dir", t.TempDir())
+	var p report.Preflight
+	if r.code == 0 || r.code == 2 {
+		mustJSON(t, r.stdout, &p)
+	}
+	for _, risk := range p.Risks {
+		t.Logf("corpus pre-flight: %s %s %v: %s", risk.Severity, risk.Check, risk.Objects, risk.What)
+	}
+	if r.code != 0 || p.Counts[report.Blocker] != 0 {
+		t.Errorf("pre-flight of the corpus into an empty target: exit %d, %d blocker(s)\n%s", r.code, p.Counts[report.Blocker], r.stderr)
 	}
 }

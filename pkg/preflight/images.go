@@ -1,0 +1,274 @@
+package preflight
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	kauth "github.com/google/go-containerregistry/pkg/authn/kubernetes"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
+	"github.com/kubeferry/ferry/pkg/images"
+	"github.com/kubeferry/ferry/pkg/report"
+)
+
+// imageTimeout bounds the resolution of one image.
+const imageTimeout = 30 * time.Second
+
+// imageUse is one image reference as the target's pods will name it, the
+// workloads that name it and the pull Secrets they pull it with.
+type imageUse struct {
+	ref     string
+	users   []string
+	secrets map[string]bool // "namespace/name"
+}
+
+// checkImages resolves every image the move's workloads name, after the
+// registry mappings, from where ferry runs, with the pull Secrets the
+// target's pods will pull it with (their imagePullSecrets and their
+// ServiceAccount's, from the backup or the target) on top of ferry's own
+// credentials. An image the registry has not is a blocker
+// (ImagePullBackOff); one the pull Secrets do not open is a warning (the
+// nodes may have credentials of their own); one without a build for a
+// target node's OS and architecture is a blocker when no node's platform
+// is built, else a warning. A registry ferry cannot reach is not checked,
+// and says so.
+func checkImages(ctx context.Context, e *env) {
+	if e.o.Backup.Spec.Images == images.ModeCopy || e.o.Backup.Spec.Images == images.ModeBundle {
+		e.skip("image pulls: with spec.images %s the move copies the images to the mapped registries, where they are not yet", e.o.Backup.Spec.Images)
+		return
+	}
+	uses := e.imageUses()
+	plats := e.nodePlatforms()
+	unreachable := map[string][]string{}
+	for _, u := range uses {
+		kc, err := e.keychain(ctx, u.secrets)
+		if err != nil {
+			e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s: its pull Secrets cannot be read: %v", u.ref, err), "")
+			continue
+		}
+		opts := e.o.Images
+		opts.Keychain = kc
+		c := images.NewCopier(opts)
+		ictx, cancel := context.WithTimeout(ctx, imageTimeout)
+		desc, built, err := c.Describe(ictx, u.ref)
+		if err == nil && len(built) == 0 {
+			built, err = singlePlatform(desc)
+		}
+		cancel()
+		var te *transport.Error
+		switch {
+		case err == nil:
+			checkPlatforms(e, u, built, plats)
+		case errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)):
+			e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s is not in its registry: the pods cannot pull it (ImagePullBackOff)", u.ref),
+				"push the image, or map its registry with --image-registry-mappings (and --images copy to copy it there)")
+		case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
+			e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s: the registry refuses the pull Secrets the pods name (%s), and ferry's own credentials: unless the target's nodes have credentials of their own, the pods cannot pull it", u.ref, secretList(u.secrets)),
+				"add a pull Secret with access to the registry to the pods or their ServiceAccount in the target")
+		default:
+			host := strings.SplitN(u.ref, "/", 2)[0]
+			unreachable[host] = append(unreachable[host], u.ref)
+		}
+	}
+	hosts := make([]string, 0, len(unreachable))
+	for h := range unreachable {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	for _, h := range hosts {
+		e.skip("images of registry %s (%d): unreachable from where ferry runs, so not checked (the target's nodes may reach it)", h, len(unreachable[h]))
+	}
+}
+
+// imageUses gathers the images of the move's workloads, one use per
+// reference and set of pull Secrets: a pod that names no Secret must not
+// pass on another's.
+func (e *env) imageUses() []*imageUse {
+	byRef := map[string]*imageUse{}
+	for _, w := range e.c.workloads {
+		secrets := map[string]bool{}
+		for _, s := range w.spec.ImagePullSecrets {
+			secrets[w.namespace+"/"+s.Name] = true
+		}
+		for _, s := range e.serviceAccountSecrets(w.namespace, w.spec.ServiceAccountName) {
+			secrets[w.namespace+"/"+s] = true
+		}
+		for _, c := range slices.Concat(w.spec.InitContainers, w.spec.Containers) {
+			if c.Name == v1alpha1.RestoreWaitContainer || c.Image == "" {
+				continue
+			}
+			key := c.Image + "\x00" + secretList(secrets)
+			u := byRef[key]
+			if u == nil {
+				u = &imageUse{ref: c.Image, secrets: secrets}
+				byRef[key] = u
+			}
+			if !slices.Contains(u.users, w.objectName()) {
+				u.users = append(u.users, w.objectName())
+			}
+		}
+	}
+	out := make([]*imageUse, 0, len(byRef))
+	for _, u := range byRef {
+		out = append(out, u)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].ref < out[j].ref || out[i].ref == out[j].ref && secretList(out[i].secrets) < secretList(out[j].secrets)
+	})
+	return out
+}
+
+// serviceAccountSecrets are the imagePullSecrets of ServiceAccount name
+// (default "default") in ns: the move's, else the target's.
+func (e *env) serviceAccountSecrets(ns, name string) []string {
+	if name == "" {
+		name = "default"
+	}
+	var names []string
+	for _, sa := range objectsOf[corev1.ServiceAccount](e.c, "/ServiceAccount") {
+		if sa.Namespace == ns && sa.Name == name {
+			for _, s := range sa.ImagePullSecrets {
+				names = append(names, s.Name)
+			}
+			return names
+		}
+	}
+	for _, s := range e.t.serviceAccounts[ns+"/"+name].ImagePullSecrets {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// keychain is the pull Secrets' keychain (the move's Secrets, else the
+// target's), then ferry's own.
+func (e *env) keychain(ctx context.Context, secrets map[string]bool) (authn.Keychain, error) {
+	base := e.o.Images.Keychain
+	if base == nil {
+		base = authn.DefaultKeychain
+	}
+	var list []corev1.Secret
+	for key := range secrets {
+		if u, ok := e.c.pullSecrets[key]; ok {
+			var s corev1.Secret
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &s); err == nil {
+				list = append(list, s)
+			}
+			continue
+		}
+		ns, name, _ := strings.Cut(key, "/")
+		s, err := e.t.cluster.Typed.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			list = append(list, *s)
+		}
+	}
+	if len(list) == 0 {
+		return base, nil
+	}
+	kc, err := kauth.NewFromPullSecrets(ctx, list)
+	if err != nil {
+		return nil, err
+	}
+	return authn.NewMultiKeychain(kc, base), nil
+}
+
+func secretList(s map[string]bool) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	var out []string
+	for k := range s {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// singlePlatform is the platform of a single-platform image, from its
+// config.
+func singlePlatform(desc *remote.Descriptor) ([]string, error) {
+	img, err := desc.Image()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	p := cfg.OS + "/" + cfg.Architecture
+	if cfg.Variant != "" {
+		p += "/" + cfg.Variant
+	}
+	return []string{p}, nil
+}
+
+// nodePlatforms are the target nodes' "os/arch", with how many nodes
+// have each.
+func (e *env) nodePlatforms() map[string]int {
+	out := map[string]int{}
+	for _, n := range e.t.nodes {
+		os, arch := n.Status.NodeInfo.OperatingSystem, n.Status.NodeInfo.Architecture
+		if os == "" {
+			os, arch = n.Labels[corev1.LabelOSStable], n.Labels[corev1.LabelArchStable]
+		}
+		if os != "" && arch != "" {
+			out[os+"/"+arch]++
+		}
+	}
+	return out
+}
+
+// checkPlatforms compares the platforms an image is built for with the
+// target nodes'.
+func checkPlatforms(e *env, u *imageUse, built []string, nodes map[string]int) {
+	if len(nodes) == 0 {
+		return
+	}
+	has := func(p string) bool {
+		for _, b := range built {
+			if b == p || strings.HasPrefix(b, p+"/") {
+				return true
+			}
+		}
+		return false
+	}
+	var missing []string
+	covered := 0
+	for p, n := range nodes {
+		if has(p) {
+			covered += n
+		} else {
+			missing = append(missing, fmt.Sprintf("%s (%d node(s))", p, n))
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	sort.Strings(missing)
+	sev, what := report.Warning, "pods placed on those nodes fail to start (no matching manifest, or exec format error)"
+	if covered == 0 {
+		sev, what = report.Blocker, "no target node can run it (no matching manifest, or exec format error)"
+	}
+	e.add(sev, "image", u.users, fmt.Sprintf("image %s is built for %s, not for %s: %s", u.ref, strings.Join(built, ", "), strings.Join(missing, ", "), what),
+		"use an image built for the target's platforms (a multi-platform index), or keep the pods off those nodes with a kubernetes.io/arch node selector")
+}
+
+func hasCode(te *transport.Error, codes ...transport.ErrorCode) bool {
+	for _, d := range te.Errors {
+		if slices.Contains(codes, d.Code) {
+			return true
+		}
+	}
+	return false
+}
