@@ -34,7 +34,10 @@
 // first timed run, so all runs see the same source, and records the
 // source's etcd database size (etcd's default quota is 2 GiB).
 //
-// Then five timed runs, each ONE child process, in this order:
+// Then five timed runs, each ONE child process, in this order, after an
+// untimed "ferry migrate --preflight" of the same migration, whose time
+// estimate is compared with the migrate run (estimated ÷ actual per step
+// and in all; the issue's bound is ±50%):
 //
 //   - migrate: "ferry migrate --from-context source --to-context target
 //     --storage file://DIR --name load --images none -o json", the whole
@@ -392,6 +395,8 @@ type Result struct {
 	// References are the raw client-go runs, and Ratios ferry's against them.
 	References []*Reference `json:"references"`
 	Ratios     []Ratio      `json:"ratios"`
+	// Estimate is the pre-flight's time estimate against the migrate run.
+	Estimate *EstimateCheck `json:"estimate,omitempty"`
 	// MaxRSSMiB is this program's own peak RSS, which the launcher keeps
 	// out of the children's figures.
 	MaxRSSMiB float64 `json:"maxRSSMiB"`
@@ -562,12 +567,21 @@ func (e *ferryRuns) runAll(ctx context.Context, res *Result) []error {
 	}
 	objects := res.Seed.Total
 
+	logf("ferry migrate --preflight %s -> %s", srcContext, dstContext)
+	pf, est := e.preflightRun(ctx)
+	res.Estimate = est
+
 	logf("ferry migrate %s -> %s", srcContext, dstContext)
 	m := e.ferryRun(ctx, "migrate", objects, "migrate", "--from-context", srcContext, "--to-context", dstContext,
 		"--name", "load", "--report-dir", e.reportDir, "--images", e.o.images)
 	e.finishRestore(ctx, m, e.dst, res.SourceCounts)
 	add(m)
 	e.stop(e.dst)
+	compareEstimate(est, pf, m)
+	logEstimate(est)
+	if est.Error != "" {
+		errs = append(errs, fmt.Errorf("preflight: %s", est.Error))
+	}
 
 	logf("ferry backup create load-b (%s)", srcContext)
 	b := e.ferryRun(ctx, "backup", objects, "backup", "create", "load-b", "--context", srcContext, "--images", e.o.images)

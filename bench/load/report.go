@@ -172,6 +172,14 @@ func printMarkdown(w io.Writer, res *Result) {
 		printRatios(w, res)
 	}
 	printRuns(w, res)
+	if c := res.Estimate; c != nil && c.Error == "" {
+		fmt.Fprintf(w, "\nPre-flight estimate (ferry migrate --preflight, %.1f s) against the migrate that followed it:\n\n", c.Seconds)
+		fmt.Fprintln(w, "| step | estimated | actual | estimated ÷ actual | within ±50% |")
+		fmt.Fprintln(w, "|---|--:|--:|--:|:-:|")
+		for _, r := range append(c.Parts, c.Total) {
+			fmt.Fprintf(w, "| %s | %.1f s | %.1f s | %.2f | %s |\n", r.Step, r.Estimated, r.Actual, r.Ratio, mark(r.Ratio >= 0.5 && r.Ratio <= 1.5))
+		}
+	}
 	for _, r := range res.Runs {
 		if !r.UnderTarget {
 			fmt.Fprintf(w, "\n**%s over the RSS target**: peak RSS %.0f MiB, target %.0f MiB\n", r.Operation, r.MaxRSSMiB, res.TargetMiB)

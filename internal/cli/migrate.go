@@ -157,7 +157,7 @@ func (o *migrateOptions) Validate() error {
 	if err := o.crypt.validate(); err != nil {
 		return err
 	}
-	if len(o.crypt.recipients) > 0 && o.crypt.identity == "" {
+	if len(o.crypt.recipients) > 0 && o.crypt.identity == "" && !o.preflight {
 		return fmt.Errorf("migrate with --encryption-recipient needs --encryption-identity too, to read the backup back for the restore")
 	}
 	if o.hub.on() {
@@ -245,6 +245,9 @@ func (o *migrateOptions) Run(ctx context.Context) error {
 		return err
 	}
 	defer closeVolumes()
+	if o.verify {
+		mo.Estimate = o.priorEstimate(src.Config.Host, dst.Config.Host)
+	}
 	p := &migrateProgress{o: o}
 	p.hook(&mo)
 	res, err := enginemigration.Run(ctx, mo)

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/kubeferry/ferry/pkg/backup"
 	"github.com/kubeferry/ferry/pkg/preflight"
@@ -23,6 +25,14 @@ func (o *migrateOptions) validatePreflight() error {
 		return fmt.Errorf("--preflight runs here, not in the hub: drop --hub (and unset $%s) to check from this machine", EnvHubKubeconfig)
 	case o.rspec.DryRun:
 		return fmt.Errorf("--preflight sends every object as a dry-run create already: drop --dry-run")
+	}
+	return validatePreflightOutput(o.output)
+}
+
+// validatePreflightOutput refuses an output format the report has not.
+func validatePreflightOutput(output string) error {
+	if output != "table" && output != "json" {
+		return fmt.Errorf("-o %s: a pre-flight prints a summary (-o table) or JSON (-o json)", output)
 	}
 	return nil
 }
@@ -46,33 +56,83 @@ func (o *migrateOptions) runPreflight(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ropts := o.restoreOptions(iopts)
+	ropts.Deadline = o.deadlines.restoreDeadline()
 	p, err := preflight.Run(ctx, preflight.Options{
 		Source: src, Target: dst,
-		Backup:  backup.Options{Spec: o.bspec, Log: o.log},
-		Restore: o.restoreOptions(iopts), Images: iopts,
+		Backup:  backup.Options{Spec: o.bspec, Log: o.log, Deadline: o.deadlines.backupDeadline()},
+		Restore: ropts, Images: iopts,
 		VolumeData: true, HelperImage: o.volumes.helperImage,
 		Estimate: true, Log: o.log,
 	})
 	if err != nil {
 		return err
 	}
-	jsonPath, htmlPath, err := writePreflight(p, o.reportDir)
-	if err != nil {
-		return err
-	}
-	if o.output == "json" {
-		err = p.WriteJSON(o.stdout)
+	return printPreflight(o.globals, p, o.reportDir, "migration "+o.name)
+}
+
+// printPreflight prints the report (the summary, or JSON with -o json),
+// keeps it in dir, and exits 2 when a risk is a blocker. A report that
+// cannot be kept is a warning after it was printed: what was found is
+// never lost to a file error.
+func printPreflight(g *globals, p *report.Preflight, dir, what string) error {
+	jsonPath, htmlPath, werr := writePreflight(p, dir)
+	var err error
+	if g.output == "json" {
+		err = p.WriteJSON(g.stdout)
 	} else {
-		err = p.WriteSummary(o.stdout, preflightTop)
-		fmt.Fprintf(o.stdout, "\nReport: %s (%s)\n", htmlPath, jsonPath)
+		err = p.WriteSummary(g.stdout, preflightTop)
+		if werr == nil {
+			fmt.Fprintf(g.stdout, "\nReport: %s (%s)\n", htmlPath, jsonPath)
+		}
 	}
 	if err != nil {
 		return err
+	}
+	if werr != nil {
+		fmt.Fprintf(g.stderr, "warning: the pre-flight report could not be kept in %s: %v\n", dir, werr)
+		htmlPath = "the output above"
 	}
 	if p.Blocked() {
-		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("pre-flight of migration %s: %d blocker(s): see %s", o.name, p.Counts[report.Blocker], htmlPath)}
+		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("pre-flight of %s: %d blocker(s): see %s", what, p.Counts[report.Blocker], htmlPath)}
 	}
 	return nil
+}
+
+// runPreflight of restore create checks the restore of a stored backup
+// into the cluster (preflight.Run without a source), writing nothing; the
+// report goes to the restore's report folder.
+func (o *restoreCreateOptions) runPreflight(ctx context.Context) error {
+	if err := validatePreflightOutput(o.output); err != nil {
+		return err
+	}
+	dir := defaultReportDir(o.name)
+	removeEmpty, err := checkReportDir(dir)
+	if err != nil {
+		return err
+	}
+	defer removeEmpty()
+	iopts, err := o.images.options()
+	if err != nil {
+		return err
+	}
+	loc, err := o.openStore(ctx, &o.crypt)
+	if err != nil {
+		return err
+	}
+	defer loc.Close()
+	cluster, err := connect(ctx, o.kubeconfig, o.context)
+	if err != nil {
+		return err
+	}
+	p, err := preflight.Run(ctx, preflight.Options{
+		Target: cluster, Location: loc, Restore: o.options(iopts), Images: iopts,
+		VolumeData: true, HelperImage: o.volumes.helperImage, Estimate: true, Log: o.log,
+	})
+	if err != nil {
+		return err
+	}
+	return printPreflight(o.globals, p, dir, "restore "+o.name)
 }
 
 // writePreflight keeps the report in dir as preflight.json and
@@ -99,4 +159,26 @@ func writePreflight(p *report.Preflight, dir string) (jsonPath, htmlPath string,
 		}
 	}
 	return jsonPath, htmlPath, nil
+}
+
+// priorEstimate is the time estimate of a pre-flight of this migration
+// (migrate --preflight with the same --name and --report-dir, between the
+// same clusters), for the report to show against the actual times; nil
+// when there is none.
+func (o *migrateOptions) priorEstimate(srcHost, dstHost string) *report.Estimate {
+	f, err := os.Open(filepath.Join(o.reportDir, "preflight.json"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var p report.Preflight
+	if err := json.NewDecoder(f).Decode(&p); err != nil || p.Estimate == nil || p.Source != srcHost || p.Target != dstHost {
+		return nil
+	}
+	fmt.Fprintf(o.stderr, "The report compares the pre-flight's estimate of %s (%s) with the actual times\n", p.Created.Format(time.RFC3339), durationString(p.Estimate.Seconds))
+	return p.Estimate
+}
+
+func durationString(secs float64) string {
+	return time.Duration(secs * float64(time.Second)).Round(time.Second).String()
 }

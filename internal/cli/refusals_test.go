@@ -61,6 +61,8 @@ func TestFlagRefusals(t *testing.T) {
 		{[]string{"restore", "create", "--from-backup", "b", "--verify-timeout", "1m"}, "--verify-timeout is for --verify"},
 		{[]string{"backup", "create", "b", "--server", "--timeout", "1h"}, "--timeout is not supported in server mode: set it on the server (ferry server --backup-timeout, --restore-timeout)"},
 		{[]string{"hub", "--data-dir", "/nonexistent", "--verify-timeout", "-1s"}, "--verify-timeout -1s is negative (0: no deadline)"},
+		// Found by a reviewer: -o yaml printed the summary.
+		{[]string{"migrate", "--preflight", "--from-context", "a", "--to-context", "b", "-o", "yaml"}, "-o yaml: a pre-flight prints a summary (-o table) or JSON (-o json)"},
 		// Found by a reviewer: without a kubeconfig, the missing kubeconfig was reported instead.
 		{[]string{"server", "--kubeconfig", "/nonexistent/kubeconfig", "--backup-timeout", "-1m"}, "--backup-timeout -1m0s is negative (0: no deadline)"},
 		// Found by a new-user run: these were accepted, or their error

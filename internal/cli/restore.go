@@ -148,15 +148,15 @@ func newRestoreSpec(rf *restoreFlags, backupName string, imf *imageModeFlags, fr
 // restoreCreateOptions are restore create's.
 type restoreCreateOptions struct {
 	*globals
-	restore          restoreFlags
-	crypt            cryptFlags
-	images           imageModeFlags
-	volumes          volumeFlags
-	server           serverMode
-	from, fromVelero string
-	verify           bool
-	timeout          time.Duration
-	verifyTimeout    time.Duration
+	restore           restoreFlags
+	crypt             cryptFlags
+	images            imageModeFlags
+	volumes           volumeFlags
+	server            serverMode
+	from, fromVelero  string
+	verify, preflight bool
+	timeout           time.Duration
+	verifyTimeout     time.Duration
 
 	name string
 	spec v1alpha1.RestoreSpec
@@ -183,6 +183,7 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	cmd.Flags().DurationVar(&o.timeout, "timeout", deadline.DefaultRestore, "how long the restore (volume data included) may take before it fails; run again, it finishes what it left (0: no deadline)")
 	cmd.Flags().DurationVar(&o.verifyTimeout, "verify-timeout", deadline.DefaultVerify, "with --verify: how long the verification may take before it fails (0: no deadline)")
 	o.server.register(cmd, false)
+	cmd.Flags().BoolVar(&o.preflight, "preflight", false, "check the restore without running it: read the backup and the cluster, write nothing to either, and list the risks (blockers, warnings, notes), each with the objects, what will happen and the fix, with a time estimate; keeps preflight.json and preflight.html in $XDG_STATE_HOME/ferry/reports/NAME (or ~/.local/state/...); exit 2 when a risk is a blocker")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "after the restore, compare every object of the backup with the cluster, as migrate does, and keep the report in the location (restores/NAME/report.json, .html); a difference makes the restore PartiallyFailed")
 	return cmd
 }
@@ -225,8 +226,16 @@ func (o *restoreCreateOptions) Validate() error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
-	if err := o.server.validate(); err != nil || o.server.on {
+	if err := o.server.validate(); err != nil {
 		return err
+	}
+	switch {
+	case o.preflight && o.server.on:
+		return fmt.Errorf("--preflight runs here, not in server mode: drop --server")
+	case o.preflight && (o.spec.DryRun || o.verify):
+		return fmt.Errorf("--preflight writes nothing and restores nothing: drop --dry-run and --verify")
+	case o.server.on:
+		return nil
 	}
 	return o.volumes.validate()
 }
@@ -244,6 +253,9 @@ func (o *restoreCreateOptions) Run(ctx context.Context) error {
 			return err
 		}
 		return o.server.printRestore(o.globals, r)
+	}
+	if o.preflight {
+		return o.runPreflight(ctx)
 	}
 	iopts, err := o.images.options()
 	if err != nil {

@@ -66,7 +66,10 @@ type Options struct {
 	// OnVerifyProgress, if set, is called as the verification compares
 	// objects.
 	OnVerifyProgress func(done, total int)
-	Log              *slog.Logger
+	// Estimate is a pre-flight's time estimate of this migration
+	// (preflight.Run); the report shows it against the actual times.
+	Estimate *report.Estimate
+	Log      *slog.Logger
 }
 
 // Result is what a migration did. Backup is nil when the backup did not
@@ -287,7 +290,7 @@ func verify(ctx context.Context, o *Options, res *Result) (*report.Verification,
 	vopts.Name = o.Name
 	ctx, cancel := o.Restore.VerifyDeadline.Context(ctx, "verification")
 	defer cancel()
-	v, err := VerifyRestore(ctx, o.Target, o.Location, vopts, res.Backup, res.Restore, o.OnVerifyProgress)
+	v, err := verifyRestore(ctx, o.Target, o.Location, vopts, res.Backup, res.Restore, o.OnVerifyProgress, o.Estimate)
 	return v, deadline.Cause(ctx, err)
 }
 
@@ -299,6 +302,12 @@ func verify(ctx context.Context, o *Options, res *Result) (*report.Verification,
 // spec.verify. A report the location could not keep is returned with the
 // error.
 func VerifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Location, ropts restore.Options, b *v1alpha1.Backup, rs *v1alpha1.Restore, onProgress func(done, total int)) (*report.Verification, error) {
+	return verifyRestore(ctx, target, loc, ropts, b, rs, onProgress, nil)
+}
+
+// verifyRestore is VerifyRestore with a pre-flight's estimate (nil: none),
+// shown against the actual times.
+func verifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Location, ropts restore.Options, b *v1alpha1.Backup, rs *v1alpha1.Restore, onProgress func(done, total int), est *report.Estimate) (*report.Verification, error) {
 	ropts.OnProgress = onProgress
 	v, err := restore.Verify(ctx, target, loc, ropts)
 	if err != nil {
@@ -321,6 +330,12 @@ func VerifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Locatio
 		t = append(t, v.Timings[len(v.Timings)-1])
 	}
 	v.Timings = t
+	if est != nil {
+		e := *est
+		e.Parts = append([]report.EstimatePart(nil), est.Parts...)
+		e.SetActual(t)
+		v.Estimate = &e
+	}
 	jsonKey, htmlKey := ReportKeys(ropts.Name)
 	if err := put(ctx, loc, jsonKey, v.WriteJSON); err != nil {
 		return v, fmt.Errorf("keeping the report in the location: %w", err)

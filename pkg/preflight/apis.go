@@ -152,7 +152,7 @@ func checkWebhooks(_ context.Context, e *env) {
 			if n == 0 {
 				continue
 			}
-			e.add(report.Blocker, "webhook", append([]string{w.objectName()}, hit...), fmt.Sprintf("the target's %s webhook %s (failurePolicy Fail) calls Service %s, which has no ready endpoint: the target refuses every create it intercepts, %d of the move's objects among them", w.kind, w.name, svc, n),
+			e.add(report.Blocker, "webhook", append([]string{w.objectName()}, hit...), fmt.Sprintf("the target's %s webhook %s (failurePolicy Fail) calls Service %s, which has no ready endpoint: the target refuses every create it intercepts, %d of the move's objects (and the pods of its workloads) among them", w.kind, w.name, svc, n),
 				"start the webhook's backend in the target first, or set its failurePolicy to Ignore for the move")
 		case !plannedSvc[svc] && !targetSvc[svc]:
 			e.add(report.Blocker, "webhook", []string{w.objectName()}, fmt.Sprintf("the move's %s webhook %s (failurePolicy Fail) calls Service %s, which is in neither the backup nor the target: once restored (last), it refuses every create it intercepts, the pods of restored workloads among them", w.kind, w.name, svc),
@@ -165,10 +165,10 @@ func checkWebhooks(_ context.Context, e *env) {
 }
 
 // intercepted lists, by group-resource and namespace, the planned
-// objects whose create webhook w intercepts, and counts them (its rules,
-// and its namespace selector against the labels each namespace will
-// have; the object selector is not evaluated: a selector narrows, so the
-// count is an upper bound).
+// objects whose create webhook w intercepts, and the workloads whose pods
+// it intercepts, and counts them (its rules, and its namespace selector
+// against the labels each namespace will have; the object selector is not
+// evaluated: a selector narrows, so the count is an upper bound).
 func (e *env) intercepted(w webhook) ([]string, int) {
 	var out []string
 	total := 0
@@ -186,6 +186,16 @@ func (e *env) intercepted(w webhook) ([]string, int) {
 			}
 			out = append(out, fmt.Sprintf("%s in %s (%d)", gr, where, n))
 			total += n
+		}
+	}
+	if w.matchesResource("pods") {
+		// The pods that the target's controllers create for the move's
+		// workloads: refused, the workloads run no pod.
+		for _, wl := range e.c.workloads {
+			if wl.kind != "Pod" && wl.replicas != 0 && w.matchesNamespace(e, wl.namespace) {
+				out = append(out, "pods of "+wl.objectName())
+				total++
+			}
 		}
 	}
 	sort.Strings(out)

@@ -3,6 +3,8 @@ package preflight
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"sync"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -45,6 +47,19 @@ type collector struct {
 	// byResource counts the planned objects per group-resource and
 	// namespace, for the admission webhooks' rules.
 	byResource map[string]map[string]int
+	// sample is a uniform sample of the planned namespaced objects (a
+	// reservoir of sampleSize), for the create-rate probe.
+	sample []sampled
+	seen   int
+}
+
+// sampleSize is how many planned objects the create-rate probe sends.
+const sampleSize = 256
+
+// sampled is one object of the sample, with the resource it is created as.
+type sampled struct {
+	gvr schema.GroupVersionResource
+	u   *unstructured.Unstructured
 }
 
 func newCollector() *collector {
@@ -78,12 +93,34 @@ func (c *collector) observe(gr string, u *unstructured.Unstructured) {
 	if w != nil {
 		c.workloads = append(c.workloads, *w)
 	}
+	if ns != "" {
+		c.addSample(gr, u)
+	}
 	switch {
 	case keep == nil:
 	case key == "/Secret":
 		c.pullSecrets[ns+"/"+u.GetName()] = keep
 	default:
 		c.byKind[key] = append(c.byKind[key], keep)
+	}
+}
+
+// addSample keeps u in the sample with the reservoir's odds (Algorithm
+// R); c.mu is held.
+func (c *collector) addSample(gr string, u *unstructured.Unstructured) {
+	c.seen++
+	i := len(c.sample)
+	if i >= sampleSize {
+		if i = rand.IntN(c.seen); i >= sampleSize {
+			return
+		}
+	}
+	resource, group, _ := strings.Cut(gr, ".")
+	sm := sampled{gvr: schema.GroupVersionResource{Group: group, Version: u.GroupVersionKind().Version, Resource: resource}, u: u.DeepCopy()}
+	if i == len(c.sample) {
+		c.sample = append(c.sample, sm)
+	} else {
+		c.sample[i] = sm
 	}
 }
 
@@ -156,22 +193,43 @@ type target struct {
 	serviceAccounts map[string]corev1.ServiceAccount
 	// csiDrivers are the CSI drivers installed in the target.
 	csiDrivers map[string]bool
+	// unread are the lists the target refused (forbidden, or not served),
+	// by name, with why: the checks did not see those objects.
+	unread map[string]string
 }
 
 // readTarget lists what the checks need from the target. A list the
-// target refuses (forbidden) leaves that part empty; the checks that need
-// it say so (env.skipped).
+// target refuses (forbidden, or a resource it does not serve) leaves that
+// part empty, and the report says so (target.unread, in Skipped).
 func readTarget(ctx context.Context, c *kube.Cluster) (*target, error) {
 	t := &target{cluster: c, namespaces: map[string]corev1.Namespace{}, storageClasses: map[string]storagev1.StorageClass{},
 		ingressClasses: map[string]networkingv1.IngressClass{}, apiServices: map[string]*unstructured.Unstructured{},
 		crds: map[string]*unstructured.Unstructured{}, endpointsReady: map[string]bool{}, serviceAccounts: map[string]corev1.ServiceAccount{},
-		csiDrivers: map[string]bool{}}
-	api := c.Typed
+		csiDrivers: map[string]bool{}, unread: map[string]string{}}
+	for _, s := range append(t.coreLists(ctx), t.apiLists(ctx)...) {
+		err := s.do()
+		switch {
+		case apierrors.IsForbidden(err), apierrors.IsNotFound(err):
+			t.unread[s.what] = err.Error()
+		case err != nil:
+			return nil, fmt.Errorf("preflight: reading %s of target %s: %w", s.what, c.Name, err)
+		}
+	}
+	return t, nil
+}
+
+// targetList is one list of the target, into t.
+type targetList struct {
+	what string
+	do   func() error
+}
+
+// coreLists are the lists of nodes, namespaces, storage, quotas,
+// Services and ServiceAccounts.
+func (t *target) coreLists(ctx context.Context) []targetList {
+	api := t.cluster.Typed
 	lo := metav1.ListOptions{}
-	steps := []struct {
-		what string
-		do   func() error
-	}{
+	return []targetList{
 		{"nodes", func() error {
 			l, err := api.CoreV1().Nodes().List(ctx, lo)
 			t.nodes = items(l, err, func() []corev1.Node { return l.Items })
@@ -220,6 +278,15 @@ func readTarget(ctx context.Context, c *kube.Cluster) (*target, error) {
 			}
 			return err
 		}},
+	}
+}
+
+// apiLists are the lists of ingress classes, admission webhooks,
+// EndpointSlices, APIServices and CRDs.
+func (t *target) apiLists(ctx context.Context) []targetList {
+	api, c := t.cluster.Typed, t.cluster
+	lo := metav1.ListOptions{}
+	return []targetList{
 		{"ingressclasses", func() error {
 			l, err := api.NetworkingV1().IngressClasses().List(ctx, lo)
 			for _, s := range items(l, err, func() []networkingv1.IngressClass { return l.Items }) {
@@ -258,12 +325,6 @@ func readTarget(ctx context.Context, c *kube.Cluster) (*target, error) {
 			return listInto(ctx, c, schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}, t.crds)
 		}},
 	}
-	for _, s := range steps {
-		if err := s.do(); err != nil && !apierrors.IsForbidden(err) && !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("preflight: reading %s of target %s: %w", s.what, c.Name, err)
-		}
-	}
-	return t, nil
 }
 
 func items[L any, T any](l L, err error, get func() []T) []T {
@@ -297,29 +358,43 @@ type env struct {
 	unbound map[string]bool
 }
 
-// check is one pre-flight check.
+// check is one pre-flight check, and the target's lists it reads: a
+// check whose list the target refused does not run (an empty list would
+// make it find what is not there, or miss what is), and the report says
+// so.
 type check struct {
-	name string
-	run  func(ctx context.Context, e *env)
+	name  string
+	run   func(ctx context.Context, e *env)
+	needs []string
 }
 
 // checks are run in this order; the report ranks what they find.
 var checks = []check{
-	{"dry-run", checkDryRun},
-	{"storage-class", checkStorageClasses},
-	{"quota", checkQuotas},
-	{"api", checkAPIs},
-	{"webhook", checkWebhooks},
-	{"apiservice", checkAPIServices},
-	{"pod-security", checkPodSecurity},
-	{"scheduling", checkScheduling},
-	{"service", checkServices},
-	{"ingress", checkIngresses},
-	{"image", checkImages},
+	{"dry-run", checkDryRun, nil},
+	{"storage-class", checkStorageClasses, []string{"storageclasses", "csidrivers"}},
+	{"quota", checkQuotas, []string{"resourcequotas", "limitranges", "storageclasses"}},
+	{"api", checkAPIs, []string{"customresourcedefinitions"}},
+	{"webhook", checkWebhooks, []string{"validatingwebhookconfigurations", "mutatingwebhookconfigurations", "endpointslices", "services", "namespaces"}},
+	{"apiservice", checkAPIServices, []string{"apiservices", "services"}},
+	{"pod-security", checkPodSecurity, []string{"namespaces"}},
+	{"scheduling", checkScheduling, []string{"nodes"}},
+	{"service", checkServices, []string{"services", "nodes"}},
+	{"ingress", checkIngresses, []string{"ingressclasses"}},
+	{"image", checkImages, []string{"serviceaccounts", "nodes"}},
 }
 
 func (e *env) run(ctx context.Context) {
 	for _, ch := range checks {
+		var unread []string
+		for _, n := range ch.needs {
+			if why, ok := e.t.unread[n]; ok {
+				unread = append(unread, n+" ("+why+")")
+			}
+		}
+		if len(unread) > 0 {
+			e.skip("check %s: the target's %s could not be read", ch.name, strings.Join(unread, ", "))
+			continue
+		}
 		e.p.Checks = append(e.p.Checks, ch.name)
 		ch.run(ctx, e)
 	}

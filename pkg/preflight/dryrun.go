@@ -61,6 +61,9 @@ func checkDryRun(_ context.Context, e *env) {
 		}
 		obj := objectName(it.Resource, ns, name)
 		switch {
+		case it.Outcome == report.Failed && it.Reason == "resource modifier":
+			g.add(report.Blocker, "ferry's resource modifier cannot be applied to it, so it is not moved: "+it.Message,
+				"fix the rule the message names in --resource-modifiers", obj)
 		case it.Outcome == report.Failed:
 			msg := strings.ReplaceAll(it.Message, `"`+name+`"`, "NAME")
 			g.add(report.Blocker, fmt.Sprintf("the target refuses %s (%s): %s", it.Resource, orWord(it.Reason, "error"), msg),

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -52,36 +54,36 @@ func checkImages(ctx context.Context, e *env) {
 	uses := e.imageUses()
 	plats := e.nodePlatforms()
 	unreachable := map[string][]string{}
-	for _, u := range uses {
-		kc, err := e.keychain(ctx, u.secrets)
-		if err != nil {
-			e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s: its pull Secrets cannot be read: %v", u.ref, err), "")
-			continue
-		}
-		opts := e.o.Images
-		opts.Keychain = kc
-		c := images.NewCopier(opts)
-		ictx, cancel := context.WithTimeout(ctx, imageTimeout)
-		desc, built, err := c.Describe(ictx, u.ref)
-		if err == nil && len(built) == 0 {
-			built, err = singlePlatform(desc)
-		}
-		cancel()
-		var te *transport.Error
-		switch {
-		case err == nil:
-			checkPlatforms(e, u, built, plats)
-		case errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)):
-			e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s is not in its registry: the pods cannot pull it (ImagePullBackOff)", u.ref),
-				"push the image, or map its registry with --image-registry-mappings (and --images copy to copy it there)")
-		case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
-			e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s: the registry refuses the pull Secrets the pods name (%s), and ferry's own credentials: unless the target's nodes have credentials of their own, the pods cannot pull it", u.ref, secretList(u.secrets)),
-				"add a pull Secret with access to the registry to the pods or their ServiceAccount in the target")
-		default:
-			host := strings.SplitN(u.ref, "/", 2)[0]
-			unreachable[host] = append(unreachable[host], u.ref)
-		}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for w := 0; w < imageWorkers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1) - 1); i < len(uses); i = int(next.Add(1) - 1) {
+				u := uses[i]
+				host := strings.SplitN(u.ref, "/", 2)[0]
+				mu.Lock()
+				_, down := unreachable[host]
+				mu.Unlock()
+				if down {
+					// One timeout of a registry is enough to say it is
+					// unreachable from here: its other images wait no more.
+					mu.Lock()
+					unreachable[host] = append(unreachable[host], u.ref)
+					mu.Unlock()
+					continue
+				}
+				if e.checkImage(ctx, u, plats, &mu) {
+					mu.Lock()
+					unreachable[host] = append(unreachable[host], u.ref)
+					mu.Unlock()
+				}
+			}
+		}()
 	}
+	wg.Wait()
 	hosts := make([]string, 0, len(unreachable))
 	for h := range unreachable {
 		hosts = append(hosts, h)
@@ -90,6 +92,46 @@ func checkImages(ctx context.Context, e *env) {
 	for _, h := range hosts {
 		e.skip("images of registry %s (%d): unreachable from where ferry runs, so not checked (the target's nodes may reach it)", h, len(unreachable[h]))
 	}
+}
+
+// imageWorkers is how many images are resolved at once.
+const imageWorkers = 8
+
+// checkImage resolves one image use and adds its risks (under mu); it
+// reports whether the registry could not be reached.
+func (e *env) checkImage(ctx context.Context, u *imageUse, plats map[string]int, mu *sync.Mutex) (unreachable bool) {
+	kc, err := e.keychain(ctx, u.secrets)
+	if err != nil {
+		mu.Lock()
+		e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s: its pull Secrets cannot be read: %v", u.ref, err), "")
+		mu.Unlock()
+		return false
+	}
+	opts := e.o.Images
+	opts.Keychain = kc
+	c := images.NewCopier(opts)
+	ictx, cancel := context.WithTimeout(ctx, imageTimeout)
+	desc, built, err := c.Describe(ictx, u.ref)
+	if err == nil && len(built) == 0 {
+		built, err = singlePlatform(desc)
+	}
+	cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	var te *transport.Error
+	switch {
+	case err == nil:
+		checkPlatforms(e, u, built, plats)
+	case errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)):
+		e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s is not in its registry: the pods cannot pull it (ImagePullBackOff)", u.ref),
+			"push the image, or map its registry with --image-registry-mappings (and --images copy to copy it there)")
+	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
+		e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s: the registry refuses the pull Secrets the pods name (%s), and ferry's own credentials: unless the target's nodes have credentials of their own, the pods cannot pull it", u.ref, secretList(u.secrets)),
+			"add a pull Secret with access to the registry to the pods or their ServiceAccount in the target")
+	default:
+		return true
+	}
+	return false
 }
 
 // imageUses gathers the images of the move's workloads, one use per

@@ -91,13 +91,15 @@ func Run(ctx context.Context, o Options) (*report.Preflight, error) {
 	ropts.PodVolumes = nil
 	ropts.OnDryRun = c.observe
 	ropts.Log = o.Log
-	start := time.Now()
 	rs, results, err := restore.Run(ctx, o.Target, src.loc, ropts)
 	if err != nil {
 		return nil, fmt.Errorf("preflight: the dry-run restore into %s: %w", o.Target.Name, err)
 	}
-	dryRunTook := time.Since(start)
 	p.Objects = c.count
+	if c.count == 0 {
+		p.Add(report.Risk{Severity: report.Warning, Check: "dry-run", What: "the selection matches no object to restore: the move would move nothing",
+			Fix: "check the namespaces and resources the migration includes"})
+	}
 	if rs.Status.Phase == v1alpha1.PhaseFailed && len(results.Items) == 0 {
 		p.Add(report.Risk{Severity: report.Blocker, Check: "dry-run", Objects: []string{"restore " + rs.Name}, What: "the restore cannot run: " + rs.Status.FailureReason})
 	}
@@ -113,7 +115,7 @@ func Run(ctx context.Context, o Options) (*report.Preflight, error) {
 	}
 	e.run(ctx)
 	if o.Estimate {
-		p.Estimate = e.estimate(ctx, src, dryRunTook)
+		p.Estimate = e.estimate(ctx, src)
 	}
 	p.Rank()
 	return p, nil
@@ -153,10 +155,17 @@ func (o *Options) read(ctx context.Context, p *report.Preflight) (*source, error
 	bopts.PodVolumes = nil
 	bopts.Spec.EncryptionRecipients = nil
 	bopts.Spec.TTL = nil
-	if bopts.Spec.Images != images.ModeNone {
-		// Record resolves digests, as the move will; it never copies.
+	switch {
+	case len(o.Restore.Spec.ImageRegistryMappings) == 0:
+		// Nothing is rewritten, so no digest is pinned: the image check
+		// resolves the images itself, once.
+		bopts.Spec.Images = images.ModeNone
+	case bopts.Spec.Images != images.ModeNone:
+		// Record resolves the digests the rewrite pins, as the move will;
+		// it never copies.
 		bopts.Spec.Images = images.ModeRecord
 	}
+	bopts.Spec.ImagesRequired = false
 	bopts.Images = o.Images
 	bopts.Log = o.Log
 	start := time.Now()
@@ -166,6 +175,13 @@ func (o *Options) read(ctx context.Context, p *report.Preflight) (*source, error
 		return nil, fmt.Errorf("preflight: reading source %s: %w", o.Source.Name, err)
 	}
 	src := &source{loc: mem, backup: b.Name, took: time.Since(start), memory: true}
+	p.Checks = append(p.Checks, "source")
+	for _, w := range res.Warnings {
+		p.Add(report.Risk{Severity: report.Warning, Check: "source", What: "reading the source: " + w})
+	}
+	for _, w := range res.Errors {
+		p.Add(report.Risk{Severity: report.Blocker, Check: "source", What: "reading the source: " + w + ": what it names would not be moved"})
+	}
 	for _, it := range res.Items {
 		if it.Outcome == report.Failed {
 			p.Add(report.Risk{Severity: report.Blocker, Check: "source", Objects: []string{objectName(it.Resource, it.Namespace, it.Name)},

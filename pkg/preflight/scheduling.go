@@ -126,8 +126,8 @@ func checkDisruptionBudgets(e *env) {
 			replicas += w.replicas
 			objs = append(objs, w.objectName())
 		}
-		if len(objs) == 0 {
-			continue
+		if len(objs) == 0 || replicas == 0 {
+			continue // no pod to evict
 		}
 		obj := objectName("poddisruptionbudgets.policy", pdb.Namespace, pdb.Name)
 		never := ""

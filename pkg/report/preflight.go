@@ -75,6 +75,21 @@ func (e *Estimate) Total() {
 	}
 }
 
+// SetActual fills in the actual times of the estimate's parts from a
+// migration's timings (the part of each step from the timing of that
+// phase), and the migration's, their sum.
+func (e *Estimate) SetActual(timings []Timing) {
+	e.Actual = 0
+	for _, t := range timings {
+		e.Actual += t.Seconds
+		for i := range e.Parts {
+			if e.Parts[i].Step == t.Phase {
+				e.Parts[i].Actual = t.Seconds
+			}
+		}
+	}
+}
+
 // Preflight is a pre-flight check's report: the ranked risks of a planned
 // migration and its time estimate, found before anything was written.
 type Preflight struct {
@@ -93,7 +108,7 @@ type Preflight struct {
 	Estimate *Estimate `json:"estimate,omitempty"`
 	// Checks are the checks that ran; Skipped those that could not, with why.
 	Checks  []string `json:"checks"`
-	Skipped []string `json:"skipped,omitempty"`
+	Skipped []string `json:"skipped"`
 }
 
 // Add records a risk.
@@ -121,6 +136,12 @@ func (p *Preflight) Rank() {
 		return first(a.Objects) < first(b.Objects)
 	})
 	p.Counts = map[Severity]int{Blocker: 0, Warning: 0, Note: 0}
+	if p.Risks == nil {
+		p.Risks = []Risk{} // JSON [], not null
+	}
+	if p.Skipped == nil {
+		p.Skipped = []string{}
+	}
 	for _, r := range p.Risks {
 		p.Counts[r.Severity]++
 	}

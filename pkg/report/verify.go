@@ -62,6 +62,10 @@ type Verification struct {
 	// Cutover is a staged migration's cutover: its stages, and its
 	// predicted downtime against the actual one.
 	Cutover *Cutover `json:"cutover,omitempty"`
+	// Estimate is the pre-flight's time estimate of this migration, with
+	// the actual times of its steps (Estimate.SetActual), when a
+	// pre-flight of it ran before.
+	Estimate *Estimate `json:"estimate,omitempty"`
 }
 
 // Summary counts a verification's items. Unexpected is

@@ -209,12 +209,10 @@ func TestCorpusMigration(t *testing.T) {
 	e := newEnv(t)
 	objs := applyCorpus(t, e, corpus)
 
-	// The pre-flight of the whole cluster into the empty target: no
-	// false blocker.
-	checkCorpusPreflight(t, e)
-
-	// Whole-cluster migration, verified.
+	// Whole-cluster migration, verified, after its pre-flight into the
+	// empty target: no false blocker.
 	reportDir := filepath.Join(t.TempDir(), "report")
+	estimate := checkCorpusPreflight(t, e, reportDir)
 	r := e.run(t, "migrate", "--from-context", "src", "--to-context", "dst", "--name", "corpus", "-o", "json", "--report-dir", reportDir)
 	if r.code != 0 {
 		t.Fatalf("migrate: exit %d\n%s\n%s\nfailed items: %v", r.code, r.stdout, r.stderr, failedItems(t, e, "corpus"))
@@ -247,6 +245,7 @@ func TestCorpusMigration(t *testing.T) {
 	}
 	checkReportPage(t, reportDir)
 	checkStoredReport(t, e.storage, "corpus", v.Summary)
+	checkEstimateInReport(t, reportDir, estimate)
 	first := out.Restore.Status.Counts
 	t.Logf("first restore: %v", first)
 	if first["failed"] != 0 || first["created"] < len(objs) {
@@ -516,10 +515,11 @@ func checkStoredReport(t *testing.T, storage, name string, want map[string]int) 
 
 // checkCorpusPreflight runs ferry migrate --preflight of the corpus into
 // an empty target: real manifests by others raise no blocker (the
-// target has no nodes, which is one warning), and the check exits 0.
-func checkCorpusPreflight(t *testing.T, e *env) {
+// target has no nodes, which is one warning), and the check exits 0. It
+// returns the estimate.
+func checkCorpusPreflight(t *testing.T, e *env, reportDir string) *report.Estimate {
 	t.Helper()
-	r := e.run(t, "migrate", "--preflight", "--from-context", "src", "--to-context", "dst", "--name", "corpus-preflight", "-o", "json", "--report-dir", t.TempDir())
+	r := e.run(t, "migrate", "--preflight", "--from-context", "src", "--to-context", "dst", "--name", "corpus", "-o", "json", "--report-dir", reportDir)
 	var p report.Preflight
 	if r.code == 0 || r.code == 2 {
 		mustJSON(t, r.stdout, &p)
@@ -529,5 +529,38 @@ func checkCorpusPreflight(t *testing.T, e *env) {
 	}
 	if r.code != 0 || p.Counts[report.Blocker] != 0 {
 		t.Errorf("pre-flight of the corpus into an empty target: exit %d, %d blocker(s)\n%s", r.code, p.Counts[report.Blocker], r.stderr)
+	}
+	if p.Estimate == nil || len(p.Estimate.Parts) != 3 {
+		t.Fatalf("pre-flight estimate %+v; want backup, restore and verify", p.Estimate)
+	}
+	return p.Estimate
+}
+
+// checkEstimateInReport: the migrate that follows a pre-flight of the
+// same name shows the pre-flight's estimate in its report, each step
+// with its actual time.
+func checkEstimateInReport(t *testing.T, dir string, want *report.Estimate) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v report.Verification
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	e := v.Estimate
+	if e == nil || e.Seconds != want.Seconds || len(e.Parts) != len(want.Parts) || e.Actual <= 0 {
+		t.Fatalf("the report's estimate %+v; want the pre-flight's %+v with the actual time", e, want)
+	}
+	for _, p := range e.Parts {
+		if p.Actual <= 0 {
+			t.Errorf("estimate part %s has no actual time", p.Step)
+		}
+		t.Logf("estimate %s: %.2fs, actual %.2fs", p.Step, p.Seconds, p.Actual)
+	}
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	if err != nil || !bytes.Contains(page, []byte(`id="estimate-total"`)) {
+		t.Errorf("report.html shows no estimate (%v)", err)
 	}
 }
