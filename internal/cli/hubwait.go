@@ -106,6 +106,16 @@ func printMigration(g *globals, m *hubv1beta1.Migration) error {
 // printMigrationSummary prints how an ended Migration went.
 func printMigrationSummary(g *globals, m *hubv1beta1.Migration) {
 	s := m.Status
+	if m.Spec.PreflightOnly {
+		fmt.Fprintf(g.stdout, "Migration %s (pre-flight only) %s\n", m.Name, s.Phase)
+		if s.Preflight != nil {
+			printPreflightStatus(g, s.Preflight)
+		}
+		if s.Reason != "" {
+			fmt.Fprintf(g.stdout, "\nReason: %s\nMessage: %s\n", s.Reason, s.Message)
+		}
+		return
+	}
 	fmt.Fprintf(g.stdout, "Migration %s %s: %d backed up, %d restored, %d skipped, %d failed\n",
 		m.Name, s.Phase, s.Counts.BackedUp, s.Counts.Restored, s.Counts.Skipped, s.Counts.Failed)
 	for _, l := range []struct{ name, value string }{{"Report", s.ReportLocation}, {"Reason", s.Reason}, {"Message", s.Message}} {

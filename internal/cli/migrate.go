@@ -70,7 +70,7 @@ backup with ferry backup delete NAME first.`,
 		RunE: runE(o),
 	}
 	cmd.Flags().StringVar(&o.name, "name", "", "name of the backup and the restore (default migrate-<timestamp>)")
-	cmd.Flags().BoolVar(&o.preflight, "preflight", false, "check the migration without running it: read the source and the target, write nothing to either or to the location, and list the risks (blockers, warnings, notes), each with the objects, what will happen and the fix, with a time estimate; keeps preflight.json and preflight.html in --report-dir; exit 2 when a risk is a blocker")
+	cmd.Flags().BoolVar(&o.preflight, "preflight", false, "check the migration without running it: read the source and the target, write nothing to either or to the location, and list the risks (blockers, warnings, notes), each with the objects, what will happen and the fix, with a time estimate; keeps preflight.json and preflight.html in --report-dir; exit 2 when a risk is a blocker. With --hub, a Migration of spec.preflightOnly: the hub runs the check, and status.preflight holds the risks")
 	o.registerFlags(cmd)
 	o.hub.register(cmd)
 	cmd.AddCommand(newMigrateStagedCmd(g, "stage"), newMigrateStagedCmd(g, "cutover"), newMigrateStagedCmd(g, "rollback"), newMigrateStagedCmd(g, "done"))
@@ -190,6 +190,7 @@ func (o *migrateOptions) completeHub(cmd *cobra.Command) error {
 	}
 	o.hub.spec = o.hub.migrationSpec(o.bspec, o.rspec, o.storage, o.verify, crdTimeout)
 	o.hub.spec.Timeouts = o.deadlines.migrationTimeouts()
+	o.hub.spec.PreflightOnly = o.preflight
 	o.hub.encrypt(o.name, &o.crypt)
 	if o.crypt.identity != "" {
 		if err := o.crypt.complete(); err != nil {

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/kubeferry/ferry/pkg/backup"
+	hubv1beta1 "github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
 	"github.com/kubeferry/ferry/pkg/preflight"
 	"github.com/kubeferry/ferry/pkg/report"
 )
@@ -21,10 +23,10 @@ func (o *migrateOptions) validatePreflight() error {
 	switch {
 	case !o.preflight:
 		return nil
-	case o.hub.on():
-		return fmt.Errorf("--preflight runs here, not in the hub: drop --hub (and unset $%s) to check from this machine", EnvHubKubeconfig)
 	case o.rspec.DryRun:
 		return fmt.Errorf("--preflight sends every object as a dry-run create already: drop --dry-run")
+	case o.hub.on():
+		return nil // the hub's Migration of spec.preflightOnly; -o prints it
 	}
 	return validatePreflightOutput(o.output)
 }
@@ -181,4 +183,34 @@ func (o *migrateOptions) priorEstimate(srcHost, dstHost string) *report.Estimate
 
 func durationString(secs float64) string {
 	return time.Duration(secs * float64(time.Second)).Round(time.Second).String()
+}
+
+// printPreflightStatus prints what a spec.preflightOnly Migration of the
+// hub found: the counts, the estimate, the first risks.
+func printPreflightStatus(g *globals, p *hubv1beta1.MigrationPreflight) {
+	fmt.Fprintf(g.stdout, "Pre-flight of %d object(s): %d blocker(s), %d warning(s), %d note(s)\n", p.Objects, p.Blockers, p.Warnings, p.Notes)
+	if p.Estimate != nil {
+		var parts []string
+		for _, pt := range p.EstimateParts {
+			parts = append(parts, pt.Step+" "+pt.Duration.Round(100*time.Millisecond).String())
+		}
+		fmt.Fprintf(g.stdout, "  estimated time: %s (%s)\n", p.Estimate.Round(100*time.Millisecond), strings.Join(parts, ", "))
+	}
+	for _, s := range p.Skipped {
+		fmt.Fprintf(g.stdout, "  not checked: %s\n", s)
+	}
+	for i, r := range p.Risks {
+		if i == preflightTop {
+			fmt.Fprintf(g.stdout, "\n(%d more in status.preflight.risks)\n", len(p.Risks)-i)
+			break
+		}
+		objs := strings.Join(r.Objects, ", ")
+		if more := int(r.ObjectCount) - len(r.Objects); more > 0 {
+			objs += fmt.Sprintf(" and %d more", more)
+		}
+		fmt.Fprintf(g.stdout, "\n%-8s %s: %s\n  %s\n", strings.ToUpper(r.Severity), r.Check, objs, r.What)
+		if r.Fix != "" {
+			fmt.Fprintf(g.stdout, "  fix: %s\n", r.Fix)
+		}
+	}
 }

@@ -356,6 +356,8 @@ type env struct {
 	// unbound are the claims not Bound in the source (live sources only),
 	// by their target "namespace/name".
 	unbound map[string]bool
+	// copied are the bytes of the images the move copies (checkImages).
+	copied *imageBytes
 }
 
 // check is one pre-flight check, and the target's lists it reads: a

@@ -3,7 +3,6 @@ package preflight
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -80,14 +79,15 @@ func checkDryRun(_ context.Context, e *env) {
 		}
 	}
 	g.flush(e, "dry-run")
-	var nss []string
-	for ns := range notValidated {
-		nss = append(nss, ns)
-	}
-	sort.Strings(nss)
-	for _, ns := range nss {
-		e.add(report.Note, "dry-run", []string{"namespaces " + ns},
-			fmt.Sprintf("%d object(s) of namespace %s are not sent as dry-run creates: the namespace is created by the move; the quota, pod security, scheduling and other checks still cover them", notValidated[ns], ns), "")
+	if len(notValidated) > 0 {
+		var objs []string
+		total := 0
+		for ns, n := range notValidated {
+			objs = append(objs, "namespaces "+ns)
+			total += n
+		}
+		e.add(report.Note, "dry-run", objs,
+			fmt.Sprintf("%d object(s) in %d namespace(s) the move creates are not sent as dry-run creates (a namespaced create needs its namespace); the quota, pod security, scheduling and other checks still cover them", total, len(objs)), "")
 	}
 	for _, w := range e.results.Errors {
 		e.add(report.Blocker, "dry-run", nil, "the restore reports: "+w, "")

@@ -51,7 +51,15 @@ func (e *env) estimate(ctx context.Context, src *source) *report.Estimate {
 			report.EstimatePart{Step: "verify", Seconds: float64(n) / rate,
 				Basis: fmt.Sprintf("%d object(s), each read back from the target and compared: a request with the object's body each, as the restore's, at the same rate", n)})
 	}
-	e.skip("the volume data's and the images' time: no throughput probe yet")
+	if b := e.copied; b != nil && b.total() > 0 {
+		if rate, read, err := probePullRate(ctx, b, e.o.Images); err != nil {
+			e.skip("the images' time: the pull-rate probe failed: %v", err)
+		} else {
+			est.Parts = append(est.Parts, report.EstimatePart{Step: "images", Seconds: float64(b.total()) / rate,
+				Basis: fmt.Sprintf("%d image(s), %d unique blob(s) of %s, at the source registry's measured pull rate, %s/s (a probe read %s of one blob); the push to the target's registry is taken as fast", b.images, len(b.blobs), mib(b.total()), mib(int64(rate)), mib(read))})
+		}
+	}
+	e.skip("the volume data's time: no throughput probe yet")
 	est.Total()
 	return est
 }
@@ -138,3 +146,5 @@ func probe(ctx context.Context, workers int, do func(context.Context) error) (fl
 	}
 	return float64(n) / max(took.Seconds(), 0.001), n, nil
 }
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

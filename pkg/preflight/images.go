@@ -14,6 +14,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	kauth "github.com/google/go-containerregistry/pkg/authn/kubernetes"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +39,9 @@ type imageUse struct {
 }
 
 // checkImages resolves every image the move's workloads name, after the
-// registry mappings, from where ferry runs, with the pull Secrets the
+// registry mappings (the source's reference, with ferry's own credentials,
+// when the move copies images: spec.images copy or bundle; their bytes are
+// counted for the estimate), from where ferry runs, with the pull Secrets the
 // target's pods will pull it with (their imagePullSecrets and their
 // ServiceAccount's, from the backup or the target) on top of ferry's own
 // credentials. An image the registry has not is a blocker
@@ -47,10 +51,7 @@ type imageUse struct {
 // is built, else a warning. A registry ferry cannot reach is not checked,
 // and says so.
 func checkImages(ctx context.Context, e *env) {
-	if e.o.Backup.Spec.Images == images.ModeCopy || e.o.Backup.Spec.Images == images.ModeBundle {
-		e.skip("image pulls: with spec.images %s the move copies the images to the mapped registries, where they are not yet", e.o.Backup.Spec.Images)
-		return
-	}
+	e.copied = &imageBytes{blobs: map[v1.Hash]int64{}}
 	uses := e.imageUses()
 	plats := e.nodePlatforms()
 	unreachable := map[string][]string{}
@@ -63,7 +64,7 @@ func checkImages(ctx context.Context, e *env) {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < len(uses); i = int(next.Add(1) - 1) {
 				u := uses[i]
-				host := strings.SplitN(u.ref, "/", 2)[0]
+				host := strings.SplitN(e.sourceRef(u.ref), "/", 2)[0]
 				mu.Lock()
 				_, down := unreachable[host]
 				mu.Unlock()
@@ -100,20 +101,38 @@ const imageWorkers = 8
 // checkImage resolves one image use and adds its risks (under mu); it
 // reports whether the registry could not be reached.
 func (e *env) checkImage(ctx context.Context, u *imageUse, plats map[string]int, mu *sync.Mutex) (unreachable bool) {
-	kc, err := e.keychain(ctx, u.secrets)
-	if err != nil {
-		mu.Lock()
-		e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s: its pull Secrets cannot be read: %v", u.ref, err), "")
-		mu.Unlock()
-		return false
+	// With spec.images copy or bundle, ferry copies each image from the
+	// source's registry with its own credentials; the target's reference
+	// exists once it did.
+	copying := e.o.Backup.Spec.Images == images.ModeCopy || e.o.Backup.Spec.Images == images.ModeBundle
+	ref, kc := u.ref, e.o.Images.Keychain
+	if kc == nil {
+		kc = authn.DefaultKeychain
+	}
+	if copying {
+		ref = e.sourceRef(u.ref)
+	} else {
+		var err error
+		if kc, err = e.keychain(ctx, u.secrets); err != nil {
+			mu.Lock()
+			e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s: its pull Secrets cannot be read: %v", u.ref, err), "")
+			mu.Unlock()
+			return false
+		}
 	}
 	opts := e.o.Images
 	opts.Keychain = kc
 	c := images.NewCopier(opts)
 	ictx, cancel := context.WithTimeout(ctx, imageTimeout)
-	desc, built, err := c.Describe(ictx, u.ref)
+	desc, built, err := c.Describe(ictx, ref)
 	if err == nil && len(built) == 0 {
 		built, err = singlePlatform(desc)
+	}
+	if err == nil && copying {
+		var r name.Reference
+		if r, err = images.ParseReference(ref, e.o.Images.Insecure); err == nil {
+			err = e.copied.add(r, desc)
+		}
 	}
 	cancel()
 	mu.Lock()
@@ -121,10 +140,16 @@ func (e *env) checkImage(ctx context.Context, u *imageUse, plats map[string]int,
 	var te *transport.Error
 	switch {
 	case err == nil:
-		checkPlatforms(e, u, built, plats)
+		checkPlatforms(e, u, ref, built, plats)
+	case errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)) && copying:
+		e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s is copied from %s, which is not in its registry: the copy fails, and the pods cannot pull it", u.ref, ref),
+			"push the image to the source's registry, or fix --image-registry-mappings")
 	case errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)):
 		e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s is not in its registry: the pods cannot pull it (ImagePullBackOff)", u.ref),
 			"push the image, or map its registry with --image-registry-mappings (and --images copy to copy it there)")
+	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) && copying:
+		e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s: the registry refuses ferry's credentials for %s, so ferry cannot copy it", u.ref, ref),
+			"log in to the source's registry where ferry runs (docker config file or credential helper)")
 	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
 		e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s: the registry refuses the pull Secrets the pods name (%s), and ferry's own credentials: unless the target's nodes have credentials of their own, the pods cannot pull it", u.ref, secretList(u.secrets)),
 			"add a pull Secret with access to the registry to the pods or their ServiceAccount in the target")
@@ -271,9 +296,9 @@ func (e *env) nodePlatforms() map[string]int {
 	return out
 }
 
-// checkPlatforms compares the platforms an image is built for with the
-// target nodes'.
-func checkPlatforms(e *env, u *imageUse, built []string, nodes map[string]int) {
+// checkPlatforms compares the platforms image ref (u's, or its source
+// when the move copies it) is built for with the target nodes'.
+func checkPlatforms(e *env, u *imageUse, ref string, built []string, nodes map[string]int) {
 	if len(nodes) == 0 {
 		return
 	}
@@ -302,7 +327,7 @@ func checkPlatforms(e *env, u *imageUse, built []string, nodes map[string]int) {
 	if covered == 0 {
 		sev, what = report.Blocker, "no target node can run it (no matching manifest, or exec format error)"
 	}
-	e.add(sev, "image", u.users, fmt.Sprintf("image %s is built for %s, not for %s: %s", u.ref, strings.Join(built, ", "), strings.Join(missing, ", "), what),
+	e.add(sev, "image", u.users, fmt.Sprintf("image %s is built for %s, not for %s: %s", ref, strings.Join(built, ", "), strings.Join(missing, ", "), what),
 		"use an image built for the target's platforms (a multi-platform index), or keep the pods off those nodes with a kubernetes.io/arch node selector")
 }
 

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"filippo.io/age"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -258,6 +260,7 @@ func testHubMigration(t *testing.T, hubFlags []string) {
 			checkHubLocationAccess(t, c, e, sets[1].namespace, objsIn(objs, sets[1].namespace))
 		})
 		t.Run("step deadlines", func(t *testing.T) { checkHubDeadlines(t, c, e, sets[1].namespace) })
+		t.Run("pre-flight only", func(t *testing.T) { checkHubPreflight(t, c, e) })
 		t.Run("metrics", func(t *testing.T) { checkHubMetrics(t, cfg) })
 		t.Run("events", func(t *testing.T) {
 			checkHubEvents(t, cfg, map[[2]string][]string{
@@ -298,6 +301,52 @@ func checkHubDeadlines(t *testing.T, c crclient.WithWatch, e *env, namespace str
 				t.Errorf("the Migration cut short before its restore wrote namespace late-restore: %v", err)
 			}
 		}
+	}
+}
+
+// checkHubPreflight: a Migration of spec.preflightOnly runs the engine's
+// pre-flight (as ferry migrate --preflight): a workload the target's
+// PodSecurity level refuses is a blocker in status.preflight, the
+// Migration ends PartiallyFailed (PreflightBlocked), and nothing reaches
+// the target.
+func checkHubPreflight(t *testing.T, c crclient.WithWatch, e *env) {
+	ctx := context.Background()
+	src, dst := kubernetes.NewForConfigOrDie(e.src.Config), kubernetes.NewForConfigOrDie(e.dst.Config)
+	createNamespace(t, src, "pf")
+	if _, err := dst.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "pf-target",
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	root, one := int64(0), int32(1)
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "root"}, Spec: appsv1.DeploymentSpec{Replicas: &one,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "root"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "root"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", SecurityContext: &corev1.SecurityContext{RunAsUser: &root}}}}}}}
+	if _, err := src.AppsV1().Deployments("pf").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m := newMigration("preflight", e.storage, "pf")
+	m.Spec.Restore.NamespaceMapping = map[string]string{"pf": "pf-target"}
+	m.Spec.Images.Mode = "none"
+	m.Spec.PreflightOnly = true
+	phases, got := watchPhases(t, c, m, 3*time.Minute, nil)
+	want := []v1beta1.MigrationPhase{v1beta1.PhasePending, v1beta1.PhasePreflight, v1beta1.PhasePartiallyFailed}
+	if !slices.Equal(phases, want) || got.Status.Reason != "PreflightBlocked" {
+		t.Fatalf("phases %v, reason %s; want %v, PreflightBlocked; status %+v", phases, got.Status.Reason, want, got.Status)
+	}
+	p := got.Status.Preflight
+	if p == nil || p.Blockers == 0 || p.Objects == 0 || p.Estimate == nil || len(p.Risks) == 0 {
+		t.Fatalf("status.preflight %+v", p)
+	}
+	found := false
+	for _, r := range p.Risks {
+		found = found || r.Check == "pod-security" && r.Severity == "blocker" && slices.Contains(r.Objects, "deployments.apps pf-target/root")
+	}
+	if !found {
+		t.Errorf("status.preflight.risks %+v: no pod-security blocker naming deployments.apps pf-target/root", p.Risks)
+	}
+	if _, err := dst.AppsV1().Deployments("pf-target").Get(ctx, "root", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pre-flight wrote the Deployment into the target: %v", err)
 	}
 }
 

@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -196,27 +194,7 @@ func TestPreflightFaults(t *testing.T) {
 // counts and the risks of dir/preflight.json, in its order.
 func checkPreflightPage(t *testing.T, dir string, p *report.Preflight) {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (make control-plane installs it): %v", err)
-	}
-	page := "file://" + filepath.Join(dir, "preflight.html")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, append(chromiumFlags(t), "--dump-dom", page)...)
-	cmd.Stderr = &errb
-	dom, err := cmd.Output()
-	if err != nil || len(dom) == 0 {
-		t.Fatalf("chromium --dump-dom: %v\n%s", err, errb.String())
-	}
-	shot := filepath.Join(t.TempDir(), "preflight.png")
-	cmd = exec.CommandContext(ctx, bin, append(chromiumFlags(t), "--window-size=1280,1600", "--screenshot="+shot, page)...)
-	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium --screenshot: %v\n%s", err, errb.String())
-	}
-	checkNotBlank(t, shot)
+	dom := renderPage(t, filepath.Join(dir, "preflight.html"))
 	for _, sev := range []report.Severity{report.Blocker, report.Warning, report.Note} {
 		m := regexp.MustCompile(`id="count-` + string(sev) + `">(\d+)<`).FindSubmatch(dom)
 		if m == nil || string(m[1]) != strconv.Itoa(p.Counts[sev]) {

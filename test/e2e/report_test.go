@@ -58,28 +58,7 @@ func chromiumFlags(t *testing.T) []string {
 // the rendered page shows are those of dir/report.json.
 func checkReportPage(t *testing.T, dir string) {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (make control-plane installs it): %v", err)
-	}
-	page := "file://" + filepath.Join(dir, "report.html")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var errb bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, append(chromiumFlags(t), "--dump-dom", page)...)
-	cmd.Stderr = &errb
-	dom, err := cmd.Output()
-	if err != nil || len(dom) == 0 {
-		t.Fatalf("chromium --dump-dom: %v\n%s", err, errb.String())
-	}
-	shot := filepath.Join(t.TempDir(), "report.png")
-	cmd = exec.CommandContext(ctx, bin, append(chromiumFlags(t), "--window-size=1280,1600", "--screenshot="+shot, page)...)
-	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("chromium --screenshot: %v\n%s", err, errb.String())
-	}
-	checkNotBlank(t, shot)
-
+	dom := renderPage(t, filepath.Join(dir, "report.html"))
 	v := readVerification(t, dir)
 	// The summary cards.
 	for _, k := range []string{"objects", "matched", "transformed", "differ", "missing", "failed", "skipped", "unexpected"} {
@@ -123,6 +102,35 @@ func checkReportPage(t *testing.T, dir string) {
 	if got := bytes.Count(dom, []byte(`<tr class="difference">`)); got != len(v.Differences) {
 		t.Errorf("page lists %d differences, report.json %d", got, len(v.Differences))
 	}
+}
+
+// renderPage renders the page at path in headless Chromium and returns
+// its DOM, after checking that it renders (a screenshot that is not
+// blank).
+func renderPage(t *testing.T, path string) []byte {
+	t.Helper()
+	bin, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium not found (make control-plane installs it): %v", err)
+	}
+	page := "file://" + path
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, append(chromiumFlags(t), "--dump-dom", page)...)
+	cmd.Stderr = &errb
+	dom, err := cmd.Output()
+	if err != nil || len(dom) == 0 {
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, errb.String())
+	}
+	shot := filepath.Join(t.TempDir(), "page.png")
+	cmd = exec.CommandContext(ctx, bin, append(chromiumFlags(t), "--window-size=1280,1600", "--screenshot="+shot, page)...)
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium --screenshot: %v\n%s", err, errb.String())
+	}
+	checkNotBlank(t, shot)
+	return dom
 }
 
 // checkNotBlank fails unless the PNG has more than one colour.

@@ -41,6 +41,10 @@ func (p *progress) apply(s *v1beta1.MigrationStatus) {
 // within its renew deadline) the run is cancelled and nothing more is
 // written.
 func (r *MigrationReconciler) run(ctx context.Context, m *v1beta1.Migration) {
+	if m.Spec.PreflightOnly {
+		r.runPreflight(ctx, m)
+		return
+	}
 	key := types.NamespacedName{Namespace: m.Namespace, Name: m.Name}
 	log := r.Log.With("migration", key.String())
 	p := &progress{}

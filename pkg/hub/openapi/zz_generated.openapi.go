@@ -39,12 +39,15 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.MigrationImages{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_MigrationImages(ref),
 		v1alpha1.MigrationList{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_MigrationList(ref),
 		v1alpha1.MigrationPrediction{}.OpenAPIModelName():          schema_hub_apis_ferry_v1alpha1_MigrationPrediction(ref),
+		v1alpha1.MigrationPreflight{}.OpenAPIModelName():           schema_hub_apis_ferry_v1alpha1_MigrationPreflight(ref),
 		v1alpha1.MigrationRestore{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref),
 		v1alpha1.MigrationSpec{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref),
 		v1alpha1.MigrationStage{}.OpenAPIModelName():               schema_hub_apis_ferry_v1alpha1_MigrationStage(ref),
 		v1alpha1.MigrationStatus{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref),
 		v1alpha1.MigrationStorage{}.OpenAPIModelName():             schema_hub_apis_ferry_v1alpha1_MigrationStorage(ref),
 		v1alpha1.MigrationTimeouts{}.OpenAPIModelName():            schema_hub_apis_ferry_v1alpha1_MigrationTimeouts(ref),
+		v1alpha1.PreflightEstimatePart{}.OpenAPIModelName():        schema_hub_apis_ferry_v1alpha1_PreflightEstimatePart(ref),
+		v1alpha1.PreflightRisk{}.OpenAPIModelName():                schema_hub_apis_ferry_v1alpha1_PreflightRisk(ref),
 		v1alpha1.RuntimeVerification{}.OpenAPIModelName():          schema_hub_apis_ferry_v1alpha1_RuntimeVerification(ref),
 		v1alpha1.StagedMigration{}.OpenAPIModelName():              schema_hub_apis_ferry_v1alpha1_StagedMigration(ref),
 		v1beta1.Backup{}.OpenAPIModelName():                        schema_hub_apis_ferry_v1beta1_Backup(ref),
@@ -76,6 +79,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta1.MigrationImages{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_MigrationImages(ref),
 		v1beta1.MigrationList{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_MigrationList(ref),
 		v1beta1.MigrationPrediction{}.OpenAPIModelName():           schema_hub_apis_ferry_v1beta1_MigrationPrediction(ref),
+		v1beta1.MigrationPreflight{}.OpenAPIModelName():            schema_hub_apis_ferry_v1beta1_MigrationPreflight(ref),
 		v1beta1.MigrationRestore{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationRestore(ref),
 		v1beta1.MigrationSpec{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_MigrationSpec(ref),
 		v1beta1.MigrationStage{}.OpenAPIModelName():                schema_hub_apis_ferry_v1beta1_MigrationStage(ref),
@@ -83,6 +87,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1beta1.MigrationStorage{}.OpenAPIModelName():              schema_hub_apis_ferry_v1beta1_MigrationStorage(ref),
 		v1beta1.MigrationTimeouts{}.OpenAPIModelName():             schema_hub_apis_ferry_v1beta1_MigrationTimeouts(ref),
 		v1beta1.PodVolumeCounts{}.OpenAPIModelName():               schema_hub_apis_ferry_v1beta1_PodVolumeCounts(ref),
+		v1beta1.PreflightEstimatePart{}.OpenAPIModelName():         schema_hub_apis_ferry_v1beta1_PreflightEstimatePart(ref),
+		v1beta1.PreflightRisk{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_PreflightRisk(ref),
 		v1beta1.Restore{}.OpenAPIModelName():                       schema_hub_apis_ferry_v1beta1_Restore(ref),
 		v1beta1.RestoreCounts{}.OpenAPIModelName():                 schema_hub_apis_ferry_v1beta1_RestoreCounts(ref),
 		v1beta1.RestoreList{}.OpenAPIModelName():                   schema_hub_apis_ferry_v1beta1_RestoreList(ref),
@@ -1379,6 +1385,97 @@ func schema_hub_apis_ferry_v1alpha1_MigrationPrediction(ref common.ReferenceCall
 	}
 }
 
+func schema_hub_apis_ferry_v1alpha1_MigrationPreflight(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationPreflight is a pre-flight check's report, as ferry migrate --preflight prints it: the counts by severity, the ranked risks (the first 50), and the time estimate.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"objects": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Objects is the number of objects the migration would restore.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"blockers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Blockers, Warnings and Notes count the risks by severity.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"warnings": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"notes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"risks": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Risks are the first 50, blockers first.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.PreflightRisk{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"estimate": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Estimate is how long the migration will take, and its parts.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"estimateParts": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1alpha1.PreflightEstimatePart{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"skipped": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Skipped says what could not be checked, and why.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"objects", "blockers", "warnings", "notes"},
+			},
+		},
+		Dependencies: []string{
+			v1alpha1.PreflightEstimatePart{}.OpenAPIModelName(), v1alpha1.PreflightRisk{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1alpha1_MigrationRestore(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1581,6 +1678,13 @@ func schema_hub_apis_ferry_v1alpha1_MigrationSpec(ref common.ReferenceCallback) 
 						SchemaProps: spec.SchemaProps{
 							Description: "Timeouts bound the steps; a step that does not end in time fails the Migration, naming its field (unset: the hub's --backup-timeout, --restore-timeout and --verify-timeout).",
 							Ref:         ref(v1alpha1.MigrationTimeouts{}.OpenAPIModelName()),
+						},
+					},
+					"preflightOnly": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PreflightOnly makes the Migration a pre-flight check, as ferry migrate --preflight: the source and the target are read, nothing is written to either or to the location, and status.preflight holds the risks and the time estimate. It ends Completed without a blocker, PartiallyFailed (reason PreflightBlocked) with one. Set at creation only; not with spec.staged.",
+							Type:        []string{"boolean"},
+							Format:      "",
 						},
 					},
 				},
@@ -1802,11 +1906,17 @@ func schema_hub_apis_ferry_v1alpha1_MigrationStatus(ref common.ReferenceCallback
 							Ref:         ref(v1alpha1.MigrationCutover{}.OpenAPIModelName()),
 						},
 					},
+					"preflight": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Preflight is what a spec.preflightOnly Migration found.",
+							Ref:         ref(v1alpha1.MigrationPreflight{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.Lease{}.OpenAPIModelName(), v1alpha1.MigrationCounts{}.OpenAPIModelName(), v1alpha1.MigrationCutover{}.OpenAPIModelName(), v1alpha1.MigrationPrediction{}.OpenAPIModelName(), v1alpha1.MigrationStage{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1alpha1.Lease{}.OpenAPIModelName(), v1alpha1.MigrationCounts{}.OpenAPIModelName(), v1alpha1.MigrationCutover{}.OpenAPIModelName(), v1alpha1.MigrationPrediction{}.OpenAPIModelName(), v1alpha1.MigrationPreflight{}.OpenAPIModelName(), v1alpha1.MigrationStage{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -1870,6 +1980,103 @@ func schema_hub_apis_ferry_v1alpha1_MigrationTimeouts(ref common.ReferenceCallba
 		},
 		Dependencies: []string{
 			metav1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_PreflightEstimatePart(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PreflightEstimatePart is one step of the time estimate.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"step": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"duration": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"basis": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+				},
+				Required: []string{"step", "duration", "basis"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1alpha1_PreflightRisk(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PreflightRisk is one risk: the objects it concerns (the first 10, with ObjectCount all of them), what will happen, and the fix.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"severity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Severity is blocker, warning or note.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"check": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Check names the check that found it.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"objects": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"objectCount": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"what": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"fix": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+				},
+				Required: []string{"severity", "check", "what"},
+			},
+		},
 	}
 }
 
@@ -3519,6 +3726,97 @@ func schema_hub_apis_ferry_v1beta1_MigrationPrediction(ref common.ReferenceCallb
 	}
 }
 
+func schema_hub_apis_ferry_v1beta1_MigrationPreflight(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MigrationPreflight is a pre-flight check's report, as ferry migrate --preflight prints it: the counts by severity, the ranked risks (the first 50), and the time estimate.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"objects": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Objects is the number of objects the migration would restore.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int64",
+						},
+					},
+					"blockers": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Blockers, Warnings and Notes count the risks by severity.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"warnings": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"notes": {
+						SchemaProps: spec.SchemaProps{
+							Default: 0,
+							Type:    []string{"integer"},
+							Format:  "int32",
+						},
+					},
+					"risks": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Risks are the first 50, blockers first.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta1.PreflightRisk{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"estimate": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Estimate is how long the migration will take, and its parts.",
+							Ref:         ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"estimateParts": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref(v1beta1.PreflightEstimatePart{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"skipped": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Skipped says what could not be checked, and why.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"objects", "blockers", "warnings", "notes"},
+			},
+		},
+		Dependencies: []string{
+			v1beta1.PreflightEstimatePart{}.OpenAPIModelName(), v1beta1.PreflightRisk{}.OpenAPIModelName(), metav1.Duration{}.OpenAPIModelName()},
+	}
+}
+
 func schema_hub_apis_ferry_v1beta1_MigrationRestore(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -3719,6 +4017,13 @@ func schema_hub_apis_ferry_v1beta1_MigrationSpec(ref common.ReferenceCallback) c
 						SchemaProps: spec.SchemaProps{
 							Description: "Timeouts bound the steps; a step that does not end in time fails the Migration, naming its field (unset: the hub's --backup-timeout, --restore-timeout and --verify-timeout).",
 							Ref:         ref(v1beta1.MigrationTimeouts{}.OpenAPIModelName()),
+						},
+					},
+					"preflightOnly": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PreflightOnly makes the Migration a pre-flight check, as ferry migrate --preflight: the source and the target are read, nothing is written to either or to the location, and status.preflight holds the risks and the time estimate. It ends Completed without a blocker, PartiallyFailed (reason PreflightBlocked) with one. Set at creation only; not with spec.staged.",
+							Type:        []string{"boolean"},
+							Format:      "",
 						},
 					},
 				},
@@ -3940,11 +4245,17 @@ func schema_hub_apis_ferry_v1beta1_MigrationStatus(ref common.ReferenceCallback)
 							Ref:         ref(v1beta1.MigrationCutover{}.OpenAPIModelName()),
 						},
 					},
+					"preflight": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Preflight is what a spec.preflightOnly Migration found.",
+							Ref:         ref(v1beta1.MigrationPreflight{}.OpenAPIModelName()),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1beta1.Lease{}.OpenAPIModelName(), v1beta1.MigrationCounts{}.OpenAPIModelName(), v1beta1.MigrationCutover{}.OpenAPIModelName(), v1beta1.MigrationPrediction{}.OpenAPIModelName(), v1beta1.MigrationStage{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+			v1beta1.Lease{}.OpenAPIModelName(), v1beta1.MigrationCounts{}.OpenAPIModelName(), v1beta1.MigrationCutover{}.OpenAPIModelName(), v1beta1.MigrationPrediction{}.OpenAPIModelName(), v1beta1.MigrationPreflight{}.OpenAPIModelName(), v1beta1.MigrationStage{}.OpenAPIModelName(), metav1.Condition{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -4043,6 +4354,103 @@ func schema_hub_apis_ferry_v1beta1_PodVolumeCounts(ref common.ReferenceCallback)
 						},
 					},
 				},
+			},
+		},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_PreflightEstimatePart(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PreflightEstimatePart is one step of the time estimate.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"step": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"duration": {
+						SchemaProps: spec.SchemaProps{
+							Ref: ref(metav1.Duration{}.OpenAPIModelName()),
+						},
+					},
+					"basis": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+				},
+				Required: []string{"step", "duration", "basis"},
+			},
+		},
+		Dependencies: []string{
+			metav1.Duration{}.OpenAPIModelName()},
+	}
+}
+
+func schema_hub_apis_ferry_v1beta1_PreflightRisk(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "PreflightRisk is one risk: the objects it concerns (the first 10, with ObjectCount all of them), what will happen, and the fix.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"severity": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Severity is blocker, warning or note.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"check": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Check names the check that found it.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"objects": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Type:   []string{"string"},
+										Format: "",
+									},
+								},
+							},
+						},
+					},
+					"objectCount": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"integer"},
+							Format: "int32",
+						},
+					},
+					"what": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"fix": {
+						SchemaProps: spec.SchemaProps{
+							Type:   []string{"string"},
+							Format: "",
+						},
+					},
+				},
+				Required: []string{"severity", "check", "what"},
 			},
 		},
 	}

@@ -172,6 +172,14 @@ type MigrationSpec struct {
 	// --restore-timeout and --verify-timeout).
 	// +optional
 	Timeouts *MigrationTimeouts `json:"timeouts,omitempty"`
+	// PreflightOnly makes the Migration a pre-flight check, as ferry
+	// migrate --preflight: the source and the target are read, nothing is
+	// written to either or to the location, and status.preflight holds
+	// the risks and the time estimate. It ends Completed without a
+	// blocker, PartiallyFailed (reason PreflightBlocked) with one. Set at
+	// creation only; not with spec.staged.
+	// +optional
+	PreflightOnly bool `json:"preflightOnly,omitempty"`
 }
 
 // MigrationTimeouts are a Migration's step deadlines; 0 is none.
@@ -320,8 +328,10 @@ const (
 	// stages, and at Quiesce while the cutover stops the source; the
 	// cutover's migration then goes through the steps above.
 	PhaseStaging MigrationPhase = "Staging"
-	PhaseStaged  MigrationPhase = "Staged"
-	PhaseQuiesce MigrationPhase = "Quiesce"
+	// PhasePreflight is a spec.preflightOnly Migration's one step.
+	PhasePreflight MigrationPhase = "Preflight"
+	PhaseStaged    MigrationPhase = "Staged"
+	PhaseQuiesce   MigrationPhase = "Quiesce"
 )
 
 // MigrationConditionSucceeded is True once a Migration Completed, False
@@ -359,6 +369,55 @@ type MigrationStatus struct {
 	Prediction *MigrationPrediction `json:"prediction,omitempty"`
 	// Cutover is the cutover's progress and its actual downtime.
 	Cutover *MigrationCutover `json:"cutover,omitempty"`
+	// Preflight is what a spec.preflightOnly Migration found.
+	// +optional
+	Preflight *MigrationPreflight `json:"preflight,omitempty"`
+}
+
+// MigrationPreflight is a pre-flight check's report, as ferry migrate
+// --preflight prints it: the counts by severity, the ranked risks (the
+// first 50), and the time estimate.
+type MigrationPreflight struct {
+	// Objects is the number of objects the migration would restore.
+	Objects int64 `json:"objects"`
+	// Blockers, Warnings and Notes count the risks by severity.
+	Blockers int32 `json:"blockers"`
+	Warnings int32 `json:"warnings"`
+	Notes    int32 `json:"notes"`
+	// Risks are the first 50, blockers first.
+	// +optional
+	Risks []PreflightRisk `json:"risks,omitempty"`
+	// Estimate is how long the migration will take, and its parts.
+	// +optional
+	Estimate *metav1.Duration `json:"estimate,omitempty"`
+	// +optional
+	EstimateParts []PreflightEstimatePart `json:"estimateParts,omitempty"`
+	// Skipped says what could not be checked, and why.
+	// +optional
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// PreflightRisk is one risk: the objects it concerns (the first 10, with
+// ObjectCount all of them), what will happen, and the fix.
+type PreflightRisk struct {
+	// Severity is blocker, warning or note.
+	Severity string `json:"severity"`
+	// Check names the check that found it.
+	Check string `json:"check"`
+	// +optional
+	Objects []string `json:"objects,omitempty"`
+	// +optional
+	ObjectCount int32  `json:"objectCount,omitempty"`
+	What        string `json:"what"`
+	// +optional
+	Fix string `json:"fix,omitempty"`
+}
+
+// PreflightEstimatePart is one step of the time estimate.
+type PreflightEstimatePart struct {
+	Step     string          `json:"step"`
+	Duration metav1.Duration `json:"duration"`
+	Basis    string          `json:"basis"`
 }
 
 // Lease is a hub process's claim on a Migration, Backup or Restore, as a

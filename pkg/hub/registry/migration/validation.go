@@ -60,6 +60,12 @@ func ValidateMigrationSpec(s *ferry.MigrationSpec, p *field.Path) field.ErrorLis
 		errs = append(errs, field.Invalid(p.Child("verifyRuntime", "timeout"), rt.Timeout.Duration.String(), "must not be negative"))
 	}
 	errs = append(errs, validateStaged(s, p.Child("staged"))...)
+	switch {
+	case s.PreflightOnly && s.Staged != nil:
+		errs = append(errs, field.Forbidden(p.Child("preflightOnly"), "a staged Migration runs its own stages: check it first with a Migration of spec.preflightOnly alone"))
+	case s.PreflightOnly && s.Restore.DryRun:
+		errs = append(errs, field.Forbidden(p.Child("preflightOnly"), "a pre-flight sends every object as a dry-run create already: unset spec.restore.dryRun"))
+	}
 	return append(errs, validateImages(&s.Images, p.Child("images"))...)
 }
 
@@ -182,7 +188,7 @@ func validateImages(im *ferry.MigrationImages, p *field.Path) field.ErrorList {
 // ValidateMigrationStatus checks a status update.
 func ValidateMigrationStatus(s *ferry.MigrationStatus, p *field.Path) field.ErrorList {
 	phases := []ferry.MigrationPhase{"", ferry.PhasePending, ferry.PhaseBackup, ferry.PhaseImages, ferry.PhaseVolumes,
-		ferry.PhaseRestore, ferry.PhaseVerify, ferry.PhaseStaging, ferry.PhaseStaged, ferry.PhaseQuiesce, ferry.PhaseCompleted, ferry.PhasePartiallyFailed, ferry.PhaseFailed}
+		ferry.PhaseRestore, ferry.PhaseVerify, ferry.PhaseStaging, ferry.PhaseStaged, ferry.PhasePreflight, ferry.PhaseQuiesce, ferry.PhaseCompleted, ferry.PhasePartiallyFailed, ferry.PhaseFailed}
 	var errs field.ErrorList
 	if !slices.Contains(phases, s.Phase) {
 		errs = append(errs, field.NotSupported(p.Child("phase"), s.Phase, phases[1:]))

@@ -101,6 +101,11 @@ func (in MigrationPrediction) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationPreflight) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationPreflight"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationRestore) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationRestore"
 }
@@ -128,6 +133,16 @@ func (in MigrationStorage) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationTimeouts) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.MigrationTimeouts"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PreflightEstimatePart) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.PreflightEstimatePart"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PreflightRisk) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1alpha1.PreflightRisk"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.

@@ -151,6 +151,11 @@ func (in MigrationPrediction) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in MigrationPreflight) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationPreflight"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in MigrationRestore) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.MigrationRestore"
 }
@@ -183,6 +188,16 @@ func (in MigrationTimeouts) OpenAPIModelName() string {
 // OpenAPIModelName returns the OpenAPI model name for this type.
 func (in PodVolumeCounts) OpenAPIModelName() string {
 	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.PodVolumeCounts"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PreflightEstimatePart) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.PreflightEstimatePart"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in PreflightRisk) OpenAPIModelName() string {
+	return "com.github.kubeferry.ferry.pkg.hub.apis.ferry.v1beta1.PreflightRisk"
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
