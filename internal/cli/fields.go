@@ -44,6 +44,30 @@ var fieldFlags = map[string]string{
 	"spec.template.storageLocationName": "--storage-location",
 }
 
+// textFlags are the flags of further spec fields that a pre-flight's
+// risks name (fieldFlags' are named too).
+var textFlags = map[string]string{
+	"spec.storageClassMapping": "--storage-class-mappings",
+	"spec.preserveNodePorts":   "--preserve-nodeports",
+	"spec.excludedResources":   "--exclude-resources",
+	"spec.includedNamespaces":  "--include-namespaces",
+}
+
+// flagText shows each spec field a flag sets in text (a pre-flight
+// risk's what and fix) as "--flag (spec.field)".
+func flagText(text string) string {
+	return fieldPaths.ReplaceAllStringFunc(text, func(path string) string {
+		flag, ok := fieldFlags[path]
+		if !ok {
+			flag, ok = textFlags[path]
+		}
+		if ok {
+			return flag + " (" + path + ")"
+		}
+		return path
+	})
+}
+
 // fieldPaths matches a spec field's path in an error's detail.
 var fieldPaths = regexp.MustCompile(`\bspec(\.[a-zA-Z]+)+`)
 

@@ -64,9 +64,8 @@ func (o *migrateOptions) runPreflight(ctx context.Context) error {
 		Source: src, Target: dst,
 		Backup:  backup.Options{Spec: o.bspec, Log: o.log, Deadline: o.deadlines.backupDeadline()},
 		Restore: ropts, Images: iopts,
-		VolumeData: true, HelperImage: o.volumes.helperImage,
-		Estimate: true, Log: o.log,
-	})
+		HelperImage: o.volumes.helperImage, Estimate: true, Log: o.log,
+	}.WithVolumeData(o.volumes.preflight()))
 	if err != nil {
 		return err
 	}
@@ -78,6 +77,9 @@ func (o *migrateOptions) runPreflight(ctx context.Context) error {
 // cannot be kept is a warning after it was printed: what was found is
 // never lost to a file error.
 func printPreflight(g *globals, p *report.Preflight, dir, what string) error {
+	for i := range p.Risks {
+		p.Risks[i].What, p.Risks[i].Fix = flagText(p.Risks[i].What), flagText(p.Risks[i].Fix)
+	}
 	jsonPath, htmlPath, werr := writePreflight(p, dir)
 	var err error
 	if g.output == "json" {
@@ -129,8 +131,8 @@ func (o *restoreCreateOptions) runPreflight(ctx context.Context) error {
 	}
 	p, err := preflight.Run(ctx, preflight.Options{
 		Target: cluster, Location: loc, Restore: o.options(iopts), Images: iopts,
-		VolumeData: true, HelperImage: o.volumes.helperImage, Estimate: true, Log: o.log,
-	})
+		HelperImage: o.volumes.helperImage, Estimate: true, Log: o.log,
+	}.WithVolumeData(o.volumes.preflight()))
 	if err != nil {
 		return err
 	}
@@ -213,4 +215,13 @@ func printPreflightStatus(g *globals, p *hubv1beta1.MigrationPreflight) {
 			fmt.Fprintf(g.stdout, "  fix: %s\n", r.Fix)
 		}
 	}
+}
+
+// preflight says how this command would move pod volume data: through
+// helper pods, and why none moves ("" when some does).
+func (f *volumeFlags) preflight() (helperPods bool, none string) {
+	if _, err := readPassword(f.passwordFile); err != nil {
+		return false, err.Error()
+	}
+	return f.hostPodsDir == "" && !f.byNodeAgent, ""
 }

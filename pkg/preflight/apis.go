@@ -58,7 +58,7 @@ func checkAPIs(_ context.Context, e *env) {
 		obj := []string{objectName("customresourcedefinitions.apiextensions.k8s.io", "", u.GetName())}
 		if s.scope != t.scope {
 			e.add(report.Blocker, "api", obj, fmt.Sprintf("the target's CRD is %s, the source's %s: its custom resources are refused (or land where the source's did not)", t.scope, s.scope),
-				"remove the target's CRD and its resources first, or leave the kind out: --exclude-resources "+u.GetName())
+				"remove the target's CRD and its resources first, or leave the kind out: spec.excludedResources "+u.GetName())
 			continue
 		}
 		var lacking []string
@@ -69,12 +69,12 @@ func checkAPIs(_ context.Context, e *env) {
 		}
 		if len(lacking) == len(s.served) && !update {
 			e.add(report.Blocker, "api", obj, fmt.Sprintf("the target's CRD serves %s, none of the source's %s: its custom resources are not restored (the target's CRD is kept: policy none)",
-				strings.Join(t.served, ", "), strings.Join(s.served, ", ")), "--existing-resource-policy update brings the source's CRD, or upgrade the operator in the target first")
+				strings.Join(t.served, ", "), strings.Join(s.served, ", ")), "spec.existingResourcePolicy update brings the source's CRD, or upgrade the operator in the target first")
 			continue
 		}
 		if len(lacking) > 0 && !update {
 			e.add(report.Warning, "api", obj, fmt.Sprintf("the target's CRD serves %s, not the source's %s: its custom resources are restored at a version both serve, converted, or not at all when there is none (the target's CRD is kept: policy none)",
-				strings.Join(t.served, ", "), strings.Join(lacking, ", ")), "--existing-resource-policy update brings the source's CRD, or upgrade the operator in the target first")
+				strings.Join(t.served, ", "), strings.Join(lacking, ", ")), "spec.existingResourcePolicy update brings the source's CRD, or upgrade the operator in the target first")
 		}
 		if s.storage != t.storage && len(lacking) == 0 {
 			e.add(report.Note, "api", obj, fmt.Sprintf("the target's CRD stores version %s, the source's %s: objects are converted on write", t.storage, s.storage), "")
@@ -156,7 +156,7 @@ func checkWebhooks(_ context.Context, e *env) {
 				"start the webhook's backend in the target first, or set its failurePolicy to Ignore for the move")
 		case !plannedSvc[svc] && !targetSvc[svc]:
 			e.add(report.Blocker, "webhook", []string{w.objectName()}, fmt.Sprintf("the move's %s webhook %s (failurePolicy Fail) calls Service %s, which is in neither the backup nor the target: once restored (last), it refuses every create it intercepts, the pods of restored workloads among them", w.kind, w.name, svc),
-				"include the webhook's backend in the move (--include-namespaces "+w.service.Namespace+"), or leave the webhook out: --exclude-resources "+w.resource())
+				"include the webhook's backend in the move (spec.includedNamespaces "+w.service.Namespace+"), or leave the webhook out: spec.excludedResources "+w.resource())
 		case w.interceptsPodsOf(e, w.service.Namespace):
 			e.add(report.Warning, "webhook", []string{w.objectName()}, fmt.Sprintf("the move's %s webhook %s (failurePolicy Fail) intercepts pods in %s, where its own backend %s runs: should the backend's pods be recreated while none answers, none can start", w.kind, w.name, w.service.Namespace, svc),
 				"exclude the backend's namespace with the webhook's namespaceSelector, or set failurePolicy Ignore")
@@ -208,7 +208,7 @@ func (w webhook) matchesResource(gr string) bool {
 		if !slices.Contains(r.Operations, admissionregistrationv1.Create) && !slices.Contains(r.Operations, admissionregistrationv1.OperationAll) {
 			continue
 		}
-		if (slices.Contains(r.APIGroups, "*") || slices.Contains(r.APIGroups, group)) && (slices.Contains(r.Resources, "*") || slices.Contains(r.Resources, resource)) {
+		if (slices.Contains(r.APIGroups, "*") || slices.Contains(r.APIGroups, group)) && (slices.Contains(r.Resources, "*") || slices.Contains(r.Resources, "*/*") || slices.Contains(r.Resources, resource)) {
 			return true
 		}
 	}
@@ -268,7 +268,7 @@ func checkAPIServices(_ context.Context, e *env) {
 			}
 			if update {
 				e.add(report.Blocker, "apiservice", obj, fmt.Sprintf("collides with the target's APIService of that name, served by %s: policy update replaces it with the source's (Service %s), taking the group from the target's own server", owner, svc),
-					"leave it out (--exclude-resources apiservices.apiregistration.k8s.io), or restore with --existing-resource-policy none")
+					"leave it out (spec.excludedResources apiservices.apiregistration.k8s.io), or restore with spec.existingResourcePolicy none")
 			} else {
 				e.add(report.Warning, "apiservice", obj, fmt.Sprintf("collides with the target's APIService of that name, served by %s: the target's is kept, so the source's server (Service %s) is moved but does not serve the group", owner, svc),
 					"nothing, if the target's server is meant to serve it; otherwise remove the target's APIService first")
@@ -277,7 +277,7 @@ func checkAPIServices(_ context.Context, e *env) {
 		}
 		if !plannedSvc[svc] && !e.targetHasService(svc) {
 			e.add(report.Warning, "apiservice", obj, fmt.Sprintf("its Service %s is in neither the backup nor the target: the group is unavailable, which fails discovery for clients and stops namespace deletion in the target", svc),
-				"include the server in the move (--include-namespaces "+sns+"), or leave the APIService out")
+				"include the server in the move (spec.includedNamespaces "+sns+"), or leave the APIService out")
 		}
 	}
 }

@@ -51,6 +51,8 @@ type collector struct {
 	// reservoir of sampleSize), for the create-rate probe.
 	sample []sampled
 	seen   int
+	// resources are the group-resources of the kept objects.
+	resources map[*unstructured.Unstructured]string
 }
 
 // sampleSize is how many planned objects the create-rate probe sends.
@@ -64,7 +66,7 @@ type sampled struct {
 
 func newCollector() *collector {
 	return &collector{byKind: map[string][]*unstructured.Unstructured{}, pullSecrets: map[string]*unstructured.Unstructured{},
-		namespaces: map[string]int{}, byResource: map[string]map[string]int{}}
+		namespaces: map[string]int{}, byResource: map[string]map[string]int{}, resources: map[*unstructured.Unstructured]string{}}
 }
 
 // observe is restore.Options.OnDryRun.
@@ -102,6 +104,7 @@ func (c *collector) observe(gr string, u *unstructured.Unstructured) {
 		c.pullSecrets[ns+"/"+u.GetName()] = keep
 	default:
 		c.byKind[key] = append(c.byKind[key], keep)
+		c.resources[keep] = gr
 	}
 }
 
@@ -161,6 +164,46 @@ func newWorkload(gr string, u *unstructured.Unstructured, path []string) *worklo
 		w.replicas = -1
 	}
 	return w
+}
+
+// droppable are the kinds the checks judge as the move writes them; the
+// others (StorageClasses, CRDs, APIServices, webhook configurations) are
+// also the source's definitions the checks compare with the target's.
+var droppable = map[string]bool{
+	"/PersistentVolumeClaim": true, "/Service": true, "/ServiceAccount": true, "/ResourceQuota": true, "/LimitRange": true,
+	"networking.k8s.io/Ingress": true, "policy/PodDisruptionBudget": true,
+}
+
+// drop forgets the objects the move does not write (kept: by objectName):
+// those the target has already, kept as they are. The checks judge only
+// what the move writes.
+func (c *collector) drop(kept map[string]bool) {
+	if len(kept) == 0 {
+		return
+	}
+	for key, l := range c.byKind {
+		if !droppable[key] {
+			continue
+		}
+		out := l[:0]
+		for _, u := range l {
+			if kept[objectName(c.resources[u], u.GetNamespace(), u.GetName())] {
+				c.byResource[c.resources[u]][u.GetNamespace()]--
+				continue
+			}
+			out = append(out, u)
+		}
+		c.byKind[key] = out
+	}
+	ws := c.workloads[:0]
+	for _, w := range c.workloads {
+		if kept[w.objectName()] {
+			c.byResource[w.resource][w.namespace]--
+			continue
+		}
+		ws = append(ws, w)
+	}
+	c.workloads = ws
 }
 
 // objects returns the planned objects of kind "group/Kind", converted.

@@ -62,16 +62,16 @@ func checkDryRun(_ context.Context, e *env) {
 		switch {
 		case it.Outcome == report.Failed && it.Reason == "resource modifier":
 			g.add(report.Blocker, "ferry's resource modifier cannot be applied to it, so it is not moved: "+it.Message,
-				"fix the rule the message names in --resource-modifiers", obj)
+				"fix the rule the message names in spec.resourceModifiers", obj)
 		case it.Outcome == report.Failed:
 			msg := strings.ReplaceAll(it.Message, `"`+name+`"`, "NAME")
 			g.add(report.Blocker, fmt.Sprintf("the target refuses %s (%s): %s", it.Resource, orWord(it.Reason, "error"), msg),
 				fixFor(it), obj)
 		case it.Outcome == report.Skipped && it.Reason == "version not served":
-			g.add(report.Blocker, "not moved: "+it.Message, "install the API (its CRD or aggregated API server) in the target first, or leave it out: --exclude-resources "+it.Resource, obj)
+			g.add(report.Blocker, "not moved: "+it.Message, "install the API (its CRD or aggregated API server) in the target first, or leave it out: spec.excludedResources "+it.Resource, obj)
 		case it.Outcome == report.Skipped && it.Reason == "exists, differs":
 			g.add(report.Warning, "exists in the target and differs from the source: the target's is kept (existing-resource policy none), so the move does not bring the source's",
-				"--existing-resource-policy update replaces it, or remove it from the target, or --exclude-resources "+it.Resource, obj)
+				"spec.existingResourcePolicy update replaces it, or remove it from the target, or spec.excludedResources "+it.Resource, obj)
 		case it.Outcome == report.Updated && update && it.Diff != "":
 			g.add(report.Note, "exists in the target and differs: replaced by the source's (existing-resource policy update)", "", obj)
 		case it.Reason == "not validated" && strings.HasPrefix(it.Message, "namespace "):
@@ -101,15 +101,15 @@ func checkDryRun(_ context.Context, e *env) {
 func fixFor(r report.Result) string {
 	switch r.Reason {
 	case "Forbidden":
-		return "see the message: a quota, a PodSecurity level or a policy of the target; change the target, or the object with --resource-modifiers"
+		return "see the message: a quota, a PodSecurity level or a policy of the target; change the target, or the object with spec.resourceModifiers"
 	case "Invalid":
-		return "change the field the message names with --resource-modifiers, or --exclude-resources " + r.Resource
+		return "change the field the message names with spec.resourceModifiers, or spec.excludedResources " + r.Resource
 	case "AlreadyExists", "Conflict":
-		return "remove it from the target, or --existing-resource-policy update"
+		return "remove it from the target, or spec.existingResourcePolicy update"
 	case "InternalError":
 		return "an admission webhook of the target failed: see the webhook check"
 	}
-	return "--resource-modifiers, or --exclude-resources " + r.Resource
+	return "spec.resourceModifiers, or spec.excludedResources " + r.Resource
 }
 
 func orWord(s, def string) string {

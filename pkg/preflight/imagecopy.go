@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -95,14 +96,18 @@ func (b *imageBytes) add(r name.Reference, desc *remote.Descriptor) error {
 		}
 		imgs = append(imgs, img)
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.images++
+	var ms []*v1.Manifest
 	for _, img := range imgs {
 		m, err := img.Manifest()
 		if err != nil {
 			return err
 		}
+		ms = append(ms, m)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.images++
+	for _, m := range ms {
 		b.blobs[m.Config.Digest] = m.Config.Size
 		for _, l := range m.Layers {
 			b.blobs[l.Digest] = l.Size
@@ -124,9 +129,12 @@ func probePullRate(ctx context.Context, b *imageBytes, opts images.Options) (flo
 	ctx, cancel := context.WithTimeout(ctx, pullProbeTime)
 	defer cancel()
 	kc := opts.Keychain
-	ro := []remote.Option{remote.WithContext(ctx)}
-	if kc != nil {
-		ro = append(ro, remote.WithAuthFromKeychain(kc))
+	if kc == nil {
+		kc = authn.DefaultKeychain // as the image check's
+	}
+	ro := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
+	if opts.Transport != nil {
+		ro = append(ro, remote.WithTransport(opts.Transport))
 	}
 	start := time.Now()
 	l, err := remote.Layer(b.largest.ref, ro...)

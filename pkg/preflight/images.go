@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"slices"
 	"sort"
@@ -52,6 +54,10 @@ type imageUse struct {
 // and says so.
 func checkImages(ctx context.Context, e *env) {
 	e.copied = &imageBytes{blobs: map[v1.Hash]int64{}}
+	if e.o.Restore.Spec.PushImages {
+		e.skip("image pulls: spec.pushImages pushes the backup's bundled images to the mapped registries, where they are not yet")
+		return
+	}
 	uses := e.imageUses()
 	plats := e.nodePlatforms()
 	unreachable := map[string][]string{}
@@ -64,7 +70,7 @@ func checkImages(ctx context.Context, e *env) {
 			defer wg.Done()
 			for i := int(next.Add(1) - 1); i < len(uses); i = int(next.Add(1) - 1) {
 				u := uses[i]
-				host := strings.SplitN(e.sourceRef(u.ref), "/", 2)[0]
+				host := registryOf(e.queried(u.ref))
 				mu.Lock()
 				_, down := unreachable[host]
 				mu.Unlock()
@@ -110,7 +116,7 @@ func (e *env) checkImage(ctx context.Context, u *imageUse, plats map[string]int,
 		kc = authn.DefaultKeychain
 	}
 	if copying {
-		ref = e.sourceRef(u.ref)
+		ref = e.queried(u.ref)
 	} else {
 		var err error
 		if kc, err = e.keychain(ctx, u.secrets); err != nil {
@@ -143,20 +149,54 @@ func (e *env) checkImage(ctx context.Context, u *imageUse, plats map[string]int,
 		checkPlatforms(e, u, ref, built, plats)
 	case errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)) && copying:
 		e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s is copied from %s, which is not in its registry: the copy fails, and the pods cannot pull it", u.ref, ref),
-			"push the image to the source's registry, or fix --image-registry-mappings")
+			"push the image to the source's registry, or fix spec.imageRegistryMappings")
 	case errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)):
 		e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s is not in its registry: the pods cannot pull it (ImagePullBackOff)", u.ref),
-			"push the image, or map its registry with --image-registry-mappings (and --images copy to copy it there)")
+			"push the image, or map its registry with spec.imageRegistryMappings (and spec.images copy to copy it there)")
 	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) && copying:
 		e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s: the registry refuses ferry's credentials for %s, so ferry cannot copy it", u.ref, ref),
 			"log in to the source's registry where ferry runs (docker config file or credential helper)")
 	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden):
 		e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s: the registry refuses the pull Secrets the pods name (%s), and ferry's own credentials: unless the target's nodes have credentials of their own, the pods cannot pull it", u.ref, secretList(u.secrets)),
 			"add a pull Secret with access to the registry to the pods or their ServiceAccount in the target")
-	default:
+	case unreachableErr(err):
 		return true
+	default:
+		// A registry that answered, but not with the image (a 429 or 5xx
+		// after the retries, a manifest that does not parse): said, and
+		// the registry's other images are still asked.
+		e.add(report.Warning, "image", u.users, fmt.Sprintf("image %s could not be resolved from where ferry runs: %v", ref, err), "check the image and its registry")
 	}
 	return false
+}
+
+// queried is the reference the image check resolves for ref: its source
+// when the move copies images, else ref.
+func (e *env) queried(ref string) string {
+	if e.o.Backup.Spec.Images == images.ModeCopy || e.o.Backup.Spec.Images == images.ModeBundle {
+		return e.sourceRef(ref)
+	}
+	return ref
+}
+
+// registryOf is the registry of ref ("index.docker.io" for Docker Hub's
+// short names), or ref itself when it does not parse.
+func registryOf(ref string) string {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return ref
+	}
+	return r.Context().RegistryStr()
+}
+
+// unreachableErr reports whether err says the registry could not be
+// reached or did not answer in time (a network error, a timeout), rather
+// than an answer.
+func unreachableErr(err error) bool {
+	var ne net.Error
+	var oe *net.OpError
+	var de *net.DNSError
+	return errors.As(err, &ne) || errors.As(err, &oe) || errors.As(err, &de) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 // imageUses gathers the images of the move's workloads, one use per

@@ -63,10 +63,10 @@ func checkServices(_ context.Context, e *env) {
 			what := fmt.Sprintf("load-balancer annotations of %s (%s)", c, strings.Join(keys, ", "))
 			if cloud != "" {
 				g.add(report.Warning, what+" on a target that runs on "+cloud+": its load-balancer controller ignores them (an internal load balancer becomes public)",
-					fmt.Sprintf("--from-cloud %s --to-cloud %s translates them", c, cloud), obj)
+					fmt.Sprintf("spec.fromCloud %s, spec.toCloud %s translates them", c, cloud), obj)
 			} else {
 				g.add(report.Note, what+": the target's cloud is not known (no cloud's node labels), so they may be ignored there",
-					fmt.Sprintf("--from-cloud %s --to-cloud CLOUD translates them", c), obj)
+					fmt.Sprintf("spec.fromCloud %s, spec.toCloud CLOUD translates them", c), obj)
 			}
 		}
 		for _, p := range s.Spec.Ports {
@@ -74,7 +74,7 @@ func checkServices(_ context.Context, e *env) {
 				what := fmt.Sprintf("node port %d is taken in the target by Service %s: the target allocates another, and clients of port %d break", p.NodePort, other, p.NodePort)
 				fix := "free the port in the target, or accept a new one"
 				if e.o.Restore.Spec.PreserveNodePorts {
-					fix = "free the port in the target first: --preserve-nodeports keeps the source's ports, and this one is taken"
+					fix = "free the port in the target first: spec.preserveNodePorts keeps the source's ports, and this one is taken"
 				}
 				e.add(report.Warning, "service", []string{obj}, what, fix)
 			}
@@ -117,10 +117,10 @@ func checkIngresses(_ context.Context, e *env) {
 		switch {
 		case class == "" && !def:
 			g.add(report.Warning, "names no ingress class, and the target has no default IngressClass: no controller serves it, and it gets no address",
-				"set spec.ingressClassName with --resource-modifiers ("+has+")", obj)
+				"set spec.ingressClassName with spec.resourceModifiers ("+has+")", obj)
 		case class != "" && !classes[class]:
 			g.add(report.Warning, fmt.Sprintf("ingress class %s does not exist in the target: no controller serves it, and it gets no address", class),
-				"--to-cloud sets the cloud's class, or change spec.ingressClassName with --resource-modifiers ("+has+")", obj)
+				"spec.toCloud sets the cloud's class, or change spec.ingressClassName with spec.resourceModifiers ("+has+")", obj)
 		}
 	}
 	g.flush(e, "ingress")

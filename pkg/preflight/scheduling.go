@@ -48,7 +48,7 @@ func checkScheduling(_ context.Context, e *env) {
 		if w.replicas == 0 {
 			sev, what = report.Note, "scaled to 0 now; scaled up, "+what
 		}
-		g.add(sev, what, "--from-cloud/--to-cloud translate the cloud's node labels; otherwise change the pods' nodeSelector, affinity or tolerations with --resource-modifiers, or label the target's nodes", w.objectName())
+		g.add(sev, what, "spec.fromCloud and spec.toCloud translate the cloud's node labels; otherwise change the pods' nodeSelector, affinity or tolerations with spec.resourceModifiers, or label the target's nodes", w.objectName())
 	}
 	g.flush(e, "scheduling")
 }
@@ -142,7 +142,7 @@ func checkDisruptionBudgets(e *env) {
 		}
 		if never != "" {
 			e.add(report.Warning, "scheduling", append([]string{obj}, objs...), fmt.Sprintf("allows no eviction (%s): draining or upgrading a target node that runs these pods hangs", never),
-				"set maxUnavailable 1 (or minAvailable below the replicas) with --resource-modifiers, or scale the workload up")
+				"set maxUnavailable 1 (or minAvailable below the replicas) with spec.resourceModifiers, or scale the workload up")
 		}
 	}
 }

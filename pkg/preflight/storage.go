@@ -120,16 +120,16 @@ func checkStorageClasses(_ context.Context, e *env) {
 				byClass[sc.Name] = append(byClass[sc.Name], obj)
 			} else if pvc.Spec.VolumeName == "" {
 				noDefault.add(report.Blocker, "the claim names no storage class and the target has no default one: it stays Pending, and its data cannot be written",
-					"--storage-class-mappings cannot map an unnamed class: mark a class of the target default, or set spec.storageClassName with --resource-modifiers ("+e.targetClassNames()+")", obj)
+					"spec.storageClassMapping cannot map an unnamed class: mark a class of the target default, or set spec.storageClassName with spec.resourceModifiers ("+e.targetClassNames()+")", obj)
 			}
 		case name == "":
 			// Static provisioning only: bound to a PersistentVolume by name.
 		case e.t.storageClasses[name].Name == "" && planned[name].Name == "":
 			missing.add(report.Blocker, fmt.Sprintf("storage class %s does not exist in the target: the claim stays Pending, and its data cannot be written", name),
-				fmt.Sprintf("--storage-class-mappings %s:NEW (%s)", name, e.targetClassNames()), obj)
+				fmt.Sprintf("spec.storageClassMapping %s:NEW (%s)", name, e.targetClassNames()), obj)
 		case e.t.storageClasses[name].Name == "" && !e.provisions(planned[name].Provisioner):
 			missing.add(report.Blocker, fmt.Sprintf("storage class %s comes with the move, but its provisioner %s does not run in the target (no such CSIDriver, and no class of the target uses it): the claim stays Pending, and its data cannot be written", name, planned[name].Provisioner),
-				fmt.Sprintf("--storage-class-mappings %s:NEW (%s), or --from-cloud/--to-cloud to give the class the target cloud's provisioner", name, e.targetClassNames()), obj)
+				fmt.Sprintf("spec.storageClassMapping %s:NEW (%s), or spec.fromCloud and spec.toCloud to give the class the target cloud's provisioner", name, e.targetClassNames()), obj)
 		default:
 			byClass[name] = append(byClass[name], obj)
 		}
@@ -177,7 +177,7 @@ func compareClasses(e *env, s, t storagev1.StorageClass, objs []string) {
 			sev, why = report.Warning, "claims bind only once a pod uses them: ferry's helper pods bind those with data, but a claim no pod mounts stays Pending, and the verification reports it unbound"
 		}
 		e.add(sev, "storage-class", objs, fmt.Sprintf("%s binds %s, the source's %s: %s", what, mt, ms, why),
-			"a target class with volumeBindingMode "+string(ms)+", mapped with --storage-class-mappings")
+			"a target class with volumeBindingMode "+string(ms)+", mapped with spec.storageClassMapping")
 	}
 	if s.Provisioner != t.Provisioner {
 		e.add(report.Note, "storage-class", objs, fmt.Sprintf("%s is provisioned by %s, the source's by %s: the data is copied file by file into new volumes; the provisioner's parameters (disk type, IOPS) are the target's", what, t.Provisioner, s.Provisioner), "")
@@ -188,7 +188,7 @@ func compareClasses(e *env, s, t storagev1.StorageClass, objs []string) {
 			sev = report.Warning
 		}
 		e.add(sev, "storage-class", objs, fmt.Sprintf("%s reclaims %s, the source's %s: deleting a claim in the target %s", what, rt, rs, map[bool]string{true: "deletes its volume and data, which the source kept", false: "keeps its volume, which the source deleted"}[rt == corev1.PersistentVolumeReclaimDelete]),
-			"a target class with reclaimPolicy "+string(rs)+", mapped with --storage-class-mappings")
+			"a target class with reclaimPolicy "+string(rs)+", mapped with spec.storageClassMapping")
 	}
 }
 
@@ -300,7 +300,7 @@ func checkClaimLimits(e *env, limits []corev1.LimitRange, obj string, req resour
 			}
 			if min, ok := it.Min[corev1.ResourceStorage]; ok && req.Cmp(min) < 0 {
 				e.add(report.Blocker, "quota", []string{obj}, fmt.Sprintf("requests %s of storage; LimitRange %s/%s asks at least %s per claim: the claim is refused", req.String(), l.Namespace, l.Name, min.String()),
-					"lower the LimitRange's min storage in the target, or raise the claim's request with --resource-modifiers")
+					"lower the LimitRange's min storage in the target, or raise the claim's request with spec.resourceModifiers")
 			}
 		}
 	}
@@ -308,9 +308,15 @@ func checkClaimLimits(e *env, limits []corev1.LimitRange, obj string, req resour
 
 // existing are the objects the dry run found in the target already.
 func (e *env) existing() map[string]bool {
+	return existingIn(e.results, true)
+}
+
+// existingIn are the objects results found in the target already;
+// with updated, those the restore updates too (else only those it keeps).
+func existingIn(results *report.Results, updated bool) map[string]bool {
 	out := map[string]bool{}
-	for _, it := range e.results.Items {
-		if it.Outcome == report.Unchanged || it.Reason == "exists, differs" || (it.Outcome == report.Updated) {
+	for _, it := range results.Items {
+		if it.Outcome == report.Unchanged || it.Reason == "exists, differs" || (updated && it.Outcome == report.Updated) {
 			ns, name := it.Namespace, it.Name
 			if it.TargetNamespace != "" {
 				ns = it.TargetNamespace

@@ -21,6 +21,7 @@ import (
 
 	"github.com/kubeferry/ferry/internal/testenv"
 	"github.com/kubeferry/ferry/pkg/report"
+	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
 // wantRisk is one risk the fault fixture must raise: its check and
@@ -52,7 +53,7 @@ var preflightFaults = []wantRisk{
 	{"webhook", report.Blocker, "pods of deployments.apps shop/db", "has no ready endpoint"},
 	{"webhook", report.Blocker, "mutatingwebhookconfigurations.admissionregistration.k8s.io sidecar-injector", "in neither the backup nor the target"},
 	{"apiservice", report.Warning, "apiservices.apiregistration.k8s.io v1beta1.metrics.k8s.io", "served by Service metrics/metrics-server"},
-	{"pod-security", report.Blocker, "deployments.apps shop/db", `enforces PodSecurity "restricted:latest"`},
+	{"pod-security", report.Blocker, "deployments.apps shop/db", `enforces PodSecurity "restricted:v1.37"`},
 	{"pod-security", report.Blocker, "persistentvolumeclaims shop/data", "refuses ferry's helper pods"},
 	{"scheduling", report.Blocker, "deployments.apps monitoring/gpu", "nodeSelector accelerator=nvidia"},
 	{"scheduling", report.Blocker, "deployments.apps monitoring/infra", "dedicated=infra:NoSchedule"},
@@ -76,6 +77,8 @@ func TestPreflightFaults(t *testing.T) {
 	}
 	ctx := context.Background()
 	e := newEnv(t)
+	// The migration moves volume data through helper pods.
+	e.storageEnv = append(e.storageEnv, volumes.EnvPassword+"=preflight")
 	pub, err := testenv.StartRegistry(ctx, t, testenv.RegistryOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +150,14 @@ func TestPreflightFaults(t *testing.T) {
 	var np report.Preflight
 	mustJSON(t, n.stdout, &np)
 	checkRisks(t, &np, []wantRisk{{"source", report.Warning, "", `"nothing-here": no such namespace`}, {"dry-run", report.Warning, "", "matches no object"}})
+	// Found by a reviewer: without a repository password no volume data
+	// moves, and a pod that asks for its data would lose it: a blocker.
+	np2 := ferry(t, []string{volumes.EnvPassword + "="}, "migrate", "--preflight", "--from-context", "src", "--to-context", "dst", "--name", "pf", "--include-namespaces", "shop", "--insecure", "-o", "json",
+		"--report-dir", reportDir, "--kubeconfig", e.kubeconfig, "--storage", e.storage)
+	var nopw report.Preflight
+	mustJSON(t, np2.stdout, &nopw)
+	checkRisks(t, &nopw, []wantRisk{{"pod-security", report.Blocker, "deployments.apps shop/db volume data", "no volume data moves"}})
+
 	// Found by a reviewer: a report that could not be kept lost what was
 	// found; now it is printed, and the file error is a warning.
 	bad := filepath.Join(dir, "bad")

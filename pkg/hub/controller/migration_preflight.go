@@ -81,10 +81,12 @@ func (r *MigrationReconciler) preflight(ctx context.Context, m *v1beta1.Migratio
 	o := options(m, src, dst, nil)
 	setDeadlines(&o, m.Spec.Timeouts, r.Deadlines)
 	o.Restore.Name = m.Name
-	return preflight.Run(ctx, preflight.Options{
-		Source: src, Target: dst, Backup: o.Backup, Restore: o.Restore,
-		VolumeData: true, HelperImage: r.Volumes.Image, Estimate: true, Log: r.Log,
-	})
+	po := preflight.Options{Source: src, Target: dst, Backup: o.Backup, Restore: o.Restore,
+		VolumeData: r.Volumes.Password != "", HelperImage: r.Volumes.Image, Estimate: true, Log: r.Log}
+	if r.Volumes.Password == "" {
+		po.NoVolumeData = errNoPassword.Error()
+	}
+	return preflight.Run(ctx, po)
 }
 
 // preflightOutcome is how a pre-flight ended: Completed without a
