@@ -11,7 +11,9 @@
 # cluster, an address or a port. Output is gotestsum's: each package's
 # result and the output of every failing test, each line prefixed with its
 # stream; at the end the slowest tests of both streams, so a run that grows
-# shows where.
+# shows where. A failing run closes with the failing tests and the last
+# lines of each one's output (hack/test-failures), so a log cut to its tail
+# still names them.
 #
 #   hack/test.sh GOTESTSUM NETNS_EXEC
 set -uo pipefail
@@ -54,6 +56,11 @@ rc_api=$(cat "$out/api.rc" 2>/dev/null || echo 1)
 echo
 echo "Slowest tests (60s and over):"
 cat "$out"/*.json | "$gotestsum" tool slowest --threshold 60s
+if [ $rc_nodes -ne 0 ] || [ $rc_api -ne 0 ]; then
+  echo
+  echo "Failing tests, each with the last lines of its output:"
+  "$go" run ./hack/test-failures "$out"/*.json
+fi
 if [ $rc_nodes -ne 0 ] || [ $rc_api -ne 0 ]; then
   echo "FAIL: nodes stream exit $rc_nodes, api stream exit $rc_api"
   exit 1
