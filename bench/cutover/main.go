@@ -93,6 +93,12 @@ type result struct {
 	Bytes               int64     `json:"bytes"`
 	Files               int       `json:"files"`
 	StopTheWorldSeconds float64   `json:"stopTheWorldSeconds"`
+	// StopTheWorldMigrateSeconds is its ferry migrate's own time (without
+	// the scaling of the source's writer around it).
+	StopTheWorldMigrateSeconds float64 `json:"stopTheWorldMigrateSeconds"`
+	// Preflight is the pre-flight's estimate of that migrate, made just
+	// before it, against its actual time.
+	Preflight *preflightResult `json:"preflight"`
 	// StopTheWorldIncrementalSeconds is the same migration through the
 	// stages' location: its backup uploads only what they did not.
 	StopTheWorldIncrementalSeconds float64                    `json:"stopTheWorldIncrementalSeconds"`
@@ -155,10 +161,14 @@ func run(size int64, change float64, out string) error {
 			return err
 		}
 	}
-	if res.StopTheWorldSeconds, err = b.stopTheWorld(ctx, b.stwLocation, "stw"); err != nil {
+	if res.Preflight, err = b.preflight(ctx, b.stwLocation, "stw"); err != nil {
 		return err
 	}
-	if res.StopTheWorldIncrementalSeconds, err = b.stopTheWorld(ctx, b.location, "stw-inc"); err != nil {
+	if res.StopTheWorldSeconds, res.StopTheWorldMigrateSeconds, err = b.stopTheWorld(ctx, b.stwLocation, "stw"); err != nil {
+		return err
+	}
+	res.Preflight.SetActual(res.StopTheWorldMigrateSeconds)
+	if res.StopTheWorldIncrementalSeconds, _, err = b.stopTheWorld(ctx, b.location, "stw-inc"); err != nil {
 		return err
 	}
 	if err := b.ferryRun("stage", "st"); err != nil {
@@ -197,6 +207,7 @@ func run(size int64, change float64, out string) error {
 		float64(b.size)/(1<<20), files, float64(res.ChangedSinceLastStage)/(1<<20), res.StopTheWorldSeconds, res.StopTheWorldIncrementalSeconds,
 		res.CutoverSeconds, res.CutoverOverStopTheWorld, res.CutoverOverIncremental, res.PredictedSeconds, res.ActualOverPredicted)
 	fmt.Printf("\nprediction: %s\n", c.Prediction)
+	res.Preflight.print()
 	res.Steps = map[string]float64{
 		"quiesce":           c.PodsGone.Sub(c.QuiesceStarted).Seconds(),
 		"finalBackup":       c.DeltaDone.Sub(c.PodsGone).Seconds(),

@@ -218,7 +218,7 @@ func warmUp(ctx context.Context, k kubernetes.Interface, image string) error {
 // of the target, and returns the downtime: the scale down to the
 // migrate's exit (its verification waits until the target's writer
 // runs). The source's writer runs again after.
-func (b *bench) stopTheWorld(ctx context.Context, loc, name string) (float64, error) {
+func (b *bench) stopTheWorld(ctx context.Context, loc, name string) (downtime, migrate float64, err error) {
 	k := kubernetes.NewForConfigOrDie(b.src.Config)
 	start := time.Now()
 	scale := func(n int) error {
@@ -229,21 +229,28 @@ func (b *bench) stopTheWorld(ctx context.Context, loc, name string) (float64, er
 		return ready(ctx, k, namespace, n)
 	}
 	if err := scale(0); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	reports := filepath.Join(os.TempDir(), "ferry-bench-cutover-"+name)
-	err := b.ferryRunAt(loc, "", name, "--include-namespaces", namespace, "--namespace-mappings", namespace+":"+name, "--default-volumes-to-fs-backup",
-		"--report-dir", reports)
+	mstart := time.Now()
+	err = b.ferryRunAt(loc, "", name, stwFlags(name, reports)...)
 	took := time.Since(start).Seconds()
+	migrate = time.Since(mstart).Seconds()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	_ = os.RemoveAll(reports)
 	// The target's copy stops: it would write beside the cutover measured
 	// later.
 	_, err = kubernetes.NewForConfigOrDie(b.dst.Config).AppsV1().Deployments(name).Patch(ctx, "writer", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return took, scale(1)
+	return took, migrate, scale(1)
+}
+
+// stwFlags are the stop-the-world migration's selection and mapping
+// flags (and its pre-flight's), into namespace name.
+func stwFlags(name, reports string) []string {
+	return []string{"--include-namespaces", namespace, "--namespace-mappings", namespace + ":" + name, "--default-volumes-to-fs-backup", "--report-dir", reports}
 }

@@ -32,7 +32,7 @@ type migrateOptions struct {
 	volumes                                  volumeFlags
 	fromKubeconfig, fromContext              string
 	toKubeconfig, toContext, name, reportDir string
-	verify, preflight                        bool
+	verify, preflight, pullProbe             bool
 	hub                                      hubMigrate
 	deadlines                                stepDeadlines
 
@@ -71,6 +71,7 @@ backup with ferry backup delete NAME first.`,
 	}
 	cmd.Flags().StringVar(&o.name, "name", "", "name of the backup and the restore (default migrate-<timestamp>)")
 	cmd.Flags().BoolVar(&o.preflight, "preflight", false, "check the migration without running it: read the source and the target, write nothing to either or to the location, and list the risks (blockers, warnings, notes), each with the objects, what will happen and the fix, with a time estimate; keeps preflight.json and preflight.html in --report-dir; exit 2 when a risk is a blocker. With --hub, a Migration of spec.preflightOnly: the hub runs the check, and status.preflight holds the risks")
+	cmd.Flags().BoolVar(&o.pullProbe, "preflight-pull-probe", false, "with --preflight: also have the target's nodes pull every image the workloads name, from a probe pod each in the target (told to run a path no image has, so no code of the image runs; removed when it ends), with the pods' pull Secrets (copies of the move's, removed too)")
 	o.registerFlags(cmd)
 	o.hub.register(cmd)
 	cmd.AddCommand(newMigrateStagedCmd(g, "stage"), newMigrateStagedCmd(g, "cutover"), newMigrateStagedCmd(g, "rollback"), newMigrateStagedCmd(g, "done"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +22,8 @@ const preflightTop = 10
 // validatePreflight refuses what --preflight cannot be combined with.
 func (o *migrateOptions) validatePreflight() error {
 	switch {
+	case o.pullProbe && (!o.preflight || o.hub.on()):
+		return fmt.Errorf("--preflight-pull-probe goes with --preflight, run here (not --hub)")
 	case !o.preflight:
 		return nil
 	case o.rspec.DryRun:
@@ -65,6 +68,7 @@ func (o *migrateOptions) runPreflight(ctx context.Context) error {
 		Backup:  backup.Options{Spec: o.bspec, Log: o.log, Deadline: o.deadlines.backupDeadline()},
 		Restore: ropts, Images: iopts,
 		HelperImage: o.volumes.helperImage, Estimate: true, Log: o.log,
+		VolumeProbe: o.volumes.probe(o.storage, true, o.log), PullProbe: o.pullProbe,
 	}.WithVolumeData(o.volumes.preflight()))
 	if err != nil {
 		return err
@@ -132,6 +136,7 @@ func (o *restoreCreateOptions) runPreflight(ctx context.Context) error {
 	p, err := preflight.Run(ctx, preflight.Options{
 		Target: cluster, Location: loc, Restore: o.options(iopts), Images: iopts,
 		HelperImage: o.volumes.helperImage, Estimate: true, Log: o.log,
+		VolumeProbe: o.volumes.probe(loc.SecretURL(), false, o.log), PullProbe: o.pullProbe,
 	}.WithVolumeData(o.volumes.preflight()))
 	if err != nil {
 		return err
@@ -219,6 +224,24 @@ func printPreflightStatus(g *globals, p *hubv1beta1.MigrationPreflight) {
 
 // preflight says how this command would move pod volume data: through
 // helper pods, and why none moves ("" when some does).
+// probe is the volume probe of a pre-flight through location url, by the
+// helper pods of these flags (source: a migrate's two clusters; else the
+// target only); nil when no helper pod moves the data.
+func (f *volumeFlags) probe(url string, source bool, log *slog.Logger) *preflight.VolumeProbe {
+	pw, err := readPassword(f.passwordFile)
+	if err != nil || f.hostPodsDir != "" || f.byNodeAgent {
+		return nil
+	}
+	vp := &preflight.VolumeProbe{URL: url, Target: f.settings(pw, log)}
+	if source {
+		vp.Source = vp.Target
+	}
+	if f.toNodePodsDir != "" {
+		vp.Target.NodePodsDir = f.toNodePodsDir
+	}
+	return vp
+}
+
 func (f *volumeFlags) preflight() (helperPods bool, none string) {
 	if _, err := readPassword(f.passwordFile); err != nil {
 		return false, err.Error()

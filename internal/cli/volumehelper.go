@@ -64,7 +64,7 @@ func (o *volumeHelperOptions) Run(ctx context.Context) error {
 	if err := os.WriteFile(o.terminationPath, b, 0o644); err != nil {
 		return fmt.Errorf("writing the outcome: %w", err)
 	}
-	if (out.Backup != nil && out.Backup.Error != "") || (out.Restore != nil && out.Restore.Error != "") {
+	if (out.Backup != nil && out.Backup.Error != "") || (out.Restore != nil && out.Restore.Error != "") || (out.Error != "" && o.job.Op == helperpod.OpProbe) {
 		return jobFailed(b)
 	}
 	return nil

@@ -60,6 +60,8 @@ type Job struct {
 	// claim without that marker is left alone (ErrKeptExisting).
 	Claim        bool `json:"claim,omitempty"`
 	KeepExisting bool `json:"keepExisting,omitempty"`
+	// Probe is a probe job's (OpProbe).
+	Probe *ProbeJob `json:"probe,omitempty"`
 }
 
 // JobOutcome is what a helper pod reports in its termination message.
@@ -67,7 +69,8 @@ type JobOutcome struct {
 	Backup  *volumes.PodVolumeBackup  `json:"backup,omitempty"`
 	Restore *volumes.PodVolumeRestore `json:"restore,omitempty"`
 	Check   *volumes.ContentCheck     `json:"check,omitempty"`
-	// Error is why a check failed.
+	Probe   *ProbeResult              `json:"probe,omitempty"`
+	// Error is why a check or a probe failed.
 	Error string `json:"error,omitempty"`
 }
 
@@ -98,8 +101,11 @@ func RunJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 		}
 		return out
 	}
-	if job.Op == OpCheck {
+	switch job.Op {
+	case OpCheck:
 		return checkJob(ctx, job, progress)
+	case OpProbe:
+		return probeJob(ctx, job, progress)
 	}
 	if job.Op != OpBackup && job.Op != OpRestore {
 		return fail(fmt.Errorf("volume helper: unknown op %q", job.Op))

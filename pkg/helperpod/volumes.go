@@ -176,10 +176,13 @@ func (h *Helpers) podSpec(hr helperRun, job string) corev1.PodSpec {
 		AutomountServiceAccountToken:  new(bool),
 		EnableServiceLinks:            new(bool),
 	}
-	if hr.claim != "" {
+	switch {
+	case hr.job.Op == OpProbe && hr.job.Probe != nil && !hr.job.Probe.Size:
+		// A probe's data is in its own emptyDir (/tmp): it reads no volume.
+	case hr.claim != "":
 		ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: hr.claim, ReadOnly: hr.readOnly}}})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "data", MountPath: MountClaimDir, ReadOnly: hr.readOnly})
-	} else {
+	default:
 		dirType := corev1.HostPathDirectory
 		prop := corev1.MountPropagationHostToContainer
 		ps.Volumes = append(ps.Volumes, corev1.Volume{Name: "pods", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: h.NodePodsDir, Type: &dirType}}})
@@ -260,20 +263,10 @@ func (h *Helpers) Backup(ctx context.Context, backup string, vols []volumes.PodV
 	modes := h.accessModes(ctx, vols)
 	h.each(len(vols), func(i int) {
 		v := vols[i]
-		hr := helperRun{key: "volume " + v.Key(), namespace: v.Namespace, job: Job{Op: OpBackup, Backup: backup, Volume: v}, node: v.Node, tolerate: v.Node != ""}
-		switch {
-		case v.ClaimName != "" && (!modes[v.Namespace+"/"+v.ClaimName] || v.Node == ""):
-			// A ReadWriteOncePod claim no pod runs on may be mounted too.
-			hr.key = fmt.Sprintf("claim %s/%s", v.Namespace, v.ClaimName)
-			if v.Pod != "" {
-				hr.key += fmt.Sprintf(" (volume %s)", v.Key())
-			}
-			hr.claim, hr.readOnly = v.ClaimName, true
-		case v.Node == "":
-			out[i] = volumes.PodVolumeBackup{PodVolume: v, Error: fmt.Sprintf("volume %s: the pod is not running on a node, and the volume is not a claim a helper pod can mount", v.Key())}
+		hr, err := readRun(v, modes, Job{Op: OpBackup, Backup: backup, Volume: v})
+		if err != nil {
+			out[i] = volumes.PodVolumeBackup{PodVolume: v, Error: err.Error()}
 			return
-		default:
-			hr.job.PodsDir = MountPodsDir
 		}
 		var oc JobOutcome
 		res, err := h.run(ctx, hr, &oc, func(p Progress) { tot.set(i, p, false); h.progress(hr.key, p, false) })
@@ -299,6 +292,29 @@ func (h *Helpers) Backup(ctx context.Context, backup string, vols []volumes.PodV
 		h.progress(hr.key, done, true)
 	})
 	return out
+}
+
+// readRun is the helper run of a job that reads volume v (its backup, or
+// its size): a claim is mounted read-only (on v's node when a pod runs
+// there: a ReadWriteOnce volume is attached to that node), unless it is
+// ReadWriteOncePod and a pod runs (modes); any other volume is read in
+// the kubelet pods directory of its pod's node.
+func readRun(v volumes.PodVolume, modes map[string]bool, job Job) (helperRun, error) {
+	hr := helperRun{key: "volume " + v.Key(), namespace: v.Namespace, job: job, node: v.Node, tolerate: v.Node != ""}
+	switch {
+	case v.ClaimName != "" && (!modes[v.Namespace+"/"+v.ClaimName] || v.Node == ""):
+		// A ReadWriteOncePod claim no pod runs on may be mounted too.
+		hr.key = fmt.Sprintf("claim %s/%s", v.Namespace, v.ClaimName)
+		if v.Pod != "" {
+			hr.key += fmt.Sprintf(" (volume %s)", v.Key())
+		}
+		hr.claim, hr.readOnly = v.ClaimName, true
+	case v.Node == "":
+		return hr, fmt.Errorf("volume %s: the pod is not running on a node, and the volume is not a claim a helper pod can mount", v.Key())
+	default:
+		hr.job.PodsDir = MountPodsDir
+	}
+	return hr, nil
 }
 
 func (h *Helpers) progress(key string, p Progress, done bool) {

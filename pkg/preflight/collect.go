@@ -401,6 +401,8 @@ type env struct {
 	unbound map[string]bool
 	// copied are the bytes of the images the move copies (checkImages).
 	copied *imageBytes
+	// uses are the image uses checkImages resolved.
+	uses []*imageUse
 }
 
 // check is one pre-flight check, and the target's lists it reads: a

@@ -59,7 +59,12 @@ func (e *env) estimate(ctx context.Context, src *source) *report.Estimate {
 				Basis: fmt.Sprintf("%d image(s), %d unique blob(s) of %s, at the source registry's measured pull rate, %s/s (a probe read %s of one blob); the push to the target's registry is taken as fast", b.images, len(b.blobs), mib(b.total()), mib(int64(rate)), mib(read))})
 		}
 	}
-	e.skip("the volume data's time: no throughput probe yet")
+	if vt := e.estimateVolumes(ctx, src); vt != nil {
+		est.Volumes, est.VolumeBytes, est.UpperBound = vt.load.volumes, vt.load.bytes, vt.load.volumes-vt.load.measured
+		est.AddTo("backup", vt.backup, vt.backupBasis)
+		est.AddTo("restore", vt.restore, vt.restoreBasis)
+		est.AddTo("verify", vt.verify, vt.verifyBasis)
+	}
 	est.Total()
 	return est
 }

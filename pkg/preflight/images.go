@@ -38,6 +38,11 @@ type imageUse struct {
 	ref     string
 	users   []string
 	secrets map[string]bool // "namespace/name"
+	// namespace is the first workload's (its target namespace).
+	namespace string
+	// missing is set when the image is not in its registry (a blocker
+	// already): the pull probe does not try it.
+	missing bool
 }
 
 // checkImages resolves every image the move's workloads name, after the
@@ -59,6 +64,7 @@ func checkImages(ctx context.Context, e *env) {
 		return
 	}
 	uses := e.imageUses()
+	e.uses = uses
 	plats := e.nodePlatforms()
 	unreachable := map[string][]string{}
 	var mu sync.Mutex
@@ -99,6 +105,7 @@ func checkImages(ctx context.Context, e *env) {
 	for _, h := range hosts {
 		e.skip("images of registry %s (%d): unreachable from where ferry runs, so not checked (the target's nodes may reach it)", h, len(unreachable[h]))
 	}
+	checkPulls(ctx, e)
 }
 
 // imageWorkers is how many images are resolved at once.
@@ -151,6 +158,7 @@ func (e *env) checkImage(ctx context.Context, u *imageUse, plats map[string]int,
 		e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s is copied from %s, which is not in its registry: the copy fails, and the pods cannot pull it", u.ref, ref),
 			"push the image to the source's registry, or fix spec.imageRegistryMappings")
 	case errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)):
+		u.missing = true
 		e.add(report.Blocker, "image", u.users, fmt.Sprintf("image %s is not in its registry: the pods cannot pull it (ImagePullBackOff)", u.ref),
 			"push the image, or map its registry with spec.imageRegistryMappings (and spec.images copy to copy it there)")
 	case errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) && copying:
@@ -219,7 +227,7 @@ func (e *env) imageUses() []*imageUse {
 			key := c.Image + "\x00" + secretList(secrets)
 			u := byRef[key]
 			if u == nil {
-				u = &imageUse{ref: c.Image, secrets: secrets}
+				u = &imageUse{ref: c.Image, secrets: secrets, namespace: w.namespace}
 				byRef[key] = u
 			}
 			if !slices.Contains(u.users, w.objectName()) {

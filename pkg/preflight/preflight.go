@@ -53,6 +53,13 @@ type Options struct {
 	VolumeData   bool
 	HelperImage  string
 	NoVolumeData string
+	// VolumeProbe, with Estimate, measures the volume data's path for
+	// the estimate (probe pods in both clusters; nil: no volume estimate).
+	VolumeProbe *VolumeProbe
+	// PullProbe has the target's nodes pull every image the workloads
+	// name, from a probe pod each (removed when it ends), beside the
+	// check from where ferry runs.
+	PullProbe bool
 	// Estimate probes the target's create rate and estimates the time.
 	Estimate bool
 	Log      *slog.Logger
@@ -77,8 +84,10 @@ func (o *Options) Validate() error {
 }
 
 // Run checks a migration before it runs and returns the report. It
-// writes nothing to either cluster or the location; the estimate's probe
-// sends dry-run creates only. An error means the check could not run (a
+// writes nothing to either cluster or the location but the estimate's
+// probes: dry-run creates, and with VolumeProbe a probe pod (its Secret
+// and Lease) in each cluster and a probe data set in the location, all
+// removed before it returns. An error means the check could not run (a
 // cluster unreachable, the backup unreadable); what it found is in the
 // report.
 func Run(ctx context.Context, o Options) (*report.Preflight, error) {
@@ -98,7 +107,7 @@ func Run(ctx context.Context, o Options) (*report.Preflight, error) {
 	ropts := o.Restore
 	ropts.Name = src.backup
 	ropts.Spec.BackupName = src.backup
-	ropts.Spec.DryRun, ropts.Spec.Verify, ropts.Spec.PushImages = true, false, false
+	ropts.Spec.DryRun, ropts.Spec.Verify, ropts.Spec.PushImages, ropts.Spec.PreflightOnly = true, false, false, false
 	ropts.PodVolumes = nil
 	ropts.OnDryRun = c.observe
 	ropts.Log = o.Log

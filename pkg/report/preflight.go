@@ -65,6 +65,12 @@ type Estimate struct {
 	Parts   []EstimatePart `json:"parts"`
 	// Actual is the migration's measured time, once it ran.
 	Actual float64 `json:"actual,omitempty"`
+	// Volumes and VolumeBytes are the volume data the estimate counts:
+	// each volume at its used bytes (UpperBound of them at their claim's
+	// size, when no used bytes could be measured).
+	Volumes     int   `json:"volumes,omitempty"`
+	VolumeBytes int64 `json:"volumeBytes,omitempty"`
+	UpperBound  int   `json:"volumesAtClaimSize,omitempty"`
 }
 
 // Total sums the parts into Seconds.
@@ -73,6 +79,22 @@ func (e *Estimate) Total() {
 	for _, p := range e.Parts {
 		e.Seconds += p.Seconds
 	}
+}
+
+// AddTo adds seconds, on basis, to the part of step (a new part when it
+// has none); zero seconds add nothing.
+func (e *Estimate) AddTo(step string, seconds float64, basis string) {
+	if seconds <= 0 {
+		return
+	}
+	for i := range e.Parts {
+		if e.Parts[i].Step == step {
+			e.Parts[i].Seconds += seconds
+			e.Parts[i].Basis += fmt.Sprintf("; plus %.1f s of %s", seconds, basis)
+			return
+		}
+	}
+	e.Parts = append(e.Parts, EstimatePart{Step: step, Seconds: seconds, Basis: fmt.Sprintf("%.1f s of %s", seconds, basis)})
 }
 
 // SetActual fills in the actual times of the estimate's parts from a

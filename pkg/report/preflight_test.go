@@ -52,3 +52,16 @@ func TestPreflightRank(t *testing.T) {
 		}
 	}
 }
+
+// AddTo adds a step's volume data to its part, or makes the part.
+func TestEstimateAddTo(t *testing.T) {
+	e := &Estimate{Parts: []EstimatePart{{Step: "restore", Seconds: 2, Basis: "objects"}}}
+	e.AddTo("restore", 3, "volume data")
+	e.AddTo("verify", 1.5, "the walk")
+	e.AddTo("backup", 0, "nothing")
+	e.Total()
+	if len(e.Parts) != 2 || e.Parts[0].Seconds != 5 || e.Parts[0].Basis != "objects; plus 3.0 s of volume data" ||
+		e.Parts[1].Step != "verify" || e.Parts[1].Seconds != 1.5 || e.Seconds != 6.5 {
+		t.Fatalf("estimate %+v", e)
+	}
+}

@@ -92,6 +92,9 @@ func (o *Options) Validate() error {
 	if err := o.VerifyDeadline.Validate(); err != nil {
 		return err
 	}
+	if o.Spec.PreflightOnly && (o.Spec.DryRun || o.Spec.Verify) {
+		return errors.New("spec.preflightOnly checks the restore without running it: spec.dryRun and spec.verify cannot go with it")
+	}
 	if err := store.ValidateBackupName(o.Spec.BackupName); err != nil && o.Spec.BackupName != "" {
 		return err
 	}

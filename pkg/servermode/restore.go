@@ -123,6 +123,9 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 		}
 		loc.SetEncryption(enc)
 	}
+	if rs.Spec.PreflightOnly {
+		return r.preflight(ctx, rs, bsl, loc, opts, start)
+	}
 
 	pv, cleanup := r.podVolumes(ctx, rs, bsl, loc, &opts)
 	defer cleanup()

@@ -25,7 +25,8 @@ import (
 
 // TestClaimDataArrives is issue 28's three ways a claim arrived empty on
 // real nodes, each through `ferry migrate` with helper pods, in one pair
-// of node clusters:
+// of node clusters (after the pre-flight's volume estimate in the same
+// clusters, preflightVolumes):
 //   - a StatefulSet whose persistentVolumeClaimRetentionPolicy deletes its
 //     claims (so they carry an ownerReference to it) arrives with every
 //     replica's data, and its claims are owned by the restored StatefulSet
@@ -43,6 +44,7 @@ func TestClaimDataArrives(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	e := newVolumeEnv(ctx, t)
+	t.Run("pre-flight measures the volume data", func(t *testing.T) { preflightVolumes(ctx, t, e) })
 	t.Run("StatefulSet that owns its claims", func(t *testing.T) { ownedClaims(ctx, t, e) })
 	e.sixClaims(ctx, t)
 	t.Run("rerun after SIGKILL", func(t *testing.T) { rerunAfterKill(ctx, t, e, syscall.SIGKILL, "k9", "six9") })

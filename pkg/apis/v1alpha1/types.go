@@ -49,6 +49,9 @@ const (
 	ReasonLocationUnavailable = "LocationUnavailable"
 	ReasonBackupNotRestorable = "BackupNotRestorable"
 	ReasonServerStopped       = "ServerStopped"
+	// ReasonPreflightBlocked ends a spec.preflightOnly Restore whose
+	// pre-flight check found a blocker (PartiallyFailed).
+	ReasonPreflightBlocked = "PreflightBlocked"
 )
 
 // Labels ferry puts on every restored object.
@@ -382,6 +385,57 @@ type RestoreSpec struct {
 	// the default timeout.
 	// +optional
 	VerifyRuntime *RuntimeVerification `json:"verifyRuntime,omitempty"`
+	// PreflightOnly (server mode) runs the pre-flight check of this
+	// restore instead of the restore (pkg/preflight, as ferry restore
+	// create --preflight does): nothing is written to the cluster or the
+	// location but its probes, which are removed; status.preflight holds
+	// the risks and the time estimate. It ends Completed without a
+	// blocker, PartiallyFailed (reason PreflightBlocked) with one.
+	// +optional
+	PreflightOnly bool `json:"preflightOnly,omitempty"`
+}
+
+// PreflightSummary is a pre-flight check's outcome in a status: the
+// counts of its risks by severity, the first 50 risks (blockers first),
+// and the time estimate with its parts.
+type PreflightSummary struct {
+	// Objects is the number of objects the restore would write.
+	Objects  int64 `json:"objects"`
+	Blockers int32 `json:"blockers"`
+	Warnings int32 `json:"warnings"`
+	Notes    int32 `json:"notes"`
+	// +optional
+	Risks []PreflightRisk `json:"risks,omitempty"`
+	// Estimate is how long the restore will take.
+	// +optional
+	Estimate *metav1.Duration `json:"estimate,omitempty"`
+	// +optional
+	EstimateParts []PreflightEstimatePart `json:"estimateParts,omitempty"`
+	// Skipped says what could not be checked, and why.
+	// +optional
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// PreflightRisk is one risk: the objects it concerns (the first 10, with
+// ObjectCount all of them), what will happen, and the fix.
+type PreflightRisk struct {
+	// Severity is blocker, warning or note.
+	Severity string `json:"severity"`
+	Check    string `json:"check"`
+	// +optional
+	Objects []string `json:"objects,omitempty"`
+	// +optional
+	ObjectCount int32  `json:"objectCount,omitempty"`
+	What        string `json:"what"`
+	// +optional
+	Fix string `json:"fix,omitempty"`
+}
+
+// PreflightEstimatePart is one step of the estimate.
+type PreflightEstimatePart struct {
+	Step     string          `json:"step"`
+	Duration metav1.Duration `json:"duration"`
+	Basis    string          `json:"basis"`
 }
 
 // RuntimeVerification tunes the runtime checks of a verification.
@@ -439,6 +493,9 @@ type RestoreStatus struct {
 	// (server mode); nil when none ran.
 	// +optional
 	Verification *VerificationSummary `json:"verification,omitempty"`
+	// Preflight is the pre-flight check's outcome (spec.preflightOnly).
+	// +optional
+	Preflight *PreflightSummary `json:"preflight,omitempty"`
 	// Conditions (server mode): ConditionSucceeded once it ends.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`

@@ -67,11 +67,17 @@ func (r *MigrationReconciler) runPreflight(ctx context.Context, m *v1beta1.Migra
 
 // preflight connects to m's clusters and runs the check.
 func (r *MigrationReconciler) preflight(ctx context.Context, m *v1beta1.Migration) (*report.Preflight, error) {
-	src, _, err := r.connect(ctx, m.Namespace, m.Spec.Source.Cluster, "spec.source.cluster", "SourceUnreachable")
+	// The location's credentials, for the volume probe's helper pods.
+	loc, creds, err := OpenLocation(ctx, r.Reader, m)
 	if err != nil {
 		return nil, err
 	}
-	dst, _, err := r.connect(ctx, m.Namespace, m.Spec.Target.Cluster, "spec.target.cluster", "TargetUnreachable")
+	loc.Close()
+	src, srcSpec, err := r.connect(ctx, m.Namespace, m.Spec.Source.Cluster, "spec.source.cluster", "SourceUnreachable")
+	if err != nil {
+		return nil, err
+	}
+	dst, dstSpec, err := r.connect(ctx, m.Namespace, m.Spec.Target.Cluster, "spec.target.cluster", "TargetUnreachable")
 	if err != nil {
 		return nil, err
 	}
@@ -85,6 +91,12 @@ func (r *MigrationReconciler) preflight(ctx context.Context, m *v1beta1.Migratio
 		VolumeData: r.Volumes.Password != "", HelperImage: r.Volumes.Image, Estimate: true, Log: r.Log}
 	if r.Volumes.Password == "" {
 		po.NoVolumeData = errNoPassword.Error()
+	} else {
+		vp := &preflight.VolumeProbe{URL: m.Spec.Storage.Location, Source: r.Volumes, Target: r.Volumes}
+		vp.Source.Log, vp.Target.Log = r.Log, r.Log
+		vp.Source.Credentials, vp.Target.Credentials = creds, creds
+		vp.Source.NodePodsDir, vp.Target.NodePodsDir = srcSpec.Spec.NodePodsDir, dstSpec.Spec.NodePodsDir
+		po.VolumeProbe = vp
 	}
 	return preflight.Run(ctx, po)
 }
