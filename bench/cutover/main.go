@@ -58,6 +58,7 @@ import (
 	"github.com/kubeferry/ferry/bench/internal/benchutil"
 	"github.com/kubeferry/ferry/internal/testenv"
 	enginemigration "github.com/kubeferry/ferry/pkg/migration"
+	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -164,11 +165,12 @@ func run(size int64, change float64, out string) error {
 	if res.Preflight, err = b.preflight(ctx, b.stwLocation, "stw"); err != nil {
 		return err
 	}
-	if res.StopTheWorldSeconds, res.StopTheWorldMigrateSeconds, err = b.stopTheWorld(ctx, b.stwLocation, "stw"); err != nil {
+	var timings []report.Timing
+	if res.StopTheWorldSeconds, res.StopTheWorldMigrateSeconds, timings, err = b.stopTheWorld(ctx, b.stwLocation, "stw"); err != nil {
 		return err
 	}
-	res.Preflight.SetActual(res.StopTheWorldMigrateSeconds)
-	if res.StopTheWorldIncrementalSeconds, _, err = b.stopTheWorld(ctx, b.location, "stw-inc"); err != nil {
+	res.Preflight.SetActual(res.StopTheWorldMigrateSeconds, timings)
+	if res.StopTheWorldIncrementalSeconds, _, _, err = b.stopTheWorld(ctx, b.location, "stw-inc"); err != nil {
 		return err
 	}
 	if err := b.ferryRun("stage", "st"); err != nil {

@@ -62,8 +62,10 @@ func (b *bench) preflight(ctx context.Context, loc, name string) (*preflightResu
 	return &preflightResult{Seconds: took, Estimate: p.Estimate, Blockers: p.Counts[report.Blocker]}, nil
 }
 
-// SetActual records the migrate's time against the estimate.
-func (r *preflightResult) SetActual(seconds float64) {
+// SetActual records the migrate's time (and its steps', from its
+// verification report) against the estimate.
+func (r *preflightResult) SetActual(seconds float64, timings []report.Timing) {
+	r.Estimate.SetActual(timings)
 	r.Estimate.Actual = seconds
 	r.EstimateOverActual = r.Estimate.Seconds / seconds
 }
@@ -73,7 +75,11 @@ func (r *preflightResult) print() {
 	fmt.Printf("\n| pre-flight estimate of the stop-the-world migrate | estimated | actual | estimate ÷ actual |\n|---|--:|--:|--:|\n")
 	fmt.Printf("| total (%d blocker(s); the check took %.1f s) | %.1f s | %.1f s | **%.2f** |\n", r.Blockers, r.Seconds, r.Estimate.Seconds, r.Estimate.Actual, r.EstimateOverActual)
 	for _, p := range r.Estimate.Parts {
-		fmt.Printf("| %s: %s | %.1f s | | |\n", p.Step, p.Basis, p.Seconds)
+		ratio := "–"
+		if p.Actual > 0 {
+			ratio = fmt.Sprintf("%.2f", p.Seconds/p.Actual)
+		}
+		fmt.Printf("| %s: %s | %.1f s | %.1f s | %s |\n", p.Step, p.Basis, p.Seconds, p.Actual, ratio)
 	}
 }
 

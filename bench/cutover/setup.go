@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/kubeferry/ferry/bench/internal/benchutil"
 	"github.com/kubeferry/ferry/internal/testenv"
+	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
 )
 
@@ -218,7 +220,7 @@ func warmUp(ctx context.Context, k kubernetes.Interface, image string) error {
 // of the target, and returns the downtime: the scale down to the
 // migrate's exit (its verification waits until the target's writer
 // runs). The source's writer runs again after.
-func (b *bench) stopTheWorld(ctx context.Context, loc, name string) (downtime, migrate float64, err error) {
+func (b *bench) stopTheWorld(ctx context.Context, loc, name string) (downtime, migrate float64, timings []report.Timing, err error) {
 	k := kubernetes.NewForConfigOrDie(b.src.Config)
 	start := time.Now()
 	scale := func(n int) error {
@@ -229,7 +231,7 @@ func (b *bench) stopTheWorld(ctx context.Context, loc, name string) (downtime, m
 		return ready(ctx, k, namespace, n)
 	}
 	if err := scale(0); err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	reports := filepath.Join(os.TempDir(), "ferry-bench-cutover-"+name)
 	mstart := time.Now()
@@ -237,16 +239,21 @@ func (b *bench) stopTheWorld(ctx context.Context, loc, name string) (downtime, m
 	took := time.Since(start).Seconds()
 	migrate = time.Since(mstart).Seconds()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
+	}
+	// The verification report's timings: each step's actual time.
+	var v report.Verification
+	if raw, rerr := os.ReadFile(filepath.Join(reports, "report.json")); rerr == nil && json.Unmarshal(raw, &v) == nil {
+		timings = v.Timings
 	}
 	_ = os.RemoveAll(reports)
 	// The target's copy stops: it would write beside the cutover measured
 	// later.
 	_, err = kubernetes.NewForConfigOrDie(b.dst.Config).AppsV1().Deployments(name).Patch(ctx, "writer", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
-	return took, migrate, scale(1)
+	return took, migrate, timings, scale(1)
 }
 
 // stwFlags are the stop-the-world migration's selection and mapping

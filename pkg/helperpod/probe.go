@@ -20,9 +20,6 @@ import (
 // probe's snapshot and the walk a verification makes of it.
 const OpProbe = "probe"
 
-// probeFile is the size of each file of a probe's data set.
-const probeFile = 8 << 20
-
 // ProbeJob is the work of a probe pod. With SnapshotID empty it writes
 // Bytes of random bytes (which no compression or deduplication shrinks)
 // into its own emptyDir and snapshots them into the location's volume
@@ -35,10 +32,20 @@ const probeFile = 8 << 20
 // With Size it measures instead the bytes of the regular files of the
 // job's volume, read as a backup reads it (Helpers.Sizes).
 type ProbeJob struct {
-	Bytes      int64  `json:"bytes,omitempty"`
+	Bytes int64 `json:"bytes,omitempty"`
+	// FileSize is the size of each file of the data set (default and at
+	// most 8 MiB, at least 4 KiB): the volumes' average, so that the
+	// probe pays their per-file cost in proportion to their bytes.
+	FileSize   int64  `json:"fileSize,omitempty"`
 	SnapshotID string `json:"snapshotID,omitempty"`
 	Size       bool   `json:"size,omitempty"`
 }
+
+// Bounds of a probe's file size.
+const (
+	MinProbeFile = 4 << 10
+	MaxProbeFile = 8 << 20
+)
 
 // ProbeResult is what a probe pod measured: the bytes moved, and the
 // seconds the repository took to open, the data to move, and (download)
@@ -47,8 +54,10 @@ type ProbeJob struct {
 // job, its end seen, the pod deleted): Took less the job's own seconds is
 // the fixed cost of each helper pod.
 type ProbeResult struct {
-	SnapshotID  string        `json:"snapshotID,omitempty"`
-	Bytes       int64         `json:"bytes"`
+	SnapshotID string `json:"snapshotID,omitempty"`
+	Bytes      int64  `json:"bytes"`
+	// Files counts the data set's files (a size job's: the volume's).
+	Files       int64         `json:"files,omitempty"`
 	OpenSeconds float64       `json:"openSeconds"`
 	MoveSeconds float64       `json:"moveSeconds"`
 	WalkSeconds float64       `json:"walkSeconds,omitempty"`
@@ -86,13 +95,14 @@ func (h *Helpers) Probe(ctx context.Context, ns string, job ProbeJob) (*ProbeRes
 	return out.Probe, nil
 }
 
-// Sizes measures the bytes of each volume's regular files through a
+// Sizes measures the bytes of each volume's regular files, and counts
+// them (ProbeResult.Bytes and Files), through a
 // helper pod that reads it as its backup would (readRun), h.Parallel at
 // a time: what the kubelet reports no statistics of (a hostPath or NFS
 // volume). A volume that could not be measured has its error instead.
-func (h *Helpers) Sizes(ctx context.Context, vols []volumes.PodVolume) ([]int64, []error) {
+func (h *Helpers) Sizes(ctx context.Context, vols []volumes.PodVolume) ([]ProbeResult, []error) {
 	h.defaults()
-	sizes, errs := make([]int64, len(vols)), make([]error, len(vols))
+	sizes, errs := make([]ProbeResult, len(vols)), make([]error, len(vols))
 	modes := h.accessModes(ctx, vols)
 	h.each(len(vols), func(i int) {
 		hr, err := readRun(vols[i], modes, Job{Op: OpProbe, Volume: vols[i], Probe: &ProbeJob{Size: true}})
@@ -110,7 +120,7 @@ func (h *Helpers) Sizes(ctx context.Context, vols []volumes.PodVolume) ([]int64,
 		case out.Probe == nil:
 			errs[i] = &Error{Target: hr.key, Pod: res.Pod, Node: res.Node, Reason: "the helper reported no size"}
 		default:
-			sizes[i] = out.Probe.Bytes
+			sizes[i] = *out.Probe
 		}
 	})
 	return sizes, errs
@@ -121,11 +131,11 @@ func probeJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 	fail := func(err error) JobOutcome { return JobOutcome{Error: cut(err.Error())} }
 	pj := job.Probe
 	if pj != nil && pj.Size {
-		n, err := volumeSize(ctx, job)
+		n, files, err := volumeSize(ctx, job)
 		if err != nil {
 			return fail(err)
 		}
-		return JobOutcome{Probe: &ProbeResult{Bytes: n}}
+		return JobOutcome{Probe: &ProbeResult{Bytes: n, Files: files}}
 	}
 	if pj == nil || (pj.SnapshotID == "" && pj.Bytes <= 0) {
 		return fail(errors.New("volume helper: a probe job needs bytes to upload or a snapshot to download"))
@@ -138,7 +148,7 @@ func probeJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 		return fail(err)
 	}
 	if upload {
-		if err := writeProbeData(dir, pj.Bytes); err != nil {
+		if err := writeProbeData(dir, pj.Bytes, pj.FileSize); err != nil {
 			return fail(err)
 		}
 	}
@@ -164,14 +174,14 @@ func probeJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 		if err != nil {
 			return fail(err)
 		}
-		res.SnapshotID, res.Bytes, res.MoveSeconds = s.SnapshotID, s.Bytes, time.Duration(s.Duration).Seconds()
+		res.SnapshotID, res.Bytes, res.Files, res.MoveSeconds = s.SnapshotID, s.Bytes, s.Files, time.Duration(s.Duration).Seconds()
 		return JobOutcome{Probe: res}
 	}
 	r, err := repo.RestoreClaim(ctx, pj.SnapshotID, dir, "ferry-probe", volumes.ClaimPolicy{}, rep.update)
 	if err != nil {
 		return fail(err)
 	}
-	res.SnapshotID, res.Bytes, res.MoveSeconds = pj.SnapshotID, r.Bytes, time.Duration(r.Duration).Seconds()
+	res.SnapshotID, res.Bytes, res.Files, res.MoveSeconds = pj.SnapshotID, r.Bytes, r.Files, time.Duration(r.Duration).Seconds()
 	walk := time.Now()
 	if _, err := volumes.CheckContent(ctx, dir, rep.update); err != nil {
 		return fail(err)
@@ -180,16 +190,24 @@ func probeJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 	return JobOutcome{Probe: res}
 }
 
-// writeProbeData writes n random bytes into dir, in files of probeFile.
-func writeProbeData(dir string, n int64) error {
-	buf := make([]byte, 1<<20)
+// writeProbeData writes n random bytes into dir, in files of size each
+// (clamped to MinProbeFile..MaxProbeFile), 256 files to a folder.
+func writeProbeData(dir string, n, size int64) error {
+	size = min(max(size, MinProbeFile), MaxProbeFile)
+	buf := make([]byte, min(size, 1<<20))
 	for i := 0; n > 0; i++ {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("probe-%04d", i)))
+		sub := filepath.Join(dir, fmt.Sprintf("d%04d", i/256))
+		if i%256 == 0 {
+			if err := os.MkdirAll(sub, 0o755); err != nil {
+				return err
+			}
+		}
+		f, err := os.Create(filepath.Join(sub, fmt.Sprintf("probe-%06d", i)))
 		if err != nil {
 			return err
 		}
-		for w := int64(0); w < probeFile && n > 0; {
-			k := min(int64(len(buf)), n, probeFile-w)
+		for w := int64(0); w < size && n > 0; {
+			k := min(int64(len(buf)), n, size-w)
 			_, _ = rand.Read(buf[:k])
 			if _, err := f.Write(buf[:k]); err != nil {
 				f.Close()
@@ -204,17 +222,16 @@ func writeProbeData(dir string, n int64) error {
 	return nil
 }
 
-// volumeSize sums the sizes of the regular files of a size job's volume.
-func volumeSize(ctx context.Context, job Job) (int64, error) {
+// volumeSize sums the sizes of the regular files of a size job's volume,
+// and counts them.
+func volumeSize(ctx context.Context, job Job) (n, files int64, err error) {
 	dir := MountClaimDir
 	if job.PodsDir != "" {
-		var err error
 		if dir, err = volumes.HostPath(job.PodsDir, job.Volume.PodUID, job.Volume); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -227,11 +244,12 @@ func volumeSize(ctx context.Context, job Job) (int64, error) {
 				return nil // gone while walked
 			}
 			n += info.Size()
+			files++
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("volume %s: %w", job.Volume.Key(), err)
+		return 0, 0, fmt.Errorf("volume %s: %w", job.Volume.Key(), err)
 	}
-	return n, nil
+	return n, files, nil
 }

@@ -34,6 +34,12 @@ func TestProbeJob(t *testing.T) {
 	if down.Probe.Bytes != 20<<20 || down.Probe.MoveSeconds <= 0 || down.Probe.WalkSeconds <= 0 {
 		t.Fatalf("download measured %+v; want 20 MiB, the restore's and the walk's time", down.Probe)
 	}
+	// Files of the volumes' average size: 2 MiB of 64 KiB is 32 files.
+	t.Setenv("TMPDIR", t.TempDir())
+	small := RunJob(ctx, Job{Op: OpProbe, Probe: &ProbeJob{Bytes: 2 << 20, FileSize: 64 << 10}}, io.Discard)
+	if small.Error != "" || small.Probe == nil || small.Probe.Files != 32 || small.Probe.Bytes != 2<<20 {
+		t.Fatalf("upload of 64 KiB files: %+v %+v", small, small.Probe)
+	}
 	for _, job := range []Job{{Op: OpProbe}, {Op: OpProbe, Probe: &ProbeJob{}}} {
 		if out := RunJob(ctx, job, io.Discard); !strings.Contains(out.Error, "needs bytes to upload or a snapshot") {
 			t.Errorf("%+v: outcome %+v, want the job refused", job, out)

@@ -34,6 +34,14 @@ type VolumeProbe struct {
 	Bytes int64
 }
 
+// probeStart bounds the start of each probe pod (scheduling, mount,
+// ferry's image pulled): a check waits no longer than that for one.
+const probeStart = 3 * time.Minute
+
+// maxProbeFiles bounds the probe's files (a volume of tiny files makes a
+// smaller data set).
+const maxProbeFiles = 16384
+
 // DefaultProbeBytes is the probe's data set: enough that the data's
 // time, not the repository's opening, is what is measured.
 const DefaultProbeBytes = 128 << 20
@@ -42,6 +50,9 @@ const DefaultProbeBytes = 128 << 20
 type volumeLoad struct {
 	volumes int
 	bytes   int64
+	// files counts the files of the volumes whose files were counted,
+	// which hold countedBytes: their average file size is the probe's.
+	files, countedBytes int64
 	// measured counts the volumes whose used bytes the source's kubelet
 	// reported (or the stored backup recorded); the others are counted
 	// at their claim's size, an upper bound.
@@ -91,6 +102,9 @@ func (e *env) estimateVolumes(ctx context.Context, src *source) *volumeTimes {
 	parallel := 4
 	rounds := float64((load.volumes + parallel - 1) / parallel)
 	what := fmt.Sprintf("volume data: %d volume(s), %s", load.volumes, mib(load.bytes))
+	if load.files > 0 {
+		what += fmt.Sprintf(" (%d files counted, %s on average)", load.files, kib(load.fileSize()))
+	}
 	if n := load.volumes - load.measured; n > 0 {
 		what += fmt.Sprintf(" (%d of them at their claim's size, as their used bytes could not be measured: an upper bound)", n)
 	}
@@ -99,8 +113,8 @@ func (e *env) estimateVolumes(ctx context.Context, src *source) *volumeTimes {
 	fixedDown := down.Fixed().Seconds()
 	downRate, walkRate := rate(down.Bytes, down.MoveSeconds), rate(down.Bytes, down.WalkSeconds)
 	vt.restore = rounds*fixedDown + float64(load.bytes)/downRate
-	vt.restoreBasis = fmt.Sprintf("%s, each %.1f s to start and end and the data at %s/s (a probe pod downloaded %s from the location in target node %s)",
-		what, fixedDown, mib(int64(downRate)), mib(down.Bytes), down.Node)
+	vt.restoreBasis = fmt.Sprintf("%s, each %.1f s to start and end and the data at %s/s (a probe pod downloaded %s in %d files from the location in target node %s)",
+		what, fixedDown, mib(int64(downRate)), mib(down.Bytes), down.Files, down.Node)
 	fixedCheck := max(fixedDown-down.OpenSeconds, 0)
 	vt.verify = rounds*fixedCheck + float64(load.bytes)/walkRate
 	vt.verifyBasis = fmt.Sprintf("%s checking the restored claims, each %.1f s to start and end and the data walked at %s/s (the probe pod's walk of what it downloaded)",
@@ -108,11 +122,13 @@ func (e *env) estimateVolumes(ctx context.Context, src *source) *volumeTimes {
 	if up != nil {
 		fixedUp, upRate := up.Fixed().Seconds(), rate(up.Bytes, up.MoveSeconds)
 		vt.backup = rounds*fixedUp + float64(load.bytes)/upRate
-		vt.backupBasis = fmt.Sprintf("%s, each %.1f s to start and end and the data at %s/s (a probe pod uploaded %s of random bytes to the location from source node %s; the claims' disks are taken to read as fast)",
-			what, fixedUp, mib(int64(upRate)), mib(up.Bytes), up.Node)
+		vt.backupBasis = fmt.Sprintf("%s, each %.1f s to start and end and the data at %s/s (a probe pod uploaded %s of random bytes in %d files to the location from source node %s; the claims' disks are taken to read as fast)",
+			what, fixedUp, mib(int64(upRate)), mib(up.Bytes), up.Files, up.Node)
 	}
 	return vt
 }
+
+func kib(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10)) }
 
 // rate is bytes per second, never zero.
 func rate(bytes int64, seconds float64) float64 {
@@ -136,12 +152,16 @@ func (e *env) volumeLoad(ctx context.Context, src *source) (*volumeLoad, error) 
 	load := &volumeLoad{}
 	if e.o.Source == nil {
 		var rec volumes.BackupRecord
-		if err := src.loc.GetJSON(ctx, store.BackupVolumesKey(src.backup), &rec); err != nil {
+		key := store.BackupVolumesKey(src.backup)
+		if ok, err := src.loc.Exists(ctx, key); err == nil && !ok {
+			return load, nil // a backup without volume data has no record
+		}
+		if err := src.loc.GetJSON(ctx, key, &rec); err != nil {
 			return nil, fmt.Errorf("the backup's volume record: %w", err)
 		}
 		for _, v := range rec.Volumes {
 			if v.Error == "" && v.SnapshotResult != nil {
-				load.add(v.PodVolume, mapNS(v.Namespace), v.Bytes, true)
+				load.add(v.PodVolume, mapNS(v.Namespace), v.Bytes, v.Files, true)
 			}
 		}
 		return load, nil
@@ -153,8 +173,8 @@ func (e *env) volumeLoad(ctx context.Context, src *source) (*volumeLoad, error) 
 	used := usedBytes(ctx, e.o.Source, vols)
 	var unknown []volumes.PodVolume
 	for _, v := range vols {
-		if b, ok := used[v.Namespace+"/"+v.ClaimName]; ok && v.ClaimName != "" {
-			load.add(v, mapNS(v.Namespace), b, true)
+		if u, ok := used[v.Namespace+"/"+v.ClaimName]; ok && v.ClaimName != "" {
+			load.add(v, mapNS(v.Namespace), u.Bytes, u.Files, true)
 			continue
 		}
 		unknown = append(unknown, v)
@@ -162,11 +182,11 @@ func (e *env) volumeLoad(ctx context.Context, src *source) (*volumeLoad, error) 
 	sizes, errs := e.measureSizes(ctx, unknown)
 	for i, v := range unknown {
 		if errs[i] == nil {
-			load.add(v, mapNS(v.Namespace), sizes[i], true)
+			load.add(v, mapNS(v.Namespace), sizes[i].Bytes, sizes[i].Files, true)
 			continue
 		}
 		e.o.Log.Warn("a volume's used bytes could not be measured: its claim's size is counted", "volume", v.Key(), "error", errs[i])
-		load.add(v, mapNS(v.Namespace), claimSize(claims[v.Namespace+"/"+v.ClaimName]), false)
+		load.add(v, mapNS(v.Namespace), claimSize(claims[v.Namespace+"/"+v.ClaimName]), 0, false)
 	}
 	return load, nil
 }
@@ -174,8 +194,8 @@ func (e *env) volumeLoad(ctx context.Context, src *source) (*volumeLoad, error) 
 // measureSizes measures the volumes' used bytes through sizing helper
 // pods in the source (helperpod.Helpers.Sizes), when the probe may run
 // pods; without, every volume has an error.
-func (e *env) measureSizes(ctx context.Context, vols []volumes.PodVolume) ([]int64, []error) {
-	sizes, errs := make([]int64, len(vols)), make([]error, len(vols))
+func (e *env) measureSizes(ctx context.Context, vols []volumes.PodVolume) ([]helperpod.ProbeResult, []error) {
+	sizes, errs := make([]helperpod.ProbeResult, len(vols)), make([]error, len(vols))
 	vp := e.o.VolumeProbe
 	if len(vols) == 0 {
 		return sizes, errs
@@ -194,10 +214,15 @@ func (e *env) measureSizes(ctx context.Context, vols []volumes.PodVolume) ([]int
 		return sizes, errs
 	}
 	defer h.Run.Close(ctx)
+	if h.StartTimeout <= 0 || h.StartTimeout > probeStart {
+		h.StartTimeout = probeStart
+	}
 	return h.Sizes(ctx, vols)
 }
 
-func (l *volumeLoad) add(v volumes.PodVolume, targetNS string, bytes int64, measured bool) {
+// add counts volume v (in targetNS in the target) at bytes; measured
+// says they are its used bytes, files > 0 counts its files.
+func (l *volumeLoad) add(v volumes.PodVolume, targetNS string, bytes, files int64, measured bool) {
 	if l.volumes == 0 {
 		l.sourceNS, l.targetNS = v.Namespace, targetNS
 	}
@@ -206,6 +231,18 @@ func (l *volumeLoad) add(v volumes.PodVolume, targetNS string, bytes int64, meas
 	if measured {
 		l.measured++
 	}
+	if files > 0 {
+		l.files += files
+		l.countedBytes += bytes
+	}
+}
+
+// fileSize is the volumes' average file size (0: unknown).
+func (l *volumeLoad) fileSize() int64 {
+	if l.files == 0 {
+		return 0
+	}
+	return l.countedBytes / l.files
 }
 
 // claimSize is a claim's capacity, or its request while it has none.
@@ -280,19 +317,20 @@ func (e *env) sourceVolumes(ctx context.Context, mapNS func(string) string) ([]v
 	return keep, claims, nil
 }
 
-// usedBytes are the used bytes of the claims mounted on the volumes'
-// nodes, by "namespace/claim", as each node's kubelet reports them
+// usedBytes are the used bytes (and inodes, as files) of the claims
+// mounted on the volumes' nodes, by "namespace/claim", as each node's
+// kubelet reports them
 // (/stats/summary through the API server's node proxy). A node that does
 // not answer, or a volume it has no statistics of (a hostPath volume),
 // is left out.
-func usedBytes(ctx context.Context, c *kube.Cluster, vols []volumes.PodVolume) map[string]int64 {
+func usedBytes(ctx context.Context, c *kube.Cluster, vols []volumes.PodVolume) map[string]helperpod.ProbeResult {
 	nodes := map[string]bool{}
 	for _, v := range vols {
 		if v.Node != "" {
 			nodes[v.Node] = true
 		}
 	}
-	out := map[string]int64{}
+	out := map[string]helperpod.ProbeResult{}
 	for node := range nodes {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		raw, err := c.Typed.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes", node, "proxy", "stats", "summary").DoRaw(ctx)
@@ -307,7 +345,11 @@ func usedBytes(ctx context.Context, c *kube.Cluster, vols []volumes.PodVolume) m
 		for _, p := range s.Pods {
 			for _, v := range p.VolumeStats {
 				if v.PVCRef != nil && v.UsedBytes != nil {
-					out[v.PVCRef.Namespace+"/"+v.PVCRef.Name] = int64(*v.UsedBytes)
+					u := helperpod.ProbeResult{Bytes: int64(*v.UsedBytes)}
+					if v.InodesUsed != nil {
+						u.Files = int64(*v.InodesUsed) // files and folders: near enough
+					}
+					out[v.PVCRef.Namespace+"/"+v.PVCRef.Name] = u
 				}
 			}
 		}
@@ -340,7 +382,14 @@ func (e *env) probeVolumes(ctx context.Context, vp *VolumeProbe, load *volumeLoa
 	if live {
 		upCluster, upSettings, upNS = e.o.Source, vp.Source, load.sourceNS
 	}
-	u, err := runProbe(ctx, url, upCluster, upSettings, upNS, helperpod.ProbeJob{Bytes: bytes})
+	job := helperpod.ProbeJob{Bytes: bytes, FileSize: helperpod.MaxProbeFile}
+	if fs := load.fileSize(); fs > 0 {
+		// The volumes' average file size, so that the probe pays their
+		// per-file cost in proportion; at most maxProbeFiles files.
+		job.FileSize = min(max(fs, helperpod.MinProbeFile), helperpod.MaxProbeFile)
+		job.Bytes = min(bytes, maxProbeFiles*job.FileSize)
+	}
+	u, err := runProbe(ctx, url, upCluster, upSettings, upNS, job)
 	if err != nil {
 		return nil, nil, fmt.Errorf("upload in %s, namespace %s: %w", upCluster.Name, upNS, err)
 	}
@@ -362,6 +411,9 @@ func runProbe(ctx context.Context, url string, cluster *kube.Cluster, s helperpo
 		return nil, err
 	}
 	defer h.Run.Close(ctx)
+	if h.StartTimeout <= 0 || h.StartTimeout > probeStart {
+		h.StartTimeout = probeStart
+	}
 	return h.Probe(ctx, ns, job)
 }
 

@@ -106,7 +106,11 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	}
 	metrics.RestoresInProgress.Inc()
 	defer metrics.RestoresInProgress.Dec()
-	events.Record(r.Events, rs, false, events.Started, "Restore", "restoring backup %s from location %s", rs.Spec.BackupName, bsl.Name)
+	if rs.Spec.PreflightOnly {
+		events.Record(r.Events, rs, false, events.Started, "Preflight", "checking the restore of backup %s from location %s (spec.preflightOnly: nothing is written)", rs.Spec.BackupName, bsl.Name)
+	} else {
+		events.Record(r.Events, rs, false, events.Started, "Restore", "restoring backup %s from location %s", rs.Spec.BackupName, bsl.Name)
+	}
 	loc, err := storagelocation.Open(ctx, r.APIReader, bsl)
 	if err != nil {
 		return r.fail(ctx, rs, v1alpha1.ReasonLocationUnavailable, err.Error())

@@ -809,6 +809,7 @@ func TestHubWorkloadVolumes(t *testing.T) {
 			t.Fatalf("hub cluster add %s: exit %d\n%s", c.Name, r.code, r.stderr)
 		}
 	}
+	hubPreflightVolumes(ctx, t, e, h, hubKC)
 	r := ferry(t, nil, "migrate", "--hub", hubKC, "--from-cluster", "src", "--to-cluster", "dst", "--storage", e.location,
 		"--name", "vols", "--include-namespaces", "shop", "--default-volumes-to-fs-backup", "--wait", "--wait-timeout", "15m")
 	t.Logf("migrate --hub: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -838,6 +839,40 @@ func TestHubWorkloadVolumes(t *testing.T) {
 		t.Errorf("hub Migration vols: status.counts %+v, want every workload running, the Service serving and 5 of 5 claims equal", c)
 	}
 	checkHubExpiryPrunes(ctx, t, e, h, "shop")
+	noHelperLeft(ctx, t, e.src)
+	noHelperLeft(ctx, t, e.dst)
+}
+
+// hubPreflightVolumes: the hub's pre-flight (a Migration of
+// spec.preflightOnly) measures the volume data through its own helper
+// pods, as the CLI's does: each of status.preflight's backup, restore and
+// verify parts counts the fixture's claims, and no probe pod is left.
+func hubPreflightVolumes(ctx context.Context, t *testing.T, e *volumeEnv, h *hubProc, hubKC string) {
+	t.Helper()
+	r := ferry(t, nil, "migrate", "--hub", hubKC, "--from-cluster", "src", "--to-cluster", "dst", "--storage", e.location,
+		"--name", "vols-pf", "--include-namespaces", "shop", "--default-volumes-to-fs-backup", "--preflight", "--wait", "--wait-timeout", "10m")
+	t.Logf("migrate --hub --preflight: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	if r.code != 0 && r.code != 2 {
+		t.Fatalf("migrate --hub --preflight: exit %d\nhub log:\n%s", r.code, h.log.String())
+	}
+	hc, _ := h.client(t)
+	m := &v1beta1.Migration{}
+	if err := hc.Get(ctx, crclient.ObjectKey{Namespace: "default", Name: "vols-pf"}, m); err != nil {
+		t.Fatal(err)
+	}
+	p := m.Status.Preflight
+	if p == nil {
+		t.Fatalf("hub Migration vols-pf: no status.preflight (phase %s: %s)", m.Status.Phase, m.Status.Message)
+	}
+	for _, step := range []string{"backup", "restore", "verify"} {
+		found := false
+		for _, pt := range p.EstimateParts {
+			found = found || pt.Step == step && strings.Contains(pt.Basis, "volume data: ") && !strings.Contains(pt.Basis, "volume data: 0 volume")
+		}
+		if !found {
+			t.Errorf("hub Migration vols-pf: the %s part does not count the claims: %+v (skipped: %v)", step, p.EstimateParts, p.Skipped)
+		}
+	}
 	noHelperLeft(ctx, t, e.src)
 	noHelperLeft(ctx, t, e.dst)
 }
