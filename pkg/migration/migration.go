@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/backup"
@@ -309,12 +310,14 @@ func VerifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Locatio
 // shown against the actual times.
 func verifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Location, ropts restore.Options, b *v1alpha1.Backup, rs *v1alpha1.Restore, onProgress func(done, total int), est *report.Estimate) (*report.Verification, error) {
 	ropts.OnProgress = onProgress
+	start := time.Now()
 	v, err := restore.Verify(ctx, target, loc, ropts)
 	if err != nil {
 		return nil, err
 	}
 	v.Restore = ropts.Name
 	v.Running = checkRunning(ctx, target, loc, ropts, b, v)
+	verified := report.NewTiming("verify", start, time.Now()) // the objects compared, then the runtime checks
 	var t []report.Timing
 	if b != nil {
 		if s, e := b.Status.StartTimestamp, b.Status.CompletionTimestamp; s != nil && e != nil {
@@ -326,10 +329,7 @@ func verifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Locatio
 			t = append(t, report.NewTiming("restore", s.Time, e.Time))
 		}
 	}
-	if len(v.Timings) > 0 {
-		t = append(t, v.Timings[len(v.Timings)-1])
-	}
-	v.Timings = t
+	v.Timings = append(t, verified)
 	if est != nil {
 		e := *est
 		e.Parts = append([]report.EstimatePart(nil), est.Parts...)
