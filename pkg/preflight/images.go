@@ -30,7 +30,7 @@ import (
 )
 
 // imageTimeout bounds the resolution of one image.
-const imageTimeout = 30 * time.Second
+var imageTimeout = 30 * time.Second
 
 // imageUse is one image reference as the target's pods will name it, the
 // workloads that name it and the pull Secrets they pull it with.
