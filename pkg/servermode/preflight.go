@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,12 +14,6 @@ import (
 	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/restore"
 	"github.com/kubeferry/ferry/pkg/store"
-)
-
-// Bounds of what status.preflight keeps of a report.
-const (
-	maxStatusRisks   = 50
-	maxStatusObjects = 10
 )
 
 // preflight carries out a spec.preflightOnly Restore: the engine's
@@ -50,7 +43,7 @@ func (r *RestoreReconciler) preflight(ctx context.Context, rs *v1alpha1.Restore,
 	orig := rs.DeepCopy()
 	now := metav1.NewTime(r.Clock.Now())
 	rs.Status.StartTimestamp, rs.Status.CompletionTimestamp = &start, &now
-	rs.Status.Preflight = PreflightSummary(p)
+	rs.Status.Preflight = preflight.Summary(p)
 	rs.Status.Phase, rs.Status.FailureReason = v1alpha1.PhaseCompleted, ""
 	cond := ended(rs.Status.Phase, "")
 	cond.Message = fmt.Sprintf("pre-flight: no blocker: %d warning(s), %d note(s); nothing was written", p.Counts[report.Warning], p.Counts[report.Note])
@@ -70,33 +63,4 @@ func (r *RestoreReconciler) preflight(ctx context.Context, rs *v1alpha1.Restore,
 	}
 	events.End(r.Events, rs, "Preflight", string(rs.Status.Phase), 0, 0, rs.Status.FailureReason)
 	return nil
-}
-
-// PreflightSummary is status.preflight of report p: the counts, the
-// first risks (each with its first objects), and the estimate.
-func PreflightSummary(p *report.Preflight) *v1alpha1.PreflightSummary {
-	st := &v1alpha1.PreflightSummary{Objects: int64(p.Objects), Blockers: int32(p.Counts[report.Blocker]),
-		Warnings: int32(p.Counts[report.Warning]), Notes: int32(p.Counts[report.Note]), Skipped: p.Skipped}
-	for i, r := range p.Risks {
-		if i == maxStatusRisks {
-			break
-		}
-		objs := r.Objects
-		if len(objs) > maxStatusObjects {
-			objs = objs[:maxStatusObjects]
-		}
-		st.Risks = append(st.Risks, v1alpha1.PreflightRisk{Severity: string(r.Severity), Check: r.Check, Objects: objs,
-			ObjectCount: int32(len(r.Objects)), What: r.What, Fix: r.Fix})
-	}
-	if e := p.Estimate; e != nil {
-		st.Estimate = &metav1.Duration{Duration: seconds(e.Seconds)}
-		for _, pt := range e.Parts {
-			st.EstimateParts = append(st.EstimateParts, v1alpha1.PreflightEstimatePart{Step: pt.Step, Duration: metav1.Duration{Duration: seconds(pt.Seconds)}, Basis: pt.Basis})
-		}
-	}
-	return st
-}
-
-func seconds(s float64) time.Duration {
-	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
 }

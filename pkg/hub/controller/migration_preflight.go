@@ -2,11 +2,11 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubeferry/ferry/pkg/events"
@@ -14,12 +14,6 @@ import (
 	"github.com/kubeferry/ferry/pkg/migration"
 	"github.com/kubeferry/ferry/pkg/preflight"
 	"github.com/kubeferry/ferry/pkg/report"
-)
-
-// Bounds of what status.preflight keeps of a report.
-const (
-	maxStatusRisks   = 50
-	maxStatusObjects = 10
 )
 
 // The pre-flight's step and reasons.
@@ -118,31 +112,17 @@ func preflightOutcome(p *report.Preflight, err error) (v1beta1.MigrationPhase, s
 	return v1beta1.PhaseCompleted, reasonPreflightPassed, fmt.Sprintf("no blocker: %d warning(s), %d note(s); nothing was written", p.Counts[report.Warning], p.Counts[report.Note])
 }
 
-// preflightStatus is status.preflight of report p: the counts, the first
-// risks, and the estimate.
+// preflightStatus is status.preflight of report p: the engine's summary
+// (preflight.Summary: the counts, the first risks, the estimate), whose
+// type has the same fields and JSON names as the hub's.
 func preflightStatus(p *report.Preflight) *v1beta1.MigrationPreflight {
-	st := &v1beta1.MigrationPreflight{Objects: int64(p.Objects), Blockers: int32(p.Counts[report.Blocker]),
-		Warnings: int32(p.Counts[report.Warning]), Notes: int32(p.Counts[report.Note]), Skipped: p.Skipped}
-	for i, r := range p.Risks {
-		if i == maxStatusRisks {
-			break
-		}
-		objs := r.Objects
-		if len(objs) > maxStatusObjects {
-			objs = objs[:maxStatusObjects]
-		}
-		st.Risks = append(st.Risks, v1beta1.PreflightRisk{Severity: string(r.Severity), Check: r.Check, Objects: objs,
-			ObjectCount: int32(len(r.Objects)), What: r.What, Fix: r.Fix})
+	raw, err := json.Marshal(preflight.Summary(p))
+	st := &v1beta1.MigrationPreflight{}
+	if err == nil {
+		err = json.Unmarshal(raw, st)
 	}
-	if e := p.Estimate; e != nil {
-		st.Estimate = &metav1.Duration{Duration: seconds(e.Seconds)}
-		for _, pt := range e.Parts {
-			st.EstimateParts = append(st.EstimateParts, v1beta1.PreflightEstimatePart{Step: pt.Step, Duration: metav1.Duration{Duration: seconds(pt.Seconds)}, Basis: pt.Basis})
-		}
+	if err != nil { // the two types drifted apart: a programming error
+		panic(fmt.Sprintf("status.preflight: %v", err))
 	}
 	return st
-}
-
-func seconds(s float64) time.Duration {
-	return time.Duration(s * float64(time.Second)).Round(time.Millisecond)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kubeferry/ferry/pkg/hub/apis/ferry/v1beta1"
+	"github.com/kubeferry/ferry/pkg/preflight"
 	"github.com/kubeferry/ferry/pkg/report"
 )
 
@@ -36,11 +37,11 @@ func TestPreflightStatus(t *testing.T) {
 		t.Errorf("not run: %s", phase)
 	}
 	st := preflightStatus(p)
-	if st.Objects != 7 || st.Blockers != 1 || st.Warnings != 60 || len(st.Risks) != maxStatusRisks || st.Risks[0].Severity != "blocker" {
+	if st.Objects != 7 || st.Blockers != 1 || st.Warnings != 60 || len(st.Risks) != preflight.MaxStatusRisks || st.Risks[0].Severity != "blocker" {
 		t.Errorf("status %+v", st)
 	}
-	if r := st.Risks[1]; len(r.Objects) != maxStatusObjects || r.ObjectCount != 12 {
-		t.Errorf("risk objects %d of %d; want %d of 12", len(r.Objects), r.ObjectCount, maxStatusObjects)
+	if r := st.Risks[1]; len(r.Objects) != preflight.MaxStatusObjects || r.ObjectCount != 12 {
+		t.Errorf("risk objects %d of %d; want %d of 12", len(r.Objects), r.ObjectCount, preflight.MaxStatusObjects)
 	}
 	if st.Estimate == nil || st.Estimate.Seconds() != 2.5 || len(st.EstimateParts) != 1 || st.EstimateParts[0].Basis != "b" {
 		t.Errorf("estimate %+v %+v", st.Estimate, st.EstimateParts)
