@@ -25,16 +25,16 @@ import (
 // restore create's for the target, and the two clusters.
 type migrateOptions struct {
 	*globals
-	selection                                backupFlags
-	restore                                  restoreFlags
-	crypt                                    cryptFlags
-	images                                   imageModeFlags
-	volumes                                  volumeFlags
-	fromKubeconfig, fromContext              string
-	toKubeconfig, toContext, name, reportDir string
-	verify, preflight, pullProbe             bool
-	hub                                      hubMigrate
-	deadlines                                stepDeadlines
+	selection                                 backupFlags
+	restore                                   restoreFlags
+	crypt                                     cryptFlags
+	images                                    imageModeFlags
+	volumes                                   volumeFlags
+	fromKubeconfig, fromContext               string
+	toKubeconfig, toContext, name, reportDir  string
+	verify, preflight, pullProbe, volumeProbe bool
+	hub                                       hubMigrate
+	deadlines                                 stepDeadlines
 
 	bspec v1alpha1.BackupSpec
 	rspec v1alpha1.RestoreSpec
@@ -70,8 +70,9 @@ backup with ferry backup delete NAME first.`,
 		RunE: runE(o),
 	}
 	cmd.Flags().StringVar(&o.name, "name", "", "name of the backup and the restore (default migrate-<timestamp>)")
-	cmd.Flags().BoolVar(&o.preflight, "preflight", false, "check the migration without running it: read the source and the target, write nothing to either or to the location, and list the risks (blockers, warnings, notes), each with the objects, what will happen and the fix, with a time estimate; keeps preflight.json and preflight.html in --report-dir; exit 2 when a risk is a blocker. With --hub, a Migration of spec.preflightOnly: the hub runs the check, and status.preflight holds the risks")
+	cmd.Flags().BoolVar(&o.preflight, "preflight", false, "check the migration without running it: read the source and the target, write nothing to either or to the location but its probes (removed when it ends), and list the risks (blockers, warnings, notes), each with the objects, what will happen and the fix, with a time estimate; keeps preflight.json and preflight.html in --report-dir; exit 2 when a risk is a blocker. With --hub, a Migration of spec.preflightOnly: the hub runs the check, and status.preflight holds the risks")
 	cmd.Flags().BoolVar(&o.pullProbe, "preflight-pull-probe", false, "with --preflight: also have the target's nodes pull every image the workloads name, from a probe pod each in the target (told to run a path no image has, so no code of the image runs; removed when it ends), with the pods' pull Secrets (copies of the move's, removed too)")
+	cmd.Flags().BoolVar(&o.volumeProbe, "preflight-volume-probe", true, "with --preflight, when helper pods move volume data: measure each volume's used bytes (the kubelet's statistics, else a sizing helper pod) and the data path (a probe pod in each cluster uploads and downloads 128 MiB through the location, under preflight-probes/, removed after) for the time estimate, and check the repository password; false leaves the volume data out of the estimate")
 	o.registerFlags(cmd)
 	o.hub.register(cmd)
 	cmd.AddCommand(newMigrateStagedCmd(g, "stage"), newMigrateStagedCmd(g, "cutover"), newMigrateStagedCmd(g, "rollback"), newMigrateStagedCmd(g, "done"))

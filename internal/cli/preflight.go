@@ -68,7 +68,7 @@ func (o *migrateOptions) runPreflight(ctx context.Context) error {
 		Backup:  backup.Options{Spec: o.bspec, Log: o.log, Deadline: o.deadlines.backupDeadline()},
 		Restore: ropts, Images: iopts,
 		HelperImage: o.volumes.helperImage, Estimate: true, Log: o.log,
-		VolumeProbe: o.volumes.probe(o.storage, true, o.log), PullProbe: o.pullProbe,
+		VolumeProbe: o.volumes.probe(o.storage, true, o.volumeProbe, o.log), PullProbe: o.pullProbe,
 	}.WithVolumeData(o.volumes.preflight()))
 	if err != nil {
 		return err
@@ -136,7 +136,7 @@ func (o *restoreCreateOptions) runPreflight(ctx context.Context) error {
 	p, err := preflight.Run(ctx, preflight.Options{
 		Target: cluster, Location: loc, Restore: o.options(iopts), Images: iopts,
 		HelperImage: o.volumes.helperImage, Estimate: true, Log: o.log,
-		VolumeProbe: o.volumes.probe(loc.SecretURL(), false, o.log), PullProbe: o.pullProbe,
+		VolumeProbe: o.volumes.probe(loc.SecretURL(), false, o.volumeProbe, o.log), PullProbe: o.pullProbe,
 	}.WithVolumeData(o.volumes.preflight()))
 	if err != nil {
 		return err
@@ -226,10 +226,11 @@ func printPreflightStatus(g *globals, p *hubv1beta1.MigrationPreflight) {
 // helper pods, and why none moves ("" when some does).
 // probe is the volume probe of a pre-flight through location url, by the
 // helper pods of these flags (source: a migrate's two clusters; else the
-// target only); nil when no helper pod moves the data.
-func (f *volumeFlags) probe(url string, source bool, log *slog.Logger) *preflight.VolumeProbe {
+// target only); nil when no helper pod moves the data, or on is false
+// (--preflight-volume-probe=false).
+func (f *volumeFlags) probe(url string, source, on bool, log *slog.Logger) *preflight.VolumeProbe {
 	pw, err := readPassword(f.passwordFile)
-	if err != nil || f.hostPodsDir != "" || f.byNodeAgent {
+	if !on || err != nil || f.hostPodsDir != "" || f.byNodeAgent {
 		return nil
 	}
 	vp := &preflight.VolumeProbe{URL: url, Target: f.settings(pw, log)}

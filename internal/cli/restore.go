@@ -148,15 +148,15 @@ func newRestoreSpec(rf *restoreFlags, backupName string, imf *imageModeFlags, fr
 // restoreCreateOptions are restore create's.
 type restoreCreateOptions struct {
 	*globals
-	restore                      restoreFlags
-	crypt                        cryptFlags
-	images                       imageModeFlags
-	volumes                      volumeFlags
-	server                       serverMode
-	from, fromVelero             string
-	verify, preflight, pullProbe bool
-	timeout                      time.Duration
-	verifyTimeout                time.Duration
+	restore                                   restoreFlags
+	crypt                                     cryptFlags
+	images                                    imageModeFlags
+	volumes                                   volumeFlags
+	server                                    serverMode
+	from, fromVelero                          string
+	verify, preflight, pullProbe, volumeProbe bool
+	timeout                                   time.Duration
+	verifyTimeout                             time.Duration
 
 	name string
 	spec v1alpha1.RestoreSpec
@@ -183,8 +183,9 @@ func newRestoreCreateCmd(g *globals) *cobra.Command {
 	cmd.Flags().DurationVar(&o.timeout, "timeout", deadline.DefaultRestore, "how long the restore (volume data included) may take before it fails; run again, it finishes what it left (0: no deadline)")
 	cmd.Flags().DurationVar(&o.verifyTimeout, "verify-timeout", deadline.DefaultVerify, "with --verify: how long the verification may take before it fails (0: no deadline)")
 	o.server.register(cmd, false)
-	cmd.Flags().BoolVar(&o.preflight, "preflight", false, "check the restore without running it: read the backup and the cluster, write nothing to either, and list the risks (blockers, warnings, notes), each with the objects, what will happen and the fix, with a time estimate; keeps preflight.json and preflight.html in $XDG_STATE_HOME/ferry/reports/NAME (or ~/.local/state/...); exit 2 when a risk is a blocker")
+	cmd.Flags().BoolVar(&o.preflight, "preflight", false, "check the restore without running it: read the backup and the cluster, write nothing to either or to the location but its probes (removed when it ends), and list the risks (blockers, warnings, notes), each with the objects, what will happen and the fix, with a time estimate; keeps preflight.json and preflight.html in $XDG_STATE_HOME/ferry/reports/NAME (or ~/.local/state/...); exit 2 when a risk is a blocker")
 	cmd.Flags().BoolVar(&o.pullProbe, "preflight-pull-probe", false, "with --preflight: also have the target's nodes pull every image the workloads name, from a probe pod each in the target (told to run a path no image has, so no code of the image runs; removed when it ends), with the pods' pull Secrets (copies of the move's, removed too)")
+	cmd.Flags().BoolVar(&o.volumeProbe, "preflight-volume-probe", true, "with --preflight, when helper pods move volume data: measure each volume's used bytes (the kubelet's statistics, else a sizing helper pod) and the data path (a probe pod in each cluster uploads and downloads 128 MiB through the location, under preflight-probes/, removed after) for the time estimate, and check the repository password; false leaves the volume data out of the estimate")
 	cmd.Flags().BoolVar(&o.verify, "verify", false, "after the restore, compare every object of the backup with the cluster, as migrate does, and keep the report in the location (restores/NAME/report.json, .html); a difference makes the restore PartiallyFailed")
 	return cmd
 }

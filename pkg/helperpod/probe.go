@@ -57,10 +57,13 @@ type ProbeResult struct {
 	SnapshotID string `json:"snapshotID,omitempty"`
 	Bytes      int64  `json:"bytes"`
 	// Files counts the data set's files (a size job's: the volume's).
-	Files       int64         `json:"files,omitempty"`
-	OpenSeconds float64       `json:"openSeconds"`
-	MoveSeconds float64       `json:"moveSeconds"`
-	WalkSeconds float64       `json:"walkSeconds,omitempty"`
+	Files       int64   `json:"files,omitempty"`
+	OpenSeconds float64 `json:"openSeconds"`
+	MoveSeconds float64 `json:"moveSeconds"`
+	WalkSeconds float64 `json:"walkSeconds,omitempty"`
+	// PrepSeconds is the writing of an upload's data set: the probe's
+	// own, no helper's.
+	PrepSeconds float64       `json:"prepSeconds,omitempty"`
 	Took        time.Duration `json:"-"`
 	Node        string        `json:"-"`
 }
@@ -68,7 +71,7 @@ type ProbeResult struct {
 // Fixed is the part of Took that is not the data's: what every helper
 // pod costs however small its volume.
 func (r *ProbeResult) Fixed() time.Duration {
-	d := r.Took - time.Duration((r.MoveSeconds+r.WalkSeconds)*float64(time.Second))
+	d := r.Took - time.Duration((r.MoveSeconds+r.WalkSeconds+r.PrepSeconds)*float64(time.Second))
 	return max(d, 0)
 }
 
@@ -130,8 +133,11 @@ func (h *Helpers) Sizes(ctx context.Context, vols []volumes.PodVolume) ([]ProbeR
 func probeJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 	fail := func(err error) JobOutcome { return JobOutcome{Error: cut(err.Error())} }
 	pj := job.Probe
+	// Progress lines all along: a silent helper is taken as stalled.
+	rep := newProgressPrinter(progress)
+	defer rep.stop()
 	if pj != nil && pj.Size {
-		n, files, err := volumeSize(ctx, job)
+		n, files, err := volumeSize(ctx, job, rep.update)
 		if err != nil {
 			return fail(err)
 		}
@@ -140,13 +146,12 @@ func probeJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 	if pj == nil || (pj.SnapshotID == "" && pj.Bytes <= 0) {
 		return fail(errors.New("volume helper: a probe job needs bytes to upload or a snapshot to download"))
 	}
-	rep := newProgressPrinter(progress)
-	defer rep.stop()
 	upload := pj.SnapshotID == ""
 	dir := filepath.Join(os.TempDir(), "ferry-probe")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fail(err)
 	}
+	prep := time.Now()
 	if upload {
 		if err := writeProbeData(dir, pj.Bytes, pj.FileSize); err != nil {
 			return fail(err)
@@ -168,7 +173,7 @@ func probeJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 		return fail(fmt.Errorf("the probe repository: %w", err))
 	}
 	defer repo.Close(context.WithoutCancel(ctx))
-	res := &ProbeResult{OpenSeconds: time.Since(start).Seconds()}
+	res := &ProbeResult{OpenSeconds: time.Since(start).Seconds(), PrepSeconds: start.Sub(prep).Seconds()}
 	if upload {
 		s, err := repo.Snapshot(ctx, dir, "probe/upload", nil, rep.update)
 		if err != nil {
@@ -224,7 +229,7 @@ func writeProbeData(dir string, n, size int64) error {
 
 // volumeSize sums the sizes of the regular files of a size job's volume,
 // and counts them.
-func volumeSize(ctx context.Context, job Job) (n, files int64, err error) {
+func volumeSize(ctx context.Context, job Job, progress volumes.Progress) (n, files int64, err error) {
 	dir := MountClaimDir
 	if job.PodsDir != "" {
 		if dir, err = volumes.HostPath(job.PodsDir, job.Volume.PodUID, job.Volume); err != nil {
@@ -245,6 +250,7 @@ func volumeSize(ctx context.Context, job Job) (n, files int64, err error) {
 			}
 			n += info.Size()
 			files++
+			progress(n, files)
 		}
 		return nil
 	})

@@ -144,6 +144,17 @@ func (r *Run) Close(ctx context.Context) {
 	}
 }
 
+// Own returns the labels of an object this run creates in namespace ns
+// by itself (not through Pod: a pre-flight's pull probe), once the run's
+// Lease is there: Close deletes the object, and Sweep does when the run
+// was killed.
+func (r *Run) Own(ctx context.Context, ns string) (map[string]string, error) {
+	if err := r.ensureLease(ctx, ns); err != nil {
+		return nil, err
+	}
+	return map[string]string{LabelManagedBy: ManagedBy, LabelRun: r.ID}, nil
+}
+
 // ensureLease creates the run's Lease in namespace ns, once.
 func (r *Run) ensureLease(ctx context.Context, ns string) error {
 	r.start(ctx)

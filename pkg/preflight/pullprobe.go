@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,7 +32,7 @@ const (
 const pullProbeCommand = "/.ferry-preflight-pull-probe"
 
 // Reasons a kubelet gives a container whose image it could not pull.
-var pullFailures = map[string]bool{"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true, "RegistryUnavailable": true}
+var pullFailures = map[string]bool{"ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true, "RegistryUnavailable": true}
 
 // checkPulls has the target's nodes pull every image the move's workloads
 // name (Options.PullProbe): a pod per image use in the target, in the
@@ -55,6 +56,10 @@ func checkPulls(ctx context.Context, e *env) {
 			uses = append(uses, u)
 		}
 	}
+	// The probes' pods and Secret copies belong to a helper run: deleted
+	// as each probe ends, and by a later run's sweep if this one is killed.
+	run := helperpod.NewRun(e.t.cluster.Typed, e.o.Log)
+	defer run.Close(ctx)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, pullProbeWorkers)
@@ -67,7 +72,7 @@ func checkPulls(ctx context.Context, e *env) {
 			if _, ok := e.t.namespaces[u.namespace]; ok {
 				ns = u.namespace
 			}
-			node, msg, err := e.pullProbe(ctx, u, ns)
+			node, msg, err := e.pullProbe(ctx, run, u, ns)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -85,16 +90,35 @@ func checkPulls(ctx context.Context, e *env) {
 // pullProbe runs u's pull probe pod in namespace ns and returns the node
 // it ran on and, when the kubelet could not pull the image, its message.
 // An error means the probe did not say (not scheduled in time, refused).
-func (e *env) pullProbe(ctx context.Context, u *imageUse, ns string) (node, failure string, err error) {
+func (e *env) pullProbe(ctx context.Context, run *helperpod.Run, u *imageUse, ns string) (node, failure string, err error) {
 	c := e.t.cluster.Typed.CoreV1()
 	ctx, cancel := context.WithTimeout(ctx, pullProbeTimeout)
 	defer cancel()
-	cleanup := context.WithoutCancel(ctx)
-	labels := map[string]string{helperpod.LabelManagedBy: helperpod.ManagedBy, helperpod.LabelPurpose: "preflight-pull"}
+	labels, err := run.Own(ctx, ns)
+	if err != nil {
+		return "", "", err
+	}
+	labels[helperpod.LabelPurpose] = "preflight-pull"
+	remove := func(resource, name string) {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer dcancel()
+		zero := int64(0)
+		var err error
+		if resource == "pods" {
+			err = c.Pods(ns).Delete(dctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+		} else {
+			err = c.Secrets(ns).Delete(dctx, name, metav1.DeleteOptions{})
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			e.o.Log.Warn("a pull probe's object was not deleted (a later run sweeps it)", "namespace", ns, "resource", resource, "name", name, "error", err)
+		}
+	}
 	var pullSecrets []corev1.LocalObjectReference
 	for key := range u.secrets {
 		_, name, _ := strings.Cut(key, "/")
-		if _, err := c.Secrets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		// The target's Secret of that name, in the workloads' own
+		// namespace only: another namespace's is another Secret.
+		if _, err := c.Secrets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && ns == u.namespace {
 			pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
 			continue
 		}
@@ -111,15 +135,18 @@ func (e *env) pullProbe(ctx context.Context, u *imageUse, ns string) (node, fail
 		if err != nil {
 			return "", "", fmt.Errorf("copying pull Secret %s: %w", key, err)
 		}
-		defer func() { _ = c.Secrets(ns).Delete(cleanup, created.Name, metav1.DeleteOptions{}) }()
+		defer remove("secrets", created.Name)
 		pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: created.Name})
 	}
 	pod, err := c.Pods(ns).Create(ctx, pullProbePod(u.ref, labels, pullSecrets), metav1.CreateOptions{})
 	if err != nil {
 		return "", "", fmt.Errorf("creating the probe pod: %w", err)
 	}
-	zero := int64(0)
-	defer func() { _ = c.Pods(ns).Delete(cleanup, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}) }()
+	defer remove("pods", pod.Name)
+	// A first ErrImagePull may be transient: the kubelet tries again, and
+	// says ImagePullBackOff when that failed too. The last failure seen
+	// is the answer when the time runs out.
+	var seen string
 	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		p, err := c.Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
@@ -128,8 +155,13 @@ func (e *env) pullProbe(ctx context.Context, u *imageUse, ns string) (node, fail
 		node = p.Spec.NodeName
 		for _, cs := range p.Status.ContainerStatuses {
 			switch w := cs.State.Waiting; {
+			case w != nil && w.Reason == "ErrImagePull":
+				seen = w.Reason + ": " + w.Message
 			case w != nil && pullFailures[w.Reason]:
 				failure = w.Reason + ": " + w.Message
+				if w.Reason == "ImagePullBackOff" && seen != "" {
+					failure = seen // the kubelet's own reason, not the back-off's
+				}
 				return true, nil
 			case cs.ImageID != "" || cs.State.Running != nil || cs.State.Terminated != nil:
 				return true, nil // pulled (its container then fails to start, as meant)
@@ -139,6 +171,9 @@ func (e *env) pullProbe(ctx context.Context, u *imageUse, ns string) (node, fail
 		}
 		return false, nil
 	})
+	if err != nil && seen != "" {
+		return node, seen, nil
+	}
 	if err != nil {
 		where := "no node started it"
 		if node != "" {
@@ -154,10 +189,12 @@ func (e *env) pullProbe(ctx context.Context, u *imageUse, ns string) (node, fail
 // level, with a small request, never restarted.
 func pullProbePod(ref string, labels map[string]string, secrets []corev1.LocalObjectReference) *corev1.Pod {
 	no, yes, nobody := false, true, int64(65534)
+	deadline := int64(2 * pullProbeTimeout / time.Second) // the kubelet ends it even if ferry is gone
 	small := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "ferry-pull-probe-", Labels: labels},
 		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, ImagePullSecrets: secrets, AutomountServiceAccountToken: &no,
-			EnableServiceLinks: &no, TerminationGracePeriodSeconds: new(int64),
+			ActiveDeadlineSeconds: &deadline,
+			EnableServiceLinks:    &no, TerminationGracePeriodSeconds: new(int64),
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes, RunAsUser: &nobody, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers: []corev1.Container{{Name: "pull", Image: ref, ImagePullPolicy: corev1.PullAlways, Command: []string{pullProbeCommand},
 				Resources:       corev1.ResourceRequirements{Requests: small, Limits: small},

@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/kubeferry/ferry/pkg/helperpod"
 	"github.com/kubeferry/ferry/pkg/kube"
+	"github.com/kubeferry/ferry/pkg/report"
 	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
@@ -99,11 +102,11 @@ func (e *env) estimateVolumes(ctx context.Context, src *source) *volumeTimes {
 		e.skip("the volume data's time (%d volume(s), %s): the throughput probe failed: %v", load.volumes, mib(load.bytes), err)
 		return nil
 	}
-	parallel := 4
+	parallel := min(4, load.volumes) // helperpod.Helpers' default
 	rounds := float64((load.volumes + parallel - 1) / parallel)
 	what := fmt.Sprintf("volume data: %d volume(s), %s", load.volumes, mib(load.bytes))
 	if load.files > 0 {
-		what += fmt.Sprintf(" (%d files counted, %s on average)", load.files, kib(load.fileSize()))
+		what += fmt.Sprintf(" (%d files counted, %s on average)", load.files, size(load.fileSize()))
 	}
 	if n := load.volumes - load.measured; n > 0 {
 		what += fmt.Sprintf(" (%d of them at their claim's size, as their used bytes could not be measured: an upper bound)", n)
@@ -128,7 +131,13 @@ func (e *env) estimateVolumes(ctx context.Context, src *source) *volumeTimes {
 	return vt
 }
 
-func kib(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10)) }
+// size is n bytes in KiB, or in MiB from 1 MiB on.
+func size(n int64) string {
+	if n >= 1<<20 {
+		return mib(n)
+	}
+	return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+}
 
 // rate is bytes per second, never zero.
 func rate(bytes int64, seconds float64) float64 {
@@ -361,6 +370,9 @@ func usedBytes(ctx context.Context, c *kube.Cluster, vols []volumes.PodVolume) m
 // a stored backup's data is uploaded already) or, without one, from the
 // target, and a download into the target; what they wrote is deleted
 // from the location before it returns. up is nil for a stored backup.
+// Nothing is written until the helper pods' environment is known good
+// (a location they can reach); then the location is opened here, and
+// probes that killed checks left (older than staleProbe) are swept.
 func (e *env) probeVolumes(ctx context.Context, vp *VolumeProbe, load *volumeLoad, live bool) (up, down *helperpod.ProbeResult, err error) {
 	id := make([]byte, 6)
 	_, _ = rand.Read(id)
@@ -368,11 +380,6 @@ func (e *env) probeVolumes(ctx context.Context, vp *VolumeProbe, load *volumeLoa
 	url, err := store.SubURL(vp.URL, prefix)
 	if err != nil {
 		return nil, nil, err
-	}
-	defer e.removeProbe(ctx, vp, prefix)
-	bytes := vp.Bytes
-	if bytes <= 0 {
-		bytes = DefaultProbeBytes
 	}
 	targetNS := load.targetNS
 	if _, ok := e.t.namespaces[targetNS]; !ok {
@@ -382,6 +389,34 @@ func (e *env) probeVolumes(ctx context.Context, vp *VolumeProbe, load *volumeLoa
 	if live {
 		upCluster, upSettings, upNS = e.o.Source, vp.Source, load.sourceNS
 	}
+	upH, err := probeHelpers(ctx, url, upCluster, upSettings)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer upH.Run.Close(ctx)
+	downH, err := probeHelpers(ctx, url, e.o.Target, vp.Target)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer downH.Run.Close(ctx)
+	loc, err := store.Open(ctx, vp.URL, store.WithCredentials(locationCredentials(vp.URL, upH.Env)))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer loc.Close()
+	if err := e.checkRepository(ctx, loc, upSettings.Password, live); err != nil {
+		return nil, nil, err
+	}
+	if n, err := loc.SweepProbes(ctx, staleProbe); err != nil {
+		e.o.Log.Warn("the probes of killed pre-flight checks were not swept", "error", err)
+	} else if n > 0 {
+		e.o.Log.Info("swept the probes of killed pre-flight checks", "objects", n)
+	}
+	defer e.removeProbe(ctx, loc, prefix)
+	bytes := vp.Bytes
+	if bytes <= 0 {
+		bytes = DefaultProbeBytes
+	}
 	job := helperpod.ProbeJob{Bytes: bytes, FileSize: helperpod.MaxProbeFile}
 	if fs := load.fileSize(); fs > 0 {
 		// The volumes' average file size, so that the probe pays their
@@ -389,11 +424,11 @@ func (e *env) probeVolumes(ctx context.Context, vp *VolumeProbe, load *volumeLoa
 		job.FileSize = min(max(fs, helperpod.MinProbeFile), helperpod.MaxProbeFile)
 		job.Bytes = min(bytes, maxProbeFiles*job.FileSize)
 	}
-	u, err := runProbe(ctx, url, upCluster, upSettings, upNS, job)
+	u, err := upH.Probe(ctx, upNS, job)
 	if err != nil {
 		return nil, nil, fmt.Errorf("upload in %s, namespace %s: %w", upCluster.Name, upNS, err)
 	}
-	d, err := runProbe(ctx, url, e.o.Target, vp.Target, targetNS, helperpod.ProbeJob{SnapshotID: u.SnapshotID})
+	d, err := downH.Probe(ctx, targetNS, helperpod.ProbeJob{SnapshotID: u.SnapshotID})
 	if err != nil {
 		return nil, nil, fmt.Errorf("download in %s, namespace %s: %w", e.o.Target.Name, targetNS, err)
 	}
@@ -403,35 +438,64 @@ func (e *env) probeVolumes(ctx context.Context, vp *VolumeProbe, load *volumeLoa
 	return up, d, nil
 }
 
-// runProbe runs one probe pod in cluster's namespace ns, through the
-// location at url; its Secret, pod and Lease are gone when it returns.
-func runProbe(ctx context.Context, url string, cluster *kube.Cluster, s helperpod.Settings, ns string, job helperpod.ProbeJob) (*helperpod.ProbeResult, error) {
+// checkRepository opens the location's volume repository with the
+// password the move's helper pods get, as the move's first helper would:
+// a password that does not open it is a blocker (no volume's data would
+// move), and so is a missing repository when a stored backup's data is to
+// be restored from it; a live move creates it. The returned error stops
+// the probe (its estimate would be of a move that cannot happen).
+func (e *env) checkRepository(ctx context.Context, loc *store.Location, password string, live bool) error {
+	repo, err := volumes.Open(ctx, loc, password, volumes.OpenOptions{Log: e.o.Log})
+	switch {
+	case err == nil:
+		return repo.Close(context.WithoutCancel(ctx))
+	case errors.Is(err, volumes.ErrNoRepository) && live:
+		return nil // the move's backup creates it
+	case errors.Is(err, volumes.ErrWrongPassword), errors.Is(err, volumes.ErrNoPassword), errors.Is(err, volumes.ErrNoRepository):
+		e.add(report.Blocker, "volume-data", nil, fmt.Sprintf("no volume's data can move: %v", err),
+			"give the password the location's volume repository was created with")
+		return fmt.Errorf("the volume repository: %w", err)
+	}
+	return fmt.Errorf("opening the volume repository: %w", err)
+}
+
+// locationCredentials are the credentials of the location at url among
+// the helper pods' environment env.
+func locationCredentials(url string, env map[string]string) map[string]string {
+	scheme, _, _ := strings.Cut(url, "://")
+	out := map[string]string{}
+	for _, k := range store.CredentialKeys(scheme) {
+		if v := env[k]; v != "" {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// staleProbe is how old a probe's objects are before a later check
+// deletes them (a check that was killed left them).
+const staleProbe = time.Hour
+
+// probeHelpers are the helper pods of cluster for the probe location at
+// url, each given at most probeStart to start; an error means the pods
+// could not reach the location (a file:// one), and nothing was written.
+func probeHelpers(ctx context.Context, url string, cluster *kube.Cluster, s helperpod.Settings) (*helperpod.Helpers, error) {
 	h, err := helperpod.New(ctx, url, cluster, s)
 	if err != nil {
 		return nil, err
 	}
-	defer h.Run.Close(ctx)
 	if h.StartTimeout <= 0 || h.StartTimeout > probeStart {
 		h.StartTimeout = probeStart
 	}
-	return h.Probe(ctx, ns, job)
+	return h, nil
 }
 
 // removeProbe deletes what the probes wrote under prefix.
-func (e *env) removeProbe(ctx context.Context, vp *VolumeProbe, prefix string) {
+func (e *env) removeProbe(ctx context.Context, loc *store.Location, prefix string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	creds := vp.Target.Credentials
-	if creds == nil {
-		creds, _ = store.EnvCredentials(ctx, vp.URL)
-	}
-	loc, err := store.Open(ctx, vp.URL, store.WithCredentials(creds))
-	if err == nil {
-		defer loc.Close()
-		err = loc.DeleteUnder(ctx, prefix)
-	}
-	if err != nil {
+	if err := loc.DeleteUnder(ctx, prefix); err != nil {
 		e.o.Log.Warn("the volume probe's objects were not all deleted from the location", "prefix", prefix, "error", err)
-		e.skip("cleaning up: the volume probe's objects under %s in %s were not all deleted: %v", prefix, store.Redact(vp.URL), err)
+		e.skip("cleaning up: the volume probe's objects under %s in %s were not all deleted (a later pre-flight deletes them after an hour): %v", prefix, loc.URL(), err)
 	}
 }

@@ -92,8 +92,11 @@ func (o *Options) Validate() error {
 	if err := o.VerifyDeadline.Validate(); err != nil {
 		return err
 	}
-	if o.Spec.PreflightOnly && (o.Spec.DryRun || o.Spec.Verify) {
-		return errors.New("spec.preflightOnly checks the restore without running it: spec.dryRun and spec.verify cannot go with it")
+	if o.Spec.PreflightOnly && o.Spec.DryRun {
+		return errors.New("spec.preflightOnly checks the restore without running it, with dry-run creates of its own: spec.dryRun cannot go with it")
+	}
+	if o.Spec.PreflightOnly && o.Spec.Verify {
+		return errors.New("spec.preflightOnly checks the restore without running it: there is nothing for spec.verify to verify")
 	}
 	if err := store.ValidateBackupName(o.Spec.BackupName); err != nil && o.Spec.BackupName != "" {
 		return err

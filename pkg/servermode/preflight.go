@@ -46,7 +46,7 @@ func (r *RestoreReconciler) preflight(ctx context.Context, rs *v1alpha1.Restore,
 	rs.Status.Preflight = preflight.Summary(p)
 	rs.Status.Phase, rs.Status.FailureReason = v1alpha1.PhaseCompleted, ""
 	cond := ended(rs.Status.Phase, "")
-	cond.Message = fmt.Sprintf("pre-flight: no blocker: %d warning(s), %d note(s); nothing was written", p.Counts[report.Warning], p.Counts[report.Note])
+	cond.Message = fmt.Sprintf("pre-flight: no blocker: %d warning(s), %d note(s); nothing was written but the probes, which were removed", p.Counts[report.Warning], p.Counts[report.Note])
 	if p.Blocked() {
 		rs.Status.Phase = v1alpha1.PhasePartiallyFailed
 		rs.Status.FailureReason = fmt.Sprintf("pre-flight: %d blocker(s), %d warning(s), %d note(s); first: %s: %s",

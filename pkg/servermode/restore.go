@@ -107,7 +107,7 @@ func (r *RestoreReconciler) run(ctx context.Context, rs *v1alpha1.Restore) error
 	metrics.RestoresInProgress.Inc()
 	defer metrics.RestoresInProgress.Dec()
 	if rs.Spec.PreflightOnly {
-		events.Record(r.Events, rs, false, events.Started, "Preflight", "checking the restore of backup %s from location %s (spec.preflightOnly: nothing is written)", rs.Spec.BackupName, bsl.Name)
+		events.Record(r.Events, rs, false, events.Started, "Preflight", "checking the restore of backup %s from location %s (spec.preflightOnly: nothing is written but its probes, which are removed)", rs.Spec.BackupName, bsl.Name)
 	} else {
 		events.Record(r.Events, rs, false, events.Started, "Restore", "restoring backup %s from location %s", rs.Spec.BackupName, bsl.Name)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
@@ -66,4 +67,39 @@ func (l *Location) Keys(ctx context.Context, prefix string) ([]string, error) {
 		}
 		keys = append(keys, obj.Key)
 	}
+}
+
+// SweepProbes deletes the probes under ProbeDir whose newest object is
+// older than age (a pre-flight check that was killed left them; a live
+// one writes within seconds) and returns how many objects it deleted.
+func (l *Location) SweepProbes(ctx context.Context, age time.Duration) (int, error) {
+	newest := map[string]time.Time{}
+	var keys []string
+	it := l.bucket.List(&blob.ListOptions{Prefix: ProbeDir})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return 0, l.describe("listing "+ProbeDir, err)
+		}
+		id, _, _ := strings.Cut(strings.TrimPrefix(obj.Key, ProbeDir), "/")
+		if obj.ModTime.After(newest[id]) {
+			newest[id] = obj.ModTime
+		}
+		keys = append(keys, obj.Key)
+	}
+	n := 0
+	for _, k := range keys {
+		id, _, _ := strings.Cut(strings.TrimPrefix(k, ProbeDir), "/")
+		if time.Since(newest[id]) <= age {
+			continue
+		}
+		if err := l.bucket.Delete(ctx, k); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+			return n, l.describe("deleting "+k, err)
+		}
+		n++
+	}
+	return n, nil
 }

@@ -2,9 +2,12 @@ package store
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSubURL(t *testing.T) {
@@ -60,5 +63,36 @@ func TestSubURLLocation(t *testing.T) {
 	}
 	if keys, _ = loc.Keys(ctx, ""); !slices.Equal(keys, []string{"backups/keep/x.json"}) {
 		t.Fatalf("after DeleteUnder: keys %v", keys)
+	}
+}
+
+// SweepProbes deletes the probes a killed check left (their newest
+// object over the age), and keeps a live one's and everything else.
+func TestSweepProbes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	loc, err := Open(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loc.Close()
+	for _, k := range []string{ProbeDir + "old/volumes/a", ProbeDir + "old/volumes/b", ProbeDir + "new/volumes/a", "backups/keep/x.json"} {
+		if err := loc.PutJSON(ctx, k, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-2 * time.Hour)
+	for _, k := range []string{ProbeDir + "old/volumes/a", ProbeDir + "old/volumes/b"} {
+		if err := os.Chtimes(filepath.Join(dir, k), past, past); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := loc.SweepProbes(ctx, time.Hour)
+	if err != nil || n != 2 {
+		t.Fatalf("SweepProbes: %d, %v; want the 2 old objects", n, err)
+	}
+	keys, _ := loc.Keys(ctx, "")
+	if !slices.Equal(keys, []string{"backups/keep/x.json", ProbeDir + "new/volumes/a"}) {
+		t.Fatalf("keys left %v", keys)
 	}
 }

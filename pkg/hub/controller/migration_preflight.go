@@ -61,12 +61,6 @@ func (r *MigrationReconciler) runPreflight(ctx context.Context, m *v1beta1.Migra
 
 // preflight connects to m's clusters and runs the check.
 func (r *MigrationReconciler) preflight(ctx context.Context, m *v1beta1.Migration) (*report.Preflight, error) {
-	// The location's credentials, for the volume probe's helper pods.
-	loc, creds, err := OpenLocation(ctx, r.Reader, m)
-	if err != nil {
-		return nil, err
-	}
-	loc.Close()
 	src, srcSpec, err := r.connect(ctx, m.Namespace, m.Spec.Source.Cluster, "spec.source.cluster", "SourceUnreachable")
 	if err != nil {
 		return nil, err
@@ -86,6 +80,12 @@ func (r *MigrationReconciler) preflight(ctx context.Context, m *v1beta1.Migratio
 	if r.Volumes.Password == "" {
 		po.NoVolumeData = errNoPassword.Error()
 	} else {
+		// The location's credentials, for the volume probe's helper pods
+		// (the location is opened only if a probe runs).
+		creds, err := migrationAccess(m).credentials(ctx, r.Reader)
+		if err != nil {
+			return nil, err
+		}
 		vp := &preflight.VolumeProbe{URL: m.Spec.Storage.Location, Source: r.Volumes, Target: r.Volumes}
 		vp.Source.Log, vp.Target.Log = r.Log, r.Log
 		vp.Source.Credentials, vp.Target.Credentials = creds, creds
