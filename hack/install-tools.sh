@@ -22,7 +22,7 @@ if [ ! -x "$bin/fake-gcs-server" ]; then
 fi
 if [ ! -x "$bin/azurite-blob" ]; then
   if ! command -v npm >/dev/null; then
-    echo "install-tools: Azurite 3.37.0 needs Node.js (>= 20) and npm: install them (apt-get install -y nodejs npm)" >&2
+    echo "install-tools: Azurite 3.37.0 needs Node.js (>= 20) and npm: install them (apt-get -o DPkg::Lock::Timeout=600 install -y nodejs npm)" >&2
     exit 1
   fi
   echo "installing Azurite 3.37.0 (npm) into $bin/azurite-3.37.0" >&2
@@ -43,13 +43,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   sudo=()
   if [ "$(id -u)" != 0 ]; then
     if ! command -v sudo >/dev/null; then
-      echo "install-tools: need the Debian packages ${missing[*]}: run as root or install sudo (apt-get install -y ${missing[*]})" >&2
+      echo "install-tools: need the Debian packages ${missing[*]}: run as root or install sudo (apt-get -o DPkg::Lock::Timeout=600 install -y ${missing[*]})" >&2
       exit 1
     fi
     sudo=(sudo -n)
   fi
   echo "installing Debian packages ${missing[*]}" >&2
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2 \
-    || { "${sudo[@]}" apt-get update >&2 && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >&2; }
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${missing[@]}" >&2 \
+    || { "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update >&2 && "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${missing[@]}" >&2; }
 fi
 echo "$bin"
