@@ -29,6 +29,8 @@ var kept = map[string]bool{
 	"networking.k8s.io/Ingress": true, "networking.k8s.io/IngressClass": true,
 	"admissionregistration.k8s.io/ValidatingWebhookConfiguration": true, "admissionregistration.k8s.io/MutatingWebhookConfiguration": true,
 	"apiregistration.k8s.io/APIService": true, "apiextensions.k8s.io/CustomResourceDefinition": true, "policy/PodDisruptionBudget": true,
+	// Image signature policies (checkImagePolicies).
+	"kyverno.io/ClusterPolicy": true, "kyverno.io/Policy": true, "policy.sigstore.dev/ClusterImagePolicy": true,
 }
 
 // collector keeps what the dry-run restore would write (restore.Options.OnDryRun).
@@ -428,6 +430,7 @@ var checks = []check{
 	{"service", checkServices, []string{"services", "nodes"}},
 	{"ingress", checkIngresses, []string{"ingressclasses"}},
 	{"image", checkImages, []string{"serviceaccounts", "nodes"}},
+	{"image-policy", checkImagePolicies, nil},
 }
 
 func (e *env) run(ctx context.Context) {
