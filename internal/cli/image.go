@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -29,6 +30,8 @@ type imageFlags struct {
 	jobs            int
 	retries         int
 	insecure        bool
+	referrers       []string
+	limits          []string
 }
 
 // register adds the flags; concurrency names the images-at-once flag
@@ -41,6 +44,8 @@ func (f *imageFlags) register(cmd *cobra.Command, concurrency string) {
 	fl.IntVar(&f.jobs, "image-jobs", 4, "blobs of one image moved at once")
 	fl.IntVar(&f.retries, "image-retries", images.DefaultRetry.Attempts, "attempts per registry request (retried on 408, 429, 5xx, timeouts and resets, with jittered exponential backoff from 200ms, at most 5s)")
 	fl.BoolVar(&f.insecure, "insecure", false, "allow plain-HTTP registries and skip TLS verification")
+	fl.StringSliceVar(&f.referrers, "referrers", []string{"all"}, "the referrers that travel with each image (signatures, attestations, SBOMs: OCI 1.1 referrers and cosign's .sig/.att/.sbom tags, an index's manifests' included): all, none, or artifact types (media types), comma-separated")
+	fl.StringArrayVar(&f.limits, "registry-limit", nil, "bound the requests to a registry: HOST=CONCURRENCY[/QPS] (requests in flight, requests started per second; HOST * for every other registry), repeatable")
 }
 
 // validate checks that the flags make image options, without I/O.
@@ -62,9 +67,17 @@ func (f *imageFlags) options() (images.Options, error) {
 			return images.Options{}, fmt.Errorf("--%s %d: must be at least 1", n.flag, n.v)
 		}
 	}
+	refs, err := images.ParseReferrers(f.referrers)
+	if err != nil {
+		return images.Options{}, fmt.Errorf("--referrers: %w", err)
+	}
+	limits, err := images.ParseLimits(f.limits)
+	if err != nil {
+		return images.Options{}, fmt.Errorf("--registry-limit: %w", err)
+	}
 	r := images.DefaultRetry
 	r.Attempts = f.retries
-	return images.Options{Platforms: plats, Concurrency: f.concurrency, Jobs: f.jobs, Insecure: f.insecure, Retry: r}, nil
+	return images.Options{Platforms: plats, Concurrency: f.concurrency, Jobs: f.jobs, Insecure: f.insecure, Retry: r, Referrers: refs, Limits: limits}, nil
 }
 
 // imageSyncOptions are image sync's.
@@ -166,51 +179,57 @@ func (o *imageSyncOptions) Run(ctx context.Context) error {
 	}
 	bars := newImageProgress(o.stderr)
 	opts.OnProgress = bars.update
+	opts.OnWait = func(host string, wait time.Duration) {
+		o.log.Info("registry asked to wait (429 Too Many Requests, Retry-After)", "registry", host, "wait", wait)
+	}
 	c := images.NewCopier(opts)
 	tasks, results := c.Expand(ctx, o.rules())
 	results = append(results, c.CopyAll(ctx, tasks, func(r images.Result) {
 		bars.done(r)
-		o.log.Info("image", "source", r.Source, "target", r.Target, "outcome", r.Outcome, "digest", r.Digest, "blobBytes", r.BlobBytes, "retries", r.Retries, "error", r.Error)
+		o.log.Info("image", "source", r.Source, "target", r.Target, "outcome", r.Outcome, "digest", r.Digest, "blobBytes", r.BlobBytes, "retries", r.Retries, "referrers", len(r.Referrers), "error", r.Error)
+		for _, ref := range r.Referrers {
+			o.log.Info("referrer", "image", r.Target, "subject", ref.Subject, "digest", ref.Digest, "artifactType", ref.ArtifactType, "tag", ref.Tag, "outcome", ref.Outcome, "error", ref.Error)
+		}
 	})...)
 	bars.stop()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return printImageResults(o.globals, results)
+	return printImageResults(o.globals, results, c.Registries())
 }
 
 // printImageResults prints one line per image and returns the exit code
 // error: 1 when every image failed, 2 when some did.
-func printImageResults(g *globals, results []images.Result) error {
+func printImageResults(g *globals, results []images.Result, registries []images.RegistryWaits) error {
 	images.SortResults(results)
-	failed := 0
-	var sent, retries int64
+	failed, refs := 0, 0
+	var sent, retries, waits int64
 	for _, r := range results {
 		if r.Outcome == images.Failed {
 			failed++
 		}
 		sent += r.BlobBytes
 		retries += r.Retries
+		waits += r.Waits
+		refs += len(r.Referrers)
 	}
 	if g.output != "table" {
-		if err := printObject(g.stdout, g.output, map[string]any{"images": results, "failed": failed, "blobBytes": sent, "retries": retries}); err != nil {
+		out := map[string]any{"images": results, "failed": failed, "blobBytes": sent, "retries": retries, "referrers": refs, "waits": waits, "registries": registries}
+		if err := printObject(g.stdout, g.output, out); err != nil {
 			return err
 		}
 	} else {
-		tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SOURCE\tTARGET\tRESULT\tDIGEST\tSENT\tRETRIES")
-		for _, r := range results {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.Source, orDash(r.Target), r.Outcome, orDash(r.Digest), humanBytes(r.BlobBytes), r.Retries)
-		}
-		if err := tw.Flush(); err != nil {
+		if err := printImageTable(g, results); err != nil {
 			return err
 		}
-		for _, r := range results {
-			if r.Outcome == images.Failed {
-				fmt.Fprintf(g.stdout, "Error: %s\n", r.Error)
+		fmt.Fprintf(g.stdout, "%d images (%d referrers), %d failed, %s of blobs sent, %d retries\n", len(results), refs, failed, humanBytes(sent), retries)
+		for _, w := range registries {
+			fmt.Fprintf(g.stdout, "Registry %s asked to wait %d times (429 Too Many Requests), %.1fs in all", w.Host, w.Waits, w.WaitSeconds)
+			if w.RateLimitRemaining != "" {
+				fmt.Fprintf(g.stdout, "; its rate limit: %s remaining of %s", w.RateLimitRemaining, w.RateLimit)
 			}
+			fmt.Fprintln(g.stdout)
 		}
-		fmt.Fprintf(g.stdout, "%d images, %d failed, %s of blobs sent, %d retries\n", len(results), failed, humanBytes(sent), retries)
 	}
 	switch {
 	case failed == 0:
@@ -220,6 +239,32 @@ func printImageResults(g *globals, results []images.Result) error {
 	default:
 		return &exitError{code: ExitPartiallyFailed, msg: fmt.Sprintf("image sync partially failed: %d of %d images", failed, len(results))}
 	}
+}
+
+// printImageTable prints one row per image, its referrers under it,
+// then the errors.
+func printImageTable(g *globals, results []images.Result) error {
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tTARGET\tRESULT\tDIGEST\tSENT\tRETRIES")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\n", r.Source, orDash(r.Target), r.Outcome, orDash(r.Digest), humanBytes(r.BlobBytes), r.Retries)
+		for _, ref := range r.Referrers {
+			what := ref.ArtifactType
+			if ref.Tag != "" {
+				what = ref.Tag
+			}
+			fmt.Fprintf(tw, "  referrer %s\t%s\t%s\t%s\t\t\n", orDash(what), "of "+ref.Subject, orDash(string(ref.Outcome)), ref.Digest)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Outcome == images.Failed {
+			fmt.Fprintf(g.stdout, "Error: %s\n", r.Error)
+		}
+	}
+	return nil
 }
 
 // imageModeFlags are the image flags of backup create, restore create and

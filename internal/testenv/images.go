@@ -84,3 +84,12 @@ func (r *Registry) Digest(repoRef string) (v1.Hash, bool) {
 	}
 	return d.Digest, true
 }
+
+// parse parses repoRef relative to the registry.
+func (r *Registry) parse(repoRef string) (name.Reference, error) {
+	ref, err := name.ParseReference(r.Host + "/" + repoRef)
+	if err != nil {
+		return nil, fmt.Errorf("testenv: %s: %w", repoRef, err)
+	}
+	return ref, nil
+}

@@ -21,25 +21,82 @@ func (c *Copier) BundleRecord(ctx context.Context, rec *Record, bundle *Bundle) 
 			return
 		}
 		var it *item
+		var refs []Referrer
 		err = c.again(ctx, &retries, func() error {
-			desc, err := get(ref, c.remoteOptions(ctx, &retries, &sent))
+			opts := c.remoteOptions(ctx, &retries, &sent)
+			desc, err := get(ref, opts)
 			if err != nil {
 				return err
 			}
 			if it, err = c.source(desc); err != nil {
 				return err
 			}
-			if it.idx != nil {
-				return bundle.WriteIndex(ctx, it.idx)
+			if refs, err = c.referrersToCopy(ctx, ir.Reference, ref.Context(), desc.Digest, it, opts); err != nil {
+				return err
 			}
-			return bundle.WriteImage(ctx, it.img)
+			if err := bundle.writeItem(ctx, it); err != nil {
+				return err
+			}
+			return bundle.writeReferrers(ctx, refs, c.openRemote(ref.Context(), opts))
 		})
 		if err != nil {
 			ir.Error = explain(ir.Reference, "source", err).Error()
 			return
 		}
 		ir.Digest, ir.MediaType, ir.Size, ir.Platforms, ir.Bundled = it.digest.String(), it.mediaType, it.size, it.platforms, true
+		ir.Referrers = refs
 	})
+}
+
+func (b *Bundle) writeItem(ctx context.Context, it *item) error {
+	if it.idx != nil {
+		return b.WriteIndex(ctx, it.idx)
+	}
+	return b.WriteImage(ctx, it.img)
+}
+
+// writeReferrers stores each referrer, fetched by open.
+func (b *Bundle) writeReferrers(ctx context.Context, refs []Referrer, open func(Referrer) (artifact, error)) error {
+	for _, r := range refs {
+		a, err := open(r)
+		if err == nil && a.idx != nil {
+			err = b.WriteIndex(ctx, a.idx)
+		} else if err == nil {
+			err = b.WriteImage(ctx, a.img)
+		}
+		if err != nil {
+			return fmt.Errorf("referrer %s (%s) of %s: %w", r.Digest, orType(r.ArtifactType), r.Subject, err)
+		}
+	}
+	return nil
+}
+
+// openBundled opens referrers from the bundle by digest.
+func openBundled(ctx context.Context, b *Bundle) func(Referrer) (artifact, error) {
+	return func(r Referrer) (artifact, error) {
+		h, err := v1.NewHash(r.Digest)
+		if err != nil {
+			return artifact{}, fmt.Errorf("recorded digest %q: %w", r.Digest, err)
+		}
+		if isIndex(r.MediaType) {
+			idx, err := b.Index(ctx, h)
+			return artifact{idx: idx}, err
+		}
+		img, err := b.Image(ctx, h)
+		return artifact{img: img}, err
+	}
+}
+
+// wanted are the bundled referrers of ir that c's filter chooses.
+func (c *Copier) wanted(refs []Referrer) []Referrer {
+	var out []Referrer
+	for _, r := range refs {
+		if c.opts.Referrers.wants(r.ArtifactType) {
+			r.Outcome, r.Error = "", ""
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // PushBundled pushes each bundled image of rec from bundle to the
@@ -69,6 +126,7 @@ func (c *Copier) pushOne(ctx context.Context, ir *ImageRecord, bundle *Bundle, r
 	start := time.Now()
 	res := Result{Source: ir.Reference}
 	var retries, sent atomic.Int64
+	ctx, w := withWaits(ctx)
 	err := c.again(ctx, &retries, func() error {
 		target, changed, err := rw.Rewrite(ir.Reference)
 		if err != nil {
@@ -112,9 +170,11 @@ func (c *Copier) pushOne(ctx context.Context, ir *ImageRecord, bundle *Bundle, r
 		if it.digest != h {
 			return fmt.Errorf("image %s: stored manifest is %s, the backup recorded %s", ir.Reference, it.digest, h)
 		}
-		return c.put(Task{Source: ir.Reference, Target: target}, dst, it, c.remoteOptions(ctx, &retries, &sent), &sent, &res)
+		opts := c.remoteOptions(ctx, &retries, &sent)
+		return c.putWithReferrers(ctx, Task{Source: ir.Reference, Target: target}, dst, it, c.wanted(ir.Referrers), openBundled(ctx, bundle), opts, c.remoteOptions(ctx, &retries, &sent), &sent, &res)
 	})
 	res.Retries, res.BlobBytes, res.Seconds = retries.Load(), sent.Load(), time.Since(start).Seconds()
+	res.Waits, res.WaitSeconds = w.count(), w.seconds()
 	if err != nil {
 		res.Outcome, res.Error = Failed, err.Error()
 	}

@@ -223,6 +223,15 @@ func (b *Bundle) Verify(ctx context.Context, rec *Record) (blobs int, size int64
 		if err := walk(h, isIndex(ir.MediaType)); err != nil {
 			return blobs, size, fmt.Errorf("image %s: %w", ir.Reference, err)
 		}
+		for _, r := range ir.Referrers {
+			rh, err := v1.NewHash(r.Digest)
+			if err != nil {
+				return blobs, size, fmt.Errorf("image %s: referrer %q: %w", ir.Reference, r.Digest, err)
+			}
+			if err := walk(rh, isIndex(r.MediaType)); err != nil {
+				return blobs, size, fmt.Errorf("image %s: referrer %s (%s): %w", ir.Reference, r.Digest, orType(r.ArtifactType), err)
+			}
+		}
 	}
 	return blobs, size, nil
 }

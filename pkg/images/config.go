@@ -126,8 +126,15 @@ func parseSource(s string) (source, error) {
 	return source{repo: repo}, nil
 }
 
+// referrerTag matches the tags that name a digest: cosign's artifacts
+// (sha256-<hex>.sig, .att, .sbom) and the referrers tag schema's index
+// (sha256-<hex>).
+var referrerTag = regexp.MustCompile(`^sha256-[0-9a-f]{64}(\.(sig|att|sbom))?$`)
+
 // Expand turns rules into copy tasks, listing the tags of repositories
-// (all tags, or a tag regex) at their registries. A rule whose tags
+// (all tags, or a tag regex) at their registries. The tags of
+// referrers are not images of their own: they go with their subjects
+// (Options.Referrers). A rule whose tags
 // cannot be listed gives a failed Result naming the repository; the
 // other rules still expand.
 func (c *Copier) Expand(ctx context.Context, rules []Rule) ([]Task, []Result) {
@@ -154,6 +161,9 @@ func (c *Copier) Expand(ctx context.Context, rules []Rule) ([]Task, []Result) {
 				continue
 			}
 			for _, t := range tags {
+				if referrerTag.MatchString(t) {
+					continue // a referrer: it travels with its subject, or not at all
+				}
 				if src.regex == nil || src.regex.MatchString(t) {
 					refs = append(refs, ":"+t)
 				}

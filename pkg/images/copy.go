@@ -48,6 +48,15 @@ type Options struct {
 	// OnProgress, if set, is called as an image's blobs move: bytes
 	// complete of total (total is 0 until known).
 	OnProgress func(t Task, complete, total int64)
+	// Referrers chooses the referrers (signatures, attestations, SBOMs)
+	// that travel with each image; the zero value is all of them.
+	Referrers ReferrerFilter
+	// Limits bound the requests to each registry (by host[:port]); the
+	// entry "*" bounds every registry without its own.
+	Limits map[string]Limit
+	// OnWait, if set, is called when a registry answers 429 with a
+	// Retry-After and ferry waits.
+	OnWait func(host string, wait time.Duration)
 }
 
 // Task is one copy: a source reference (tag or digest) to a target
@@ -79,7 +88,13 @@ type Result struct {
 	Platforms []string `json:"platforms,omitempty"`
 	BlobBytes int64    `json:"blobBytes"`
 	Retries   int64    `json:"retries"`
-	Error     string   `json:"error,omitempty"`
+	// Waits counts the 429 answers whose Retry-After ferry waited out,
+	// and WaitSeconds the time waited.
+	Waits       int64   `json:"waits,omitempty"`
+	WaitSeconds float64 `json:"waitSeconds,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	// Referrers are the image's referrers and what became of each.
+	Referrers []Referrer `json:"referrers,omitempty"`
 	// Seconds is the wall time of this copy.
 	Seconds float64 `json:"seconds"`
 }
@@ -91,7 +106,15 @@ type Result struct {
 type Copier struct {
 	opts   Options
 	base   http.RoundTripper
+	polite *politeTransport
 	mounts mounts
+	// tagLists caches each source repository's sha256- tags (cosign's).
+	tagLists sync.Map
+	// referrersAPI caches whether a registry serves the referrers API.
+	referrersAPI sync.Map
+	// fetched holds the referrers' manifests fetched while finding them,
+	// until the copy takes them ("repo@digest").
+	fetched sync.Map
 }
 
 // NewCopier returns a Copier with opts' defaults filled in.
@@ -131,7 +154,8 @@ func NewCopier(opts Options) *Copier {
 			base = t
 		}
 	}
-	return &Copier{opts: opts, base: &idleTransport{inner: base, idle: opts.IdleTimeout}}
+	polite := newPoliteTransport(&idleTransport{inner: base, idle: opts.IdleTimeout}, opts.Limits, opts.OnWait)
+	return &Copier{opts: opts, base: polite, polite: polite}
 }
 
 // ParseReference parses s, allowing plain HTTP when insecure.
@@ -152,7 +176,16 @@ func ParseReference(s string, insecure bool) (name.Reference, error) {
 func (c *Copier) remoteOptions(ctx context.Context, retries, sent *atomic.Int64) []remote.Option {
 	tr := http.RoundTripper(&countingTransport{inner: c.base, n: sent})
 	o := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(c.opts.Keychain), remote.WithTransport(tr), remote.WithJobs(c.opts.Jobs)}
-	return append(o, c.opts.Retry.options(retries)...)
+	o = append(o, c.opts.Retry.options(retries)...)
+	// One operation's requests share their authenticated transports (one
+	// ping and token per repository, not one per call).
+	if pl, err := remote.NewPuller(o...); err == nil {
+		o = append(o, remote.Reuse(pl))
+	}
+	if ps, err := remote.NewPusher(o...); err == nil {
+		o = append(o, remote.Reuse(ps))
+	}
+	return o
 }
 
 // Describe resolves ref at its registry: digest, media type and, for an
@@ -272,14 +305,32 @@ func (c *Copier) Copy(ctx context.Context, t Task) Result {
 	start := time.Now()
 	res := Result{Source: t.Source, Target: t.Target}
 	var retries, sent atomic.Int64
+	ctx, w := withWaits(ctx)
 	err := c.again(ctx, &retries, func() error { return c.copy(ctx, t, &res, &retries, &sent) })
 	res.Retries, res.BlobBytes = retries.Load(), sent.Load()
+	res.Waits, res.WaitSeconds = w.count(), w.seconds()
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		res.Outcome = Failed
-		res.Error = err.Error()
+		res.Error = err.Error() + c.rateLimitNotes(err, t.Source, t.Target)
 	}
 	return res
+}
+
+// rateLimitNotes adds the Docker Hub limits the registries of refs
+// last answered to an error of a rate-limited copy.
+func (c *Copier) rateLimitNotes(err error, refs ...string) string {
+	var te *transport.Error
+	if !errors.As(err, &te) || te.StatusCode != http.StatusTooManyRequests {
+		return ""
+	}
+	out := ""
+	for _, ref := range refs {
+		if r, perr := name.ParseReference(ref); perr == nil {
+			out += c.rateLimitNote(r.Context().RegistryStr())
+		}
+	}
+	return out
 }
 
 func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *atomic.Int64) error {
@@ -300,7 +351,68 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 	if err != nil {
 		return explain(t.Source, "source", err)
 	}
-	return c.put(t, dst, it, opts, sent, res)
+	refs, err := c.referrersToCopy(ctx, t.Source, src.Context(), desc.Digest, it, opts)
+	if err != nil {
+		return err
+	}
+	// The referrers' requests have transports of their own: sharing the
+	// image's would queue them behind its blobs.
+	refOpts := c.remoteOptions(ctx, retries, sent)
+	return c.putWithReferrers(ctx, t, dst, it, refs, c.openRemote(src.Context(), refOpts), opts, refOpts, sent, res)
+}
+
+// putWithReferrers writes the image and its referrers side by side (a
+// referrer needs nothing of its subject at the registry).
+func (c *Copier) putWithReferrers(ctx context.Context, t Task, dst name.Reference, it *item, refs []Referrer, open func(Referrer) (artifact, error), opts, refOpts []remote.Option, sent *atomic.Int64, res *Result) error {
+	var refErr error
+	var wg sync.WaitGroup
+	if len(refs) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res.Referrers, refErr = c.putReferrers(ctx, dst.Context(), refs, open, refOpts)
+		}()
+	}
+	err := c.put(t, dst, it, opts, sent, res)
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if refErr != nil {
+		return fmt.Errorf("image %s: %w", t.Source, refErr)
+	}
+	return nil
+}
+
+// referrersToCopy finds the referrers of the image fetched as root
+// (it after the platform filter) in repo. A filter that made a new
+// index while referrers name the old one is refused: they would be
+// lost, and a policy that checks signatures would refuse the image.
+func (c *Copier) referrersToCopy(ctx context.Context, image string, repo name.Repository, root v1.Hash, it *item, opts []remote.Option) ([]Referrer, error) {
+	if c.opts.Referrers.None {
+		return nil, nil
+	}
+	subs, err := subjects(it, root)
+	if err != nil {
+		return nil, explain(image, "source", err)
+	}
+	refs, err := c.findReferrers(ctx, repo, subs, opts)
+	if err != nil {
+		return nil, explain(image, "source", err)
+	}
+	if it.digest == root {
+		return refs, nil
+	}
+	n := 0
+	for _, r := range refs {
+		if r.Subject == root.String() {
+			n++
+		}
+	}
+	if n > 0 {
+		return nil, fmt.Errorf("image %s: keeping only some platforms makes a new index, %s instead of %s, and %d referrers (signatures, attestations, SBOMs) name %s: copy the whole index (no platform filter), or leave the referrers behind (referrers none)", image, it.digest, root, n, root)
+	}
+	return refs, nil
 }
 
 // CopyAll copies tasks with c's concurrency. Results come back in the
@@ -361,6 +473,8 @@ func explain(ref, side string, err error) error {
 		reason = "access denied: check the credentials (docker config file or credential helper)"
 	case errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
 		reason = "not found"
+	case errors.As(err, &te) && te.StatusCode == http.StatusTooManyRequests:
+		reason = "rate limited: the registry answered 429 Too Many Requests after every retry"
 	case strings.Contains(err.Error(), "is damaged"):
 		reason = "damaged: stored content does not hash to its digest"
 	case strings.Contains(err.Error(), "does not match"), strings.Contains(err.Error(), "error verifying sha256 checksum"):

@@ -43,6 +43,22 @@ func (c *Copier) source(desc *remote.Descriptor) (*item, error) {
 	return imageItem(img)
 }
 
+// unfiltered turns a fetched descriptor into an item as it is.
+func unfiltered(desc *remote.Descriptor) (*item, error) {
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return nil, err
+		}
+		return indexItem(idx)
+	}
+	img, err := desc.Image()
+	if err != nil {
+		return nil, err
+	}
+	return imageItem(img)
+}
+
 func indexItem(idx v1.ImageIndex) (*item, error) {
 	it := &item{idx: idx}
 	var err error
@@ -116,6 +132,17 @@ func (c *Copier) put(t Task, dst name.Reference, it *item, opts []remote.Option,
 		return fmt.Errorf("%s: %w", t.Source, explain(t.Target, "target", err))
 	}
 	c.mounts.rememberAll(repo, it)
+	if _, ok := dst.(name.Tag); ok {
+		// Signatures name the digest: a registry that stored the manifest
+		// under another one (it converted it) fails the copy.
+		head, err := remote.Head(dst, opts...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.Source, explain(t.Target, "target", err))
+		}
+		if head.Digest != it.digest {
+			return fmt.Errorf("copy %s: the target registry names %s %s, not %s: it changed the manifest, and signatures and digest references name %s", t.Source, t.Target, head.Digest, it.digest, it.digest)
+		}
+	}
 	res.Outcome = Copied
 	return nil
 }

@@ -49,8 +49,26 @@ type ImageRecord struct {
 	Platforms []string `json:"platforms,omitempty"`
 	UsedBy    []Use    `json:"usedBy"`
 	Copy      *Result  `json:"copy,omitempty"`
-	Bundled   bool     `json:"bundled,omitempty"`
-	Error     string   `json:"error,omitempty"`
+	// Referrers are the referrers bundled with the image (mode bundle).
+	Referrers []Referrer `json:"referrers,omitempty"`
+	Bundled   bool       `json:"bundled,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
+// Referrers maps each image's digest to the referrers that travelled
+// with it: those bundled (mode bundle) or copied (mode copy).
+func (r *Record) Referrers() map[string][]Referrer {
+	out := map[string][]Referrer{}
+	for _, ir := range r.Images {
+		refs := ir.Referrers
+		if ir.Copy != nil {
+			refs = ir.Copy.Referrers
+		}
+		if len(refs) > 0 && ir.Digest != "" {
+			out[ir.Digest] = refs
+		}
+	}
+	return out
 }
 
 // Failed counts the images with an error, plus malformed references.

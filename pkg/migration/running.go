@@ -47,6 +47,7 @@ func checkRunning(ctx context.Context, target *kube.Cluster, loc *store.Location
 			for _, d := range rec.Digests() {
 				o.Digests[d] = true
 			}
+			o.Referrers = rec.Referrers()
 		}
 	}
 	r := running.Check(ctx, target, running.Objects(v.Items), o)

@@ -127,6 +127,13 @@ func imageArtifacts(rec *images.Record) []report.Artifact {
 			}
 			a.Message += fmt.Sprintf("used by %d container(s)", len(im.UsedBy))
 		}
+		if refs := rec.Referrers()[im.Digest]; len(refs) > 0 && im.Error == "" {
+			ds := make([]string, len(refs))
+			for i, r := range refs {
+				ds[i] = r.Digest
+			}
+			a.Message += fmt.Sprintf("; %d referrers (signatures, attestations, SBOMs): %s", len(refs), strings.Join(ds, ", "))
+		}
 		out = append(out, a)
 	}
 	for _, m := range rec.Malformed {

@@ -3,6 +3,7 @@ package running
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -20,6 +21,9 @@ import (
 // ImageResolver resolves an image reference at its registry: images.Copier.
 type ImageResolver interface {
 	Describe(ctx context.Context, ref string) (*remote.Descriptor, []string, error)
+	// ReferrersOf lists the referrers of ref's manifest (and of an
+	// index's manifests) at its registry.
+	ReferrersOf(ctx context.Context, ref string) ([]images.Referrer, error)
 }
 
 var _ ImageResolver = (*images.Copier)(nil)
@@ -33,7 +37,7 @@ const imageTimeout = 30 * time.Second
 // not among those the backup recorded (when it recorded any) has changed.
 // A registry that cannot be reached from here is said, not counted as a
 // failure: the workload's own row says whether the nodes pulled it.
-func checkImages(ctx context.Context, r ImageResolver, recorded map[string]bool, states []state) []report.Check {
+func checkImages(ctx context.Context, r ImageResolver, recorded map[string]bool, referrers map[string][]images.Referrer, states []state) []report.Check {
 	users := map[string][]string{}
 	for _, s := range states {
 		if s.skip || s.spec == nil {
@@ -56,7 +60,11 @@ func checkImages(ctx context.Context, r ImageResolver, recorded map[string]bool,
 	sort.Strings(refs)
 	var out []report.Check
 	for _, ref := range refs {
-		out = append(out, checkImage(ctx, r, recorded, ref, users[ref]))
+		ch := checkImage(ctx, r, recorded, ref, users[ref])
+		if ch.OK && ch.Outcome == "present" && len(referrers[ch.Detail]) > 0 {
+			checkReferrers(ctx, r, ref, referrers[ch.Detail], &ch)
+		}
+		out = append(out, ch)
 	}
 	return out
 }
@@ -92,6 +100,49 @@ func checkImage(ctx context.Context, r ImageResolver, recorded map[string]bool, 
 		ch.OK, ch.Outcome, ch.Reason, ch.Message = true, "not checked", "Unreachable", err.Error()+"; "+usedBy
 	}
 	return ch
+}
+
+// checkReferrers compares the referrers (signatures, attestations,
+// SBOMs) that travelled with an image with those its registry lists:
+// one missing fails the check, as a policy that checks signatures would
+// refuse the image's pods.
+func checkReferrers(ctx context.Context, r ImageResolver, ref string, want []images.Referrer, ch *report.Check) {
+	ictx, cancel := context.WithTimeout(ctx, imageTimeout)
+	defer cancel()
+	got, err := r.ReferrersOf(ictx, ref)
+	if err != nil {
+		ch.OK, ch.Outcome, ch.Reason = false, "referrers not listed", "ReferrersUnreadable"
+		ch.Message = fmt.Sprintf("its %d referrers could not be listed: %v; %s", len(want), err, ch.Message)
+		return
+	}
+	have := map[string]bool{}
+	for _, g := range got {
+		have[g.Digest] = true
+	}
+	var missing, present []string
+	for _, w := range want {
+		if have[w.Digest] {
+			present = append(present, w.Digest)
+		} else {
+			missing = append(missing, fmt.Sprintf("%s (%s of %s)", w.Digest, referrerKind(w), w.Subject))
+		}
+	}
+	if len(missing) > 0 {
+		ch.OK, ch.Outcome, ch.Reason = false, "referrers missing", "ReferrersMissing"
+		ch.Message = fmt.Sprintf("%d of the %d referrers (signatures, attestations, SBOMs) that travelled with it are not in the registry: %s; a policy that checks signatures refuses its pods; %s", len(missing), len(want), strings.Join(missing, ", "), ch.Message)
+		return
+	}
+	ch.Message = fmt.Sprintf("%d referrers present: %s; %s", len(present), strings.Join(present, ", "), ch.Message)
+}
+
+func referrerKind(r images.Referrer) string {
+	if r.Tag != "" {
+		return "tag " + r.Tag
+	}
+	if r.ArtifactType != "" {
+		return r.ArtifactType
+	}
+	return r.MediaType
 }
 
 func hasCode(te *transport.Error, codes ...transport.ErrorCode) bool {

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 )
@@ -81,7 +82,10 @@ type Options struct {
 	// Digests are the digests the backup recorded for its images: an
 	// image whose registry names another digest is reported.
 	Digests map[string]bool
-	Log     *slog.Logger
+	// Referrers are the referrers that travelled with each image, by the
+	// image's digest: each must be listed at the image's registry.
+	Referrers map[string][]images.Referrer
+	Log       *slog.Logger
 }
 
 // state is what one look found about one object.
@@ -159,7 +163,7 @@ func Check(ctx context.Context, cl *kube.Cluster, objs []Object, o Options) *rep
 	}
 	waited := time.Since(start).Seconds()
 	if o.Images != nil {
-		checks = append(checks, checkImages(ctx, o.Images, o.Digests, states)...)
+		checks = append(checks, checkImages(ctx, o.Images, o.Digests, o.Referrers, states)...)
 	}
 	r := report.NewRunning(checks)
 	r.Waited, r.Ready = waited, ready

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/kubeferry/ferry/pkg/images"
 	"github.com/kubeferry/ferry/pkg/kube"
 	"github.com/kubeferry/ferry/pkg/report"
 )
@@ -174,6 +175,17 @@ func TestObjects(t *testing.T) {
 
 type resolver map[string]string // ref -> digest; missing: not found
 
+// ReferrersOf lists a referrer "sha256:aaa…" of every image but those
+// whose reference holds "unsigned".
+func (r resolver) ReferrersOf(_ context.Context, ref string) ([]images.Referrer, error) {
+	if strings.Contains(ref, "unsigned") {
+		return nil, nil
+	}
+	return []images.Referrer{{Subject: r[ref], Digest: signature}}, nil
+}
+
+const signature = "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+
 func (r resolver) Describe(_ context.Context, ref string) (*remote.Descriptor, []string, error) {
 	d, ok := r[ref]
 	if !ok {
@@ -195,15 +207,21 @@ func TestCheckImages(t *testing.T) {
 		Spec: corev1.PodSpec{InitContainers: []corev1.Container{{Name: "ferry-restore-wait", Image: "reg.example/ferry:1"}},
 			Containers: []corev1.Container{{Name: "c", Image: "reg.example/cache:1"}}},
 		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}}
-	objs := []Object{{"deployments.apps", "app", "web"}, {"deployments.apps", "app", "ok"}, {"pods", "app", "cache"}}
-	cl := &kube.Cluster{Typed: fake.NewClientset(node(), deploy("web", 1), deploy("ok", 1), p)}
+	objs := []Object{{"deployments.apps", "app", "web"}, {"deployments.apps", "app", "ok"}, {"deployments.apps", "app", "unsigned"}, {"pods", "app", "cache"}}
+	cl := &kube.Cluster{Typed: fake.NewClientset(node(), deploy("web", 1), deploy("ok", 1), deploy("unsigned", 1), p)}
 	r := Check(context.Background(), cl, objs, Options{Timeout: time.Millisecond, Poll: time.Millisecond,
-		Images: resolver{"reg.example/ok:1": good, "reg.example/cache:1": other}, Digests: map[string]bool{good: true}})
+		Images: resolver{"reg.example/ok:1": good, "reg.example/cache:1": other, "reg.example/unsigned:1": good}, Digests: map[string]bool{good: true},
+		Referrers: map[string][]images.Referrer{good: {{Subject: good, Digest: signature, Tag: "sha256-1111.sig"}}}})
 	if c := row(t, r, "reg.example/web:1"); c.OK || c.Outcome != "missing" || !strings.Contains(c.Message, "used by Deployment app/web") {
 		t.Errorf("absent image: %+v", c)
 	}
-	if c := row(t, r, "reg.example/ok:1"); !c.OK || c.Detail != good {
+	if c := row(t, r, "reg.example/ok:1"); !c.OK || c.Detail != good || !strings.Contains(c.Message, "1 referrers present: "+signature) {
 		t.Errorf("present image: %+v", c)
+	}
+	// The same image under a name whose registry lists no referrer: the
+	// signature that travelled with it is missing.
+	if c := row(t, r, "reg.example/unsigned:1"); c.OK || c.Reason != "ReferrersMissing" || !strings.Contains(c.Message, signature+" (tag sha256-1111.sig of "+good+")") {
+		t.Errorf("an image whose signature is missing: %+v", c)
 	}
 	if c := row(t, r, "reg.example/cache:1"); c.OK || c.Reason != "DigestNotRecorded" {
 		t.Errorf("an image whose digest the backup did not record: %+v", c)
@@ -213,7 +231,7 @@ func TestCheckImages(t *testing.T) {
 			t.Errorf("ferry's restore-wait image is checked: %+v", c)
 		}
 	}
-	if r.Counts.Images != 3 || r.Counts.ImagesPresent != 1 {
+	if r.Counts.Images != 4 || r.Counts.ImagesPresent != 1 {
 		t.Errorf("counts %+v", r.Counts)
 	}
 }
