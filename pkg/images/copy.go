@@ -115,6 +115,10 @@ type Copier struct {
 	// fetched holds the referrers' manifests fetched while finding them,
 	// until the copy takes them ("repo@digest").
 	fetched sync.Map
+	// subjectLocks serializes the writes of the OCI referrers of one
+	// subject in one target repository across the images of a run
+	// ("repo@digest" -> *sync.Mutex).
+	subjectLocks sync.Map
 }
 
 // NewCopier returns a Copier with opts' defaults filled in.
@@ -358,6 +362,11 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 	// The referrers' requests have transports of their own: sharing the
 	// image's would queue them behind its blobs.
 	refOpts := c.remoteOptions(ctx, retries, sent)
+	defer func() {
+		for _, r := range refs { // those the target had were not taken
+			c.fetched.Delete(src.Context().Digest(r.Digest).String())
+		}
+	}()
 	return c.putWithReferrers(ctx, t, dst, it, refs, c.openRemote(src.Context(), refOpts), opts, refOpts, sent, res)
 }
 

@@ -438,10 +438,6 @@ func orType(t string) string {
 	return t
 }
 
-// subjectLocks serializes the writes of referrers of one subject in one
-// target repository across the images of a run.
-var subjectLocks sync.Map // "repo@digest" -> *sync.Mutex
-
 func (c *Copier) putReferrer(ctx context.Context, dst name.Repository, r *Referrer, open func(Referrer) (artifact, error), l *listings, opts []remote.Option) error {
 	var ref name.Reference = dst.Digest(r.Digest)
 	if r.Tag != "" {
@@ -465,9 +461,13 @@ func (c *Copier) putReferrer(ctx context.Context, dst name.Repository, r *Referr
 	if err != nil {
 		return err
 	}
-	mu, _ := subjectLocks.LoadOrStore(dst.String()+"@"+r.Subject, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
+	if r.Tag == "" {
+		// The tag schema's index of the subject is read, changed and
+		// written back: one writer at a time.
+		mu, _ := c.subjectLocks.LoadOrStore(dst.String()+"@"+r.Subject, &sync.Mutex{})
+		mu.(*sync.Mutex).Lock()
+		defer mu.(*sync.Mutex).Unlock()
+	}
 	if a.idx != nil {
 		err = remote.WriteIndex(ref, a.idx, opts...)
 	} else {
