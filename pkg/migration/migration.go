@@ -306,6 +306,31 @@ func VerifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Locatio
 	return verifyRestore(ctx, target, loc, ropts, b, rs, onProgress, nil)
 }
 
+// timings are a verification's steps (the backup's and the restore's
+// own timestamps, when given, then verified) and, with a pre-flight's
+// estimate, a copy of it with each step's actual time.
+func timings(b *v1alpha1.Backup, rs *v1alpha1.Restore, verified report.Timing, est *report.Estimate) ([]report.Timing, *report.Estimate) {
+	var t []report.Timing
+	if b != nil {
+		if s, e := b.Status.StartTimestamp, b.Status.CompletionTimestamp; s != nil && e != nil {
+			t = append(t, report.NewTiming("backup", s.Time, e.Time))
+		}
+	}
+	if rs != nil {
+		if s, e := rs.Status.StartTimestamp, rs.Status.CompletionTimestamp; s != nil && e != nil {
+			t = append(t, report.NewTiming("restore", s.Time, e.Time))
+		}
+	}
+	t = append(t, verified)
+	if est == nil {
+		return t, nil
+	}
+	e := *est
+	e.Parts = append([]report.EstimatePart(nil), est.Parts...)
+	e.SetActual(t)
+	return t, &e
+}
+
 // verifyRestore is VerifyRestore with a pre-flight's estimate (nil: none),
 // shown against the actual times.
 func verifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Location, ropts restore.Options, b *v1alpha1.Backup, rs *v1alpha1.Restore, onProgress func(done, total int), est *report.Estimate) (*report.Verification, error) {
@@ -318,24 +343,7 @@ func verifyRestore(ctx context.Context, target *kube.Cluster, loc *store.Locatio
 	v.Restore = ropts.Name
 	v.Running = checkRunning(ctx, target, loc, ropts, b, v)
 	verified := report.NewTiming("verify", start, time.Now()) // the objects compared, then the runtime checks
-	var t []report.Timing
-	if b != nil {
-		if s, e := b.Status.StartTimestamp, b.Status.CompletionTimestamp; s != nil && e != nil {
-			t = append(t, report.NewTiming("backup", s.Time, e.Time))
-		}
-	}
-	if rs != nil {
-		if s, e := rs.Status.StartTimestamp, rs.Status.CompletionTimestamp; s != nil && e != nil {
-			t = append(t, report.NewTiming("restore", s.Time, e.Time))
-		}
-	}
-	v.Timings = append(t, verified)
-	if est != nil {
-		e := *est
-		e.Parts = append([]report.EstimatePart(nil), est.Parts...)
-		e.SetActual(t)
-		v.Estimate = &e
-	}
+	v.Timings, v.Estimate = timings(b, rs, verified, est)
 	jsonKey, htmlKey := ReportKeys(ropts.Name)
 	if err := put(ctx, loc, jsonKey, v.WriteJSON); err != nil {
 		return v, fmt.Errorf("keeping the report in the location: %w", err)

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
 	"github.com/kubeferry/ferry/pkg/report"
@@ -70,5 +73,35 @@ func TestVerifyAndRecordSkips(t *testing.T) {
 		if err := VerifyAndRecord(context.Background(), nil, nil, restore.Options{}, rs, nil); err != nil || rs.Status.Verification != nil {
 			t.Errorf("%+v: %v, verification %+v; want skipped", rs.Status, err, rs.Status.Verification)
 		}
+	}
+}
+
+// TestTimingsEstimateVerify: the estimate's verify part gets the
+// verification's own time (found by TestCorpusMigration: after the
+// verify step came to cover the runtime checks, its part had no actual).
+func TestTimingsEstimateVerify(t *testing.T) {
+	at := func(s int) *metav1.Time {
+		tm := metav1.NewTime(time.Date(2026, 12, 5, 10, 0, s, 0, time.UTC))
+		return &tm
+	}
+	b := &v1alpha1.Backup{Status: v1alpha1.BackupStatus{StartTimestamp: at(0), CompletionTimestamp: at(4)}}
+	rs := &v1alpha1.Restore{Status: v1alpha1.RestoreStatus{StartTimestamp: at(5), CompletionTimestamp: at(15)}}
+	verified := report.NewTiming("verify", at(16).Time, at(19).Time)
+	est := &report.Estimate{Parts: []report.EstimatePart{{Step: "backup", Seconds: 3}, {Step: "restore", Seconds: 9}, {Step: "verify", Seconds: 2}}}
+	ts, e := timings(b, rs, verified, est)
+	if len(ts) != 3 || ts[2].Phase != "verify" {
+		t.Fatalf("timings %+v", ts)
+	}
+	want := map[string]float64{"backup": 4, "restore": 10, "verify": 3}
+	for _, p := range e.Parts {
+		if p.Actual != want[p.Step] {
+			t.Errorf("part %s: actual %v, want %v", p.Step, p.Actual, want[p.Step])
+		}
+	}
+	if e.Actual != 17 || est.Parts[2].Actual != 0 {
+		t.Errorf("estimate actual %v (want 17); the pre-flight's own estimate changed: %+v", e.Actual, est.Parts)
+	}
+	if ts, e := timings(nil, nil, verified, nil); len(ts) != 1 || e != nil {
+		t.Errorf("without backup, restore or estimate: %+v %+v", ts, e)
 	}
 }
