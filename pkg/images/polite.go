@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sort"
 	"strconv"
@@ -17,8 +18,8 @@ import (
 
 // Limit bounds the requests ferry makes to one registry.
 type Limit struct {
-	// Concurrency is the number of requests in flight at once, a blob
-	// download or upload counting until its body is done (0: no bound).
+	// Concurrency is the number of requests in flight at once, each
+	// until its answer's headers arrive (0: no bound).
 	Concurrency int `json:"concurrency,omitempty"`
 	// QPS is the number of requests started per second (0: no bound).
 	QPS float64 `json:"qps,omitempty"`
@@ -41,9 +42,9 @@ func ParseLimits(entries []string) (map[string]Limit, error) {
 				return nil, fmt.Errorf("%q: concurrency %q: want a whole number of at least 1", e, conc)
 			}
 		}
-		if qps != "" {
-			if l.QPS, err = strconv.ParseFloat(qps, 64); err != nil || l.QPS <= 0 {
-				return nil, fmt.Errorf("%q: requests per second %q: want a number above 0", e, qps)
+		if qps != "" || strings.HasSuffix(spec, "/") {
+			if l.QPS, err = strconv.ParseFloat(qps, 64); err != nil || !(l.QPS >= 0.01) || math.IsInf(l.QPS, 0) {
+				return nil, fmt.Errorf("%q: requests per second %q: want a number of at least 0.01", e, qps)
 			}
 		}
 		if _, dup := out[host]; dup {
@@ -122,16 +123,19 @@ func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			release()
 			return nil, err
 		}
+		// The slot is the request's until its answer's headers: a body left
+		// unread or unclosed by a caller (a retried error's) holds none.
+		release()
 		h.remember(resp.Header)
 		wait, ok := retryAfter(resp.Header, time.Now())
+		if resp.StatusCode == http.StatusTooManyRequests && ok && wait <= maxRetryAfter {
+			h.pause(wait) // every request to the registry waits, even one not sent again
+		}
 		if resp.StatusCode != http.StatusTooManyRequests || !ok || wait > maxRetryAfter || try >= maxRetryAfterTries || (req.Body != nil && req.GetBody == nil) {
-			resp.Body = &releaseBody{ReadCloser: resp.Body, release: release}
 			return resp, nil
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
-		release()
-		h.pause(wait)
 		if w := waitsFrom(req.Context()); w != nil {
 			w.add(wait)
 		}
@@ -212,18 +216,6 @@ func retryAfter(hdr http.Header, now time.Time) (time.Duration, bool) {
 		return 0, true
 	}
 	return 0, false
-}
-
-// releaseBody frees the request's slot when its body is closed.
-type releaseBody struct {
-	io.ReadCloser
-	release func()
-}
-
-func (b *releaseBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.release()
-	return err
 }
 
 // RegistryWaits is what one registry asked of ferry in a run.

@@ -98,6 +98,9 @@ func (f ReferrerFilter) String() string {
 	return strings.Join(f.Types, ",")
 }
 
+// Wants reports whether the filter chooses referrers of artifactType.
+func (f ReferrerFilter) Wants(artifactType string) bool { return f.wants(artifactType) }
+
 func (f ReferrerFilter) wants(artifactType string) bool {
 	if f.None {
 		return false
@@ -212,6 +215,9 @@ func sha256Tags(ctx context.Context, repo name.Repository, opts []remote.Option)
 	if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
 		return map[string]bool{}, nil
 	}
+	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
+		return nil, nil // may pull, not list: each subject's tags are asked for
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -244,13 +250,18 @@ func (c *Copier) referrersOf(ctx context.Context, repo name.Repository, h v1.Has
 		if im, err = idx.IndexManifest(); err != nil {
 			return nil, err
 		}
-	case tags["sha256-"+h.Hex]:
+	case tags == nil || tags["sha256-"+h.Hex]:
 		idx, err := remote.Index(repo.Tag("sha256-"+h.Hex), opts...)
-		if err != nil {
+		var te *transport.Error
+		switch {
+		case tags == nil && errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
+			im = &v1.IndexManifest{} // none (the tags could not be listed)
+		case err != nil:
 			return nil, fmt.Errorf("the referrers tag schema's index sha256-%s: %w", h.Hex, err)
-		}
-		if im, err = idx.IndexManifest(); err != nil {
-			return nil, err
+		default:
+			if im, err = idx.IndexManifest(); err != nil {
+				return nil, err
+			}
 		}
 	default:
 		im = &v1.IndexManifest{}
@@ -260,10 +271,14 @@ func (c *Copier) referrersOf(ctx context.Context, repo name.Repository, h v1.Has
 	}
 	for _, suffix := range cosignSuffixes {
 		tag := "sha256-" + h.Hex + "." + suffix
-		if !tags[tag] {
+		if tags != nil && !tags[tag] {
 			continue
 		}
 		desc, err := remote.Get(repo.Tag(tag), opts...)
+		var te *transport.Error
+		if tags == nil && errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+			continue // no such tag (the tags could not be listed)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("tag %s: %w", tag, err)
 		}
@@ -443,7 +458,11 @@ func (c *Copier) putReferrer(ctx context.Context, dst name.Repository, r *Referr
 	if r.Tag != "" {
 		ref = dst.Tag(r.Tag)
 	}
-	if head, err := remote.Head(ref, opts...); err == nil && head.Digest.String() == r.Digest {
+	head, herr := remote.Head(ref, opts...)
+	if herr == nil && r.Tag != "" && head.Digest.String() != r.Digest {
+		return fmt.Errorf("the target's tag %s names its own %s: not overwritten (it may be the target's own signature); remove it to copy the source's", r.Tag, head.Digest)
+	}
+	if herr == nil && head.Digest.String() == r.Digest {
 		if r.Tag != "" {
 			r.Outcome = Present
 			return nil
@@ -487,7 +506,7 @@ func checkReferrer(ctx context.Context, dst name.Repository, r *Referrer, l *lis
 	if r.Tag != "" {
 		ref = dst.Tag(r.Tag)
 	}
-	head, err := remote.Head(ref, append(opts, remote.WithContext(ctx))...)
+	head, err := remote.Head(ref, append(append([]remote.Option(nil), opts...), remote.WithContext(ctx))...)
 	if err != nil {
 		return fmt.Errorf("not at the target after the copy: %w", err)
 	}

@@ -47,7 +47,15 @@ func checkRunning(ctx context.Context, target *kube.Cluster, loc *store.Location
 			for _, d := range rec.Digests() {
 				o.Digests[d] = true
 			}
-			o.Referrers = rec.Referrers()
+			// What the restore's referrer filter chose: the check lists with it.
+			o.Referrers = map[string][]images.Referrer{}
+			for d, refs := range rec.Referrers() {
+				for _, r := range refs {
+					if ropts.Images.Referrers.Wants(r.ArtifactType) {
+						o.Referrers[d] = append(o.Referrers[d], r)
+					}
+				}
+			}
 		}
 	}
 	r := running.Check(ctx, target, running.Objects(v.Items), o)
