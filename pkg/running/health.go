@@ -133,9 +133,14 @@ func job(ctx context.Context, cl *kube.Cluster, s *state) error {
 		}
 	}
 	// Its pods succeeded, and the controller has not written its
-	// condition yet.
-	if want := replicas(j.Spec.Completions); j.Status.Failed == 0 && j.Status.Active == 0 && j.Status.Succeeded >= want {
-		s.ok, s.outcome, s.detail = true, "complete", fmt.Sprintf("%d succeeded", j.Status.Succeeded)
+	// condition yet; a pod it has seen finish and not yet counted (its
+	// finalizer still on) counts.
+	succeeded := j.Status.Succeeded
+	if u := j.Status.UncountedTerminatedPods; u != nil {
+		succeeded += int32(len(u.Succeeded))
+	}
+	if want := replicas(j.Spec.Completions); j.Status.Failed == 0 && j.Status.Active == 0 && succeeded >= want {
+		s.ok, s.outcome, s.detail = true, "complete", fmt.Sprintf("%d succeeded", succeeded)
 		return nil
 	}
 	if j.Spec.Suspend != nil && *j.Spec.Suspend {
@@ -149,8 +154,9 @@ func job(ctx context.Context, cl *kube.Cluster, s *state) error {
 		return nil
 	}
 	// A pod of it finished and the controller has not counted it yet
-	// (still active, no longer ready): it ran.
-	if j.Status.Active > 0 && finishedPod(ctx, cl, j.Namespace, s.pods) {
+	// (still active and no longer ready, or neither active nor counted):
+	// it ran.
+	if finishedPod(ctx, cl, j.Namespace, s.pods) {
 		s.ok, s.outcome = true, "running"
 		s.detail += "; a pod succeeded, not counted by the Job controller yet"
 	}
