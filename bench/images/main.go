@@ -66,6 +66,7 @@ type options struct {
 	concurrency                    int
 	ferry, out                     string
 	signed, attest                 bool
+	ferryArgs                      string
 }
 
 // Sample is one timed run of one tool.
@@ -78,6 +79,11 @@ type Sample struct {
 	// SignaturesRewritten counts the .sig tags whose manifest arrived
 	// under another digest.
 	SignaturesRewritten int `json:"signaturesRewritten"`
+	// CPUSeconds is the tool's processor time (user and system), and
+	// RegistryCPUSeconds the two registries' during its run: all of it
+	// on the same cores.
+	CPUSeconds         float64 `json:"cpuSeconds"`
+	RegistryCPUSeconds float64 `json:"registryCPUSeconds"`
 }
 
 // Result is the whole benchmark.
@@ -111,6 +117,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "JSON result file (default <repo>/bench/results/images.json)")
 	flag.BoolVar(&o.signed, "signed", true, "sign every image (a cosign .sig tag), which both tools copy (skopeo with use-sigstore-attachments)")
 	flag.BoolVar(&o.attest, "attest", false, "with -signed, attest every image too (a cosign .att tag), which only ferry copies")
+	flag.StringVar(&o.ferryArgs, "ferry-args", "", "more flags for ferry image sync, space-separated (e.g. \"--image-jobs 8\")")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		benchutil.Logf(prog, "error: %v", err)
@@ -275,7 +282,7 @@ func run(ctx context.Context, o options) error {
 			for _, r := range repos {
 				fmt.Fprintf(&b, "  %s/%s:1: %s/%s\n", src.Host, r, dst.Host, r)
 			}
-			args = []string{"image", "sync", "--config", cfg, "--concurrency", fmt.Sprint(o.concurrency), "-o", "json"}
+			args = append([]string{"image", "sync", "--config", cfg, "--concurrency", fmt.Sprint(o.concurrency), "-o", "json"}, strings.Fields(o.ferryArgs)...)
 		} else {
 			fmt.Fprintf(&b, "%s:\n  tls-verify: false\n  images:\n", src.Host)
 			for _, r := range repos {
@@ -287,7 +294,10 @@ func run(ctx context.Context, o options) error {
 		if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
 			return Sample{}, err
 		}
-		stdout, stderr, wall, rss, code, err := benchutil.Child(ctx, bin, args...)
+		srcCPU := src.CPU()
+		u, err := benchutil.ChildUsage(ctx, bin, args...)
+		stdout, stderr, wall, rss, code := u.Stdout, u.Stderr, u.Wall, u.RSSMiB, u.Code
+		regCPU := src.CPU() - srcCPU + dst.CPU()
 		if err != nil || code != 0 {
 			return Sample{}, fmt.Errorf("%s: exit %d: %v\n%s\n%s", tool, code, err, benchutil.Tail(string(stdout), 2000), benchutil.Tail(string(stderr), 2000))
 		}
@@ -314,8 +324,9 @@ func run(ctx context.Context, o options) error {
 				changed++
 			}
 		}
-		s := Sample{Tool: tool, Round: round, Seconds: wall.Seconds(), MiBps: mib / wall.Seconds(), RSSMiB: rss, SignaturesRewritten: changed}
-		benchutil.Logf(prog, "round %d %-6s %6.2fs %6.1f MiB/s, peak RSS %.0f MiB", round, tool, s.Seconds, s.MiBps, rss)
+		s := Sample{Tool: tool, Round: round, Seconds: wall.Seconds(), MiBps: mib / wall.Seconds(), RSSMiB: rss, SignaturesRewritten: changed,
+			CPUSeconds: u.CPU.Seconds(), RegistryCPUSeconds: regCPU.Seconds()}
+		benchutil.Logf(prog, "round %d %-6s %6.2fs %6.1f MiB/s, peak RSS %.0f MiB, CPU %.2fs (registries %.2fs)", round, tool, s.Seconds, s.MiBps, rss, s.CPUSeconds, s.RegistryCPUSeconds)
 		return s, nil
 	}
 	var ferryT, skopeoT []float64

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -221,4 +223,30 @@ func (r *Registry) BlobPath(hex string) string {
 func (r *Registry) Stop() error {
 	r.stopOnce.Do(func() { r.stopErr = stopProcess("registry", r.cmd, r.done, r.tmp) })
 	return r.stopErr
+}
+
+// CPU is the processor time (user and system) the registry process has
+// used so far, from /proc (0 when it cannot be read): benchmarks count
+// what the registries on the same cores cost.
+func (r *Registry) CPU() time.Duration {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return 0
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	// pid (comm) state ppid … utime stime: the 14th and 15th fields, in
+	// clock ticks of 1/100 s (USER_HZ).
+	end := strings.LastIndexByte(string(stat), ')')
+	if end < 0 {
+		return 0
+	}
+	f := strings.Fields(string(stat[end+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }

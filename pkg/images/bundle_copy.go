@@ -171,7 +171,7 @@ func (c *Copier) pushOne(ctx context.Context, ir *ImageRecord, bundle *Bundle, r
 			return fmt.Errorf("image %s: stored manifest is %s, the backup recorded %s", ir.Reference, it.digest, h)
 		}
 		opts := c.remoteOptions(ctx, &retries, &sent)
-		return c.putWithReferrers(ctx, Task{Source: ir.Reference, Target: target}, dst, it, c.wanted(ir.Referrers), openBundled(ctx, bundle), opts, c.remoteOptions(ctx, &retries, &sent), &sent, &res)
+		return c.putWithReferrers(ctx, Task{Source: ir.Reference, Target: target}, dst, it, func() ([]Referrer, error) { return c.wanted(ir.Referrers), nil }, openBundled(ctx, bundle), opts, c.remoteOptions(ctx, &retries, &sent), &sent, &res)
 	})
 	res.Retries, res.BlobBytes, res.Seconds = retries.Load(), sent.Load(), time.Since(start).Seconds()
 	res.Waits, res.WaitSeconds = w.count(), w.seconds()

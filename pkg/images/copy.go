@@ -347,6 +347,11 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 		return fmt.Errorf("copy %s: target: %w", t.Source, err)
 	}
 	opts := c.remoteOptions(ctx, retries, sent)
+	if !c.opts.Referrers.None {
+		// The repository's tags (cosign's) are listed while its manifest
+		// is fetched.
+		go func() { _, _ = c.sha256Tags(ctx, src.Context(), opts) }()
+	}
 	desc, err := get(src, opts)
 	if err != nil {
 		return explain(t.Source, "source", err)
@@ -355,9 +360,20 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 	if err != nil {
 		return explain(t.Source, "source", err)
 	}
-	refs, err := c.referrersToCopy(ctx, t.Source, src.Context(), desc.Digest, it, opts)
-	if err != nil {
-		return err
+	var refs []Referrer
+	find := func() ([]Referrer, error) {
+		var err error
+		refs, err = c.referrersToCopy(ctx, t.Source, src.Context(), desc.Digest, it, opts)
+		return refs, err
+	}
+	if it.digest != desc.Digest {
+		// A platform filter made a new index: the referrers decide whether
+		// it may be written at all.
+		if _, err := find(); err != nil {
+			return err
+		}
+		found := refs
+		find = func() ([]Referrer, error) { return found, nil }
 	}
 	// The referrers' requests have transports of their own: sharing the
 	// image's would queue them behind its blobs.
@@ -367,30 +383,36 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 			c.fetched.Delete(src.Context().Digest(r.Digest).String())
 		}
 	}()
-	return c.putWithReferrers(ctx, t, dst, it, refs, c.openRemote(src.Context(), refOpts), opts, refOpts, sent, res)
+	return c.putWithReferrers(ctx, t, dst, it, find, c.openRemote(src.Context(), refOpts), opts, refOpts, sent, res)
 }
 
 // putWithReferrers writes the image and its referrers side by side (a
-// referrer needs nothing of its subject at the registry).
-func (c *Copier) putWithReferrers(ctx context.Context, t Task, dst name.Reference, it *item, refs []Referrer, open func(Referrer) (artifact, error), opts, refOpts []remote.Option, sent *atomic.Int64, res *Result) error {
+// referrer needs nothing of its subject at the registry): find lists the
+// referrers (at the source, while the image's blobs move), and they are
+// written as they are found.
+func (c *Copier) putWithReferrers(ctx context.Context, t Task, dst name.Reference, it *item, find func() ([]Referrer, error), open func(Referrer) (artifact, error), opts, refOpts []remote.Option, sent *atomic.Int64, res *Result) error {
 	var refErr error
 	var wg sync.WaitGroup
-	if len(refs) > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res.Referrers, refErr = c.putReferrers(ctx, dst.Context(), refs, open, refOpts)
-		}()
-	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		refs, err := find()
+		if err != nil {
+			refErr = err
+			return
+		}
+		if len(refs) > 0 {
+			if res.Referrers, err = c.putReferrers(ctx, dst.Context(), refs, open, refOpts); err != nil {
+				refErr = fmt.Errorf("image %s: %w", t.Source, err)
+			}
+		}
+	}()
 	err := c.put(t, dst, it, opts, sent, res)
 	wg.Wait()
 	if err != nil {
 		return err
 	}
-	if refErr != nil {
-		return fmt.Errorf("image %s: %w", t.Source, refErr)
-	}
-	return nil
+	return refErr
 }
 
 // referrersToCopy finds the referrers of the image fetched as root
