@@ -119,6 +119,11 @@ type Copier struct {
 	// subject in one target repository across the images of a run
 	// ("repo@digest" -> *sync.Mutex).
 	subjectLocks sync.Map
+	// putManifests holds the digest each manifest PUT was answered with
+	// (Docker-Content-Digest; "" without it), by URL, until the writer
+	// takes it (manifestPutKey): a write needs no HEAD to learn whether
+	// it happened and what the registry stored.
+	putManifests sync.Map
 }
 
 // NewCopier returns a Copier with opts' defaults filled in.
@@ -178,7 +183,7 @@ func ParseReference(s string, insecure bool) (name.Reference, error) {
 // remoteOptions are the options of one operation; n counts its retries
 // and sent counts its uploaded blob bytes.
 func (c *Copier) remoteOptions(ctx context.Context, retries, sent *atomic.Int64) []remote.Option {
-	tr := http.RoundTripper(&countingTransport{inner: c.base, n: sent})
+	tr := http.RoundTripper(&countingTransport{inner: c.base, n: sent, manifests: &c.putManifests})
 	o := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(c.opts.Keychain), remote.WithTransport(tr), remote.WithJobs(c.opts.Jobs)}
 	o = append(o, c.opts.Retry.options(retries)...)
 	// One operation's requests share their authenticated transports (one

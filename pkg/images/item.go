@@ -112,19 +112,20 @@ func (c *Copier) put(t Task, dst name.Reference, it *item, opts []remote.Option,
 		dst = dst.Context().Digest(it.digest.String())
 		res.Target = dst.String()
 	}
-	// Incremental: a target that has this manifest by digest is skipped.
-	if head, err := remote.Head(dst, opts...); err == nil && head.Digest == it.digest {
-		c.mounts.rememberAll(dst.Context(), it)
-		res.Outcome = Present
-		return nil
-	}
 	if c.opts.OnProgress != nil {
-		defer c.watchProgress(t, it, sent)()
+		stop := c.watchProgress(t, it, sent)
+		defer func() { stop(res.Outcome != Present) }() // a present image moved nothing
 	}
+	// go-containerregistry writes nothing when the target has the
+	// manifest by digest (it asks with a HEAD): no PUT of it means it was
+	// there (incremental).
+	key := manifestPutKey(dst)
+	c.putManifests.Delete(key)
 	var err error
 	repo := dst.Context()
 	if it.idx != nil {
 		err = remote.WriteIndex(dst, &mountIndex{inner: it.idx, ms: &c.mounts, dst: repo}, opts...)
+		c.forgetPuts(repo, it.idx)
 	} else {
 		err = remote.Write(dst, &mountImage{Image: it.img, ms: &c.mounts, dst: repo}, opts...)
 	}
@@ -132,16 +133,24 @@ func (c *Copier) put(t Task, dst name.Reference, it *item, opts []remote.Option,
 		return fmt.Errorf("%s: %w", t.Source, explain(t.Target, "target", err))
 	}
 	c.mounts.rememberAll(repo, it)
-	if _, ok := dst.(name.Tag); ok {
-		// Signatures name the digest: a registry that stored the manifest
-		// under another one (it converted it) fails the copy.
+	stored, put := c.putManifests.LoadAndDelete(key)
+	if !put {
+		res.Outcome = Present
+		return nil
+	}
+	// Signatures name the digest: a registry that stored the manifest
+	// under another one (it converted it) fails the copy. Its answer to
+	// the PUT says which; one that does not say is asked.
+	got := stored.(string)
+	if got == "" {
 		head, err := remote.Head(dst, opts...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.Source, explain(t.Target, "target", err))
 		}
-		if head.Digest != it.digest {
-			return fmt.Errorf("copy %s: the target registry names %s %s, not %s: it changed the manifest, and signatures and digest references name %s", t.Source, t.Target, head.Digest, it.digest, it.digest)
-		}
+		got = head.Digest.String()
+	}
+	if got != it.digest.String() {
+		return fmt.Errorf("copy %s: the target registry names %s %s, not %s: it changed the manifest, and signatures and digest references name %s", t.Source, t.Target, got, it.digest, it.digest)
 	}
 	res.Outcome = Copied
 	return nil
@@ -326,11 +335,11 @@ const progressEvery = 200 * time.Millisecond
 
 // watchProgress calls Options.OnProgress with the blob bytes of it sent
 // so far (counted on the wire by countingTransport) until the returned
-// stop is called. go-containerregistry's WithProgress is not used: it
+// stop is called (with last, once more). go-containerregistry's WithProgress is not used: it
 // closes its channel when Write returns while the HTTP transport may
 // still be reading a request body, and the next read panics with a send
 // on a closed channel (seen under a flaky registry).
-func (c *Copier) watchProgress(t Task, it *item, sent *atomic.Int64) (stop func()) {
+func (c *Copier) watchProgress(t Task, it *item, sent *atomic.Int64) (stop func(last bool)) {
 	total, base := uploadSize(it), sent.Load()
 	report := func() {
 		n := sent.Load() - base
@@ -353,10 +362,12 @@ func (c *Copier) watchProgress(t Task, it *item, sent *atomic.Int64) (stop func(
 			}
 		}
 	}()
-	return func() {
+	return func(last bool) {
 		close(done)
 		<-finished
-		report()
+		if last {
+			report()
+		}
 	}
 }
 

@@ -43,6 +43,9 @@ type Referrer struct {
 	// of what was found).
 	Outcome Outcome `json:"outcome,omitempty"`
 	Error   string  `json:"error,omitempty"`
+	// checked: its write found the target's digest equal (a HEAD, or the
+	// registry's answer to the PUT).
+	checked bool
 }
 
 // cosignSuffixes are the tag suffixes of cosign's tag-based artifacts.
@@ -463,6 +466,7 @@ func (c *Copier) putReferrer(ctx context.Context, dst name.Repository, r *Referr
 		return fmt.Errorf("the target's tag %s names its own %s: not overwritten (it may be the target's own signature); remove it to copy the source's", r.Tag, head.Digest)
 	}
 	if herr == nil && head.Digest.String() == r.Digest {
+		r.checked = true
 		if r.Tag != "" {
 			r.Outcome = Present
 			return nil
@@ -487,16 +491,48 @@ func (c *Copier) putReferrer(ctx context.Context, dst name.Repository, r *Referr
 		mu.(*sync.Mutex).Lock()
 		defer mu.(*sync.Mutex).Unlock()
 	}
+	key := manifestPutKey(ref)
+	c.putManifests.Delete(key)
 	if a.idx != nil {
 		err = remote.WriteIndex(ref, a.idx, opts...)
+		c.forgetPuts(dst, a.idx)
 	} else {
 		err = remote.Write(ref, a.img, opts...)
 	}
+	// A registry without the referrers API gets the subject's tag
+	// schema index from go-containerregistry.
+	c.putManifests.Delete(manifestPutKey(dst.Tag(strings.Replace(r.Subject, ":", "-", 1))))
+	stored, _ := c.putManifests.LoadAndDelete(key)
 	if err != nil {
 		return explain(ref.String(), "target", err)
 	}
+	// The registry's answer to the PUT names what it stored; checked
+	// again (HEAD) only when it does not.
+	if got, _ := stored.(string); got != "" {
+		if got != r.Digest {
+			return fmt.Errorf("the target stored %s as %s: the registry changed the manifest, and what refers to it names the digest", r.Digest, got)
+		}
+		r.checked = true
+	}
 	r.Outcome = Copied
 	return nil
+}
+
+// forgetPuts drops the PUT answers of idx's manifests, which
+// go-containerregistry wrote by digest into dst and nobody asks for.
+func (c *Copier) forgetPuts(dst name.Repository, idx v1.ImageIndex) {
+	im, err := idx.IndexManifest()
+	if err != nil {
+		return
+	}
+	for _, d := range im.Manifests {
+		c.putManifests.Delete(manifestPutKey(dst.Digest(d.Digest.String())))
+		if d.MediaType.IsIndex() {
+			if child, err := idx.ImageIndex(d.Digest); err == nil {
+				c.forgetPuts(dst, child)
+			}
+		}
+	}
 }
 
 // checkReferrer checks that r is in dst at its digest and, for an OCI
@@ -506,12 +542,14 @@ func checkReferrer(ctx context.Context, dst name.Repository, r *Referrer, l *lis
 	if r.Tag != "" {
 		ref = dst.Tag(r.Tag)
 	}
-	head, err := remote.Head(ref, append(append([]remote.Option(nil), opts...), remote.WithContext(ctx))...)
-	if err != nil {
-		return fmt.Errorf("not at the target after the copy: %w", err)
-	}
-	if head.Digest.String() != r.Digest {
-		return fmt.Errorf("the target names %s %s, not %s: the registry changed the manifest, and what refers to it names the digest", ref, head.Digest, r.Digest)
+	if !r.checked { // neither its HEAD nor its PUT's answer named the digest
+		head, err := remote.Head(ref, append(append([]remote.Option(nil), opts...), remote.WithContext(ctx))...)
+		if err != nil {
+			return fmt.Errorf("not at the target after the copy: %w", err)
+		}
+		if head.Digest.String() != r.Digest {
+			return fmt.Errorf("the target names %s %s, not %s: the registry changed the manifest, and what refers to it names the digest", ref, head.Digest, r.Digest)
+		}
 	}
 	if r.Tag != "" {
 		return nil

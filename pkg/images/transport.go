@@ -8,10 +8,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -87,10 +89,12 @@ func retryable(err error) bool {
 }
 
 // countingTransport counts the request-body bytes of blob uploads
-// (PATCH and PUT under /blobs/uploads/) that reach the wire.
+// (PATCH and PUT under /blobs/uploads/) that reach the wire, and keeps
+// the digest a registry answers each manifest PUT with (manifests).
 type countingTransport struct {
-	inner http.RoundTripper
-	n     *atomic.Int64
+	inner     http.RoundTripper
+	n         *atomic.Int64
+	manifests *sync.Map
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -99,7 +103,17 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		r2.Body = &countingBody{ReadCloser: req.Body, n: t.n}
 		return t.inner.RoundTrip(r2)
 	}
-	return t.inner.RoundTrip(req)
+	resp, err := t.inner.RoundTrip(req)
+	if err == nil && t.manifests != nil && req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/manifests/") && resp.StatusCode/100 == 2 {
+		t.manifests.Store(req.URL.Host+req.URL.Path, resp.Header.Get("Docker-Content-Digest"))
+	}
+	return resp, err
+}
+
+// manifestPutKey is the key of ref's manifest PUT in
+// countingTransport.manifests.
+func manifestPutKey(ref name.Reference) string {
+	return ref.Context().RegistryStr() + "/v2/" + ref.Context().RepositoryStr() + "/manifests/" + ref.Identifier()
 }
 
 type countingBody struct {

@@ -1,0 +1,100 @@
+package images
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/kubeferry/ferry/internal/testenv"
+)
+
+// answerProxy stands in front of a real registry and changes its answers
+// to manifest PUTs: "convert" names another digest (a registry that
+// stored a converted manifest), "silent" names none. heads counts the
+// manifest HEADs it passes on.
+func answerProxy(t *testing.T, r *testenv.Registry, mode string, heads *atomic.Int64) string {
+	t.Helper()
+	u, _ := url.Parse("http://" + r.Host)
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.ModifyResponse = func(resp *http.Response) error {
+		req := resp.Request
+		if req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/manifests/") {
+			switch mode {
+			case "convert":
+				resp.Header.Set("Docker-Content-Digest", "sha256:"+strings.Repeat("0", 64))
+			case "silent":
+				resp.Header.Del("Docker-Content-Digest")
+			}
+		}
+		if req.Method == http.MethodHead && strings.Contains(req.URL.Path, "/manifests/") {
+			heads.Add(1)
+		}
+		return nil
+	}
+	s := httptest.NewServer(p)
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+// TestCopyKeepsDigests: a target registry that answers a manifest's PUT
+// with another digest fails the image, and its signature, naming both
+// digests; one that answers with none is asked (HEAD) and the copy
+// succeeds; an image the target has is present, with nothing written.
+func TestCopyKeepsDigests(t *testing.T) {
+	src := startRegistry(t, testenv.RegistryOptions{})
+	img := pushImage(t, src, "d/app:1", 1024, 1)
+	d, _ := img.Digest()
+	signer, err := testenv.NewSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.SignCosign("d/app", d, signer); err != nil {
+		t.Fatal(err)
+	}
+	task := func(host string) Task { return Task{Source: src.Host + "/d/app:1", Target: host + "/d/app:1"} }
+	ctx := context.Background()
+
+	var heads atomic.Int64
+	conv := answerProxy(t, startRegistry(t, testenv.RegistryOptions{}), "convert", &heads)
+	r := NewCopier(Options{Retry: RetryPolicy{Attempts: 1}}).Copy(ctx, task(conv))
+	if r.Outcome != Failed || !strings.Contains(r.Error, "changed the manifest") || !strings.Contains(r.Error, d.String()) {
+		t.Errorf("converting target: %s %q, want a failure naming the source's digest %s", r.Outcome, r.Error, d)
+	}
+	if len(r.Referrers) != 1 || r.Referrers[0].Outcome != Failed || !strings.Contains(r.Referrers[0].Error, "changed the manifest") {
+		t.Errorf("converting target: referrers %+v, want the signature failed", r.Referrers)
+	}
+
+	silentReg := startRegistry(t, testenv.RegistryOptions{})
+	heads.Store(0)
+	silent := answerProxy(t, silentReg, "silent", &heads)
+	c := NewCopier(Options{})
+	if r := c.Copy(ctx, task(silent)); r.Outcome != Copied || r.Error != "" || len(r.Referrers) != 1 || r.Referrers[0].Outcome != Copied {
+		t.Fatalf("silent target: %+v, want copied with its signature", r)
+	}
+	// Ours before the signature's write, go-containerregistry's before
+	// each, and ours after each, for want of an answer.
+	if n := heads.Load(); n != 5 {
+		t.Errorf("silent target: %d manifest HEADs, want 5", n)
+	}
+	if got, ok := digestAt(t, silentReg.Host+"/d/app:1"); !ok || got != d {
+		t.Errorf("silent target holds %v (%v), want %s", got, ok, d)
+	}
+
+	var plainHeads atomic.Int64
+	plain := answerProxy(t, startRegistry(t, testenv.RegistryOptions{}), "", &plainHeads)
+	if r := c.Copy(ctx, task(plain)); r.Outcome != Copied || r.Referrers[0].Outcome != Copied {
+		t.Fatalf("target: %+v, want copied", r)
+	}
+	if n := plainHeads.Load(); n != 3 {
+		t.Errorf("target: %d manifest HEADs, want 3 (the answers to the PUTs name the digests)", n)
+	}
+	plainHeads.Store(0)
+	if r := c.Copy(ctx, task(plain)); r.Outcome != Present || r.Referrers[0].Outcome != Present || r.BlobBytes != 0 {
+		t.Errorf("again: %+v, want present with its signature, nothing sent", r)
+	}
+}
