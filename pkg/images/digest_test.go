@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
 	"github.com/kubeferry/ferry/internal/testenv"
 )
 
@@ -96,5 +98,46 @@ func TestCopyKeepsDigests(t *testing.T) {
 	plainHeads.Store(0)
 	if r := c.Copy(ctx, task(plain)); r.Outcome != Present || r.Referrers[0].Outcome != Present || r.BlobBytes != 0 {
 		t.Errorf("again: %+v, want present with its signature, nothing sent", r)
+	}
+}
+
+// TestCopyRelistsReferrer: a target that has an OCI referrer by digest
+// but does not list it under its subject (its tag schema index was
+// deleted) gets it listed again; go-containerregistry alone skips a
+// manifest the registry has, and the referrer failed on every run.
+func TestCopyRelistsReferrer(t *testing.T) {
+	src := startRegistry(t, testenv.RegistryOptions{})
+	dst := startRegistry(t, testenv.RegistryOptions{})
+	img := pushImage(t, src, "l/app:1", 1024, 1)
+	desc, err := src.Descriptor("l/app:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbom, err := src.AttachReferrer("l/app", desc, "application/spdx+json", []byte(`{"spdxVersion":"SPDX-2.3"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := img.Digest()
+	ctx := context.Background()
+	task := Task{Source: src.Host + "/l/app:1", Target: dst.Host + "/l/app:1"}
+	if r := NewCopier(Options{}).Copy(ctx, task); r.Outcome != Copied || len(r.Referrers) != 1 {
+		t.Fatalf("first copy: %+v", r)
+	}
+	// Delete the target's tag schema index of the image.
+	fallback := dst.Host + "/l/app:" + strings.Replace(d.String(), ":", "-", 1)
+	idx, ok := digestAt(t, fallback)
+	if !ok {
+		t.Fatalf("no %s at the target after the copy", fallback)
+	}
+	if err := remote.Delete(mustRef(t, dst.Host+"/l/app@"+idx.String())); err != nil {
+		t.Fatal(err)
+	}
+	r := NewCopier(Options{}).Copy(ctx, task)
+	if r.Outcome != Present || r.Error != "" || len(r.Referrers) != 1 || r.Referrers[0].Outcome != Copied || r.Referrers[0].Digest != sbom.String() {
+		t.Fatalf("second copy: %+v, want the image present and its SBOM %s listed again", r, sbom)
+	}
+	got, err := NewCopier(Options{}).ReferrersOf(ctx, dst.Host+"/l/app:1")
+	if err != nil || len(got) != 1 || got[0].Digest != sbom.String() {
+		t.Errorf("the target lists %+v (%v), want %s", got, err, sbom)
 	}
 }

@@ -465,6 +465,7 @@ func (c *Copier) putReferrer(ctx context.Context, dst name.Repository, r *Referr
 	if herr == nil && r.Tag != "" && head.Digest.String() != r.Digest {
 		return fmt.Errorf("the target's tag %s names its own %s: not overwritten (it may be the target's own signature); remove it to copy the source's", r.Tag, head.Digest)
 	}
+	relist := false // at the target by digest, not listed under its subject
 	if herr == nil && head.Digest.String() == r.Digest {
 		r.checked = true
 		if r.Tag != "" {
@@ -479,6 +480,7 @@ func (c *Copier) putReferrer(ctx context.Context, dst name.Repository, r *Referr
 			r.Outcome = Present
 			return nil
 		}
+		relist = true
 	}
 	a, err := open(*r)
 	if err != nil {
@@ -493,10 +495,18 @@ func (c *Copier) putReferrer(ctx context.Context, dst name.Repository, r *Referr
 	}
 	key := manifestPutKey(ref)
 	c.putManifests.Delete(key)
-	if a.idx != nil {
+	switch {
+	case relist && a.idx != nil:
+		// go-containerregistry writes nothing the registry has: the
+		// manifest is put again, which lists it under its subject (the
+		// tag schema's index) where the registry does not.
+		err = remote.Put(ref, a.idx, opts...)
+	case relist:
+		err = remote.Put(ref, a.img, opts...)
+	case a.idx != nil:
 		err = remote.WriteIndex(ref, a.idx, opts...)
 		c.forgetPuts(dst, a.idx)
-	} else {
+	default:
 		err = remote.Write(ref, a.img, opts...)
 	}
 	// A registry without the referrers API gets the subject's tag
