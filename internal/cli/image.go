@@ -195,6 +195,9 @@ func (o *imageSyncOptions) Run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if unmatched, found := c.UnmatchedTypes(); len(unmatched) > 0 {
+		o.log.Warn("no referrer found has these artifact types of --referrers: misspelt?", "types", unmatched, "found", found)
+	}
 	return printImageResults(o.globals, results, c.Registries())
 }
 

@@ -124,6 +124,9 @@ type Copier struct {
 	// takes it (manifestPutKey): a write needs no HEAD to learn whether
 	// it happened and what the registry stored.
 	putManifests sync.Map
+	// typesFound are the artifact types of the referrers found, chosen
+	// by the filter or not (UnmatchedTypes).
+	typesFound sync.Map
 }
 
 // NewCopier returns a Copier with opts' defaults filled in.

@@ -141,3 +141,33 @@ func TestCopyRelistsReferrer(t *testing.T) {
 		t.Errorf("the target lists %+v (%v), want %s", got, err, sbom)
 	}
 }
+
+// TestUnmatchedReferrerTypes: a misspelt type in the referrer filter
+// copies nothing and is named, with the types the referrers have.
+func TestUnmatchedReferrerTypes(t *testing.T) {
+	src := startRegistry(t, testenv.RegistryOptions{})
+	dst := startRegistry(t, testenv.RegistryOptions{})
+	pushImage(t, src, "u/app:1", 512, 1)
+	desc, err := src.Descriptor("u/app:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.AttachReferrer("u/app", desc, "application/spdx+json", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := ParseReferrers([]string{"application/spdx+jsn,application/spdx+json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewCopier(Options{Referrers: f})
+	if r := c.Copy(context.Background(), Task{Source: src.Host + "/u/app:1", Target: dst.Host + "/u/app:1"}); r.Outcome != Copied || len(r.Referrers) != 1 {
+		t.Fatalf("%+v, want the image and its SBOM copied", r)
+	}
+	unmatched, found := c.UnmatchedTypes()
+	if strings.Join(unmatched, ",") != "application/spdx+jsn" || strings.Join(found, ",") != "application/spdx+json" {
+		t.Errorf("unmatched %q, found %q", unmatched, found)
+	}
+	if u, _ := NewCopier(Options{}).UnmatchedTypes(); u != nil {
+		t.Errorf("no type filter: unmatched %q", u)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -178,6 +179,7 @@ func (c *Copier) findReferrers(ctx context.Context, repo name.Repository, subs [
 			return nil, fmt.Errorf("referrers of %s: %w", s.h, err)
 		}
 		for _, r := range found {
+			c.typesFound.Store(r.ArtifactType, true)
 			if seen[r.Digest+" "+r.Tag] || !c.opts.Referrers.wants(r.ArtifactType) {
 				continue
 			}
@@ -189,6 +191,29 @@ func (c *Copier) findReferrers(ctx context.Context, repo name.Repository, subs [
 		}
 	}
 	return out, nil
+}
+
+// UnmatchedTypes are the artifact types of the referrer filter that no
+// referrer found by c's copies has, and the types they have: a type
+// misspelt in a filter would otherwise leave every referrer behind
+// without a word. Both are empty without a type filter.
+func (c *Copier) UnmatchedTypes() (unmatched, found []string) {
+	if len(c.opts.Referrers.Types) == 0 {
+		return nil, nil
+	}
+	has := map[string]bool{}
+	c.typesFound.Range(func(k, _ any) bool {
+		has[k.(string)] = true
+		found = append(found, orType(k.(string)))
+		return true
+	})
+	for _, t := range c.opts.Referrers.Types {
+		if !has[t] {
+			unmatched = append(unmatched, t)
+		}
+	}
+	sort.Strings(found)
+	return unmatched, found
 }
 
 // tagList is one repository's sha256- tags, listed once per Copier: a
