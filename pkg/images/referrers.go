@@ -644,5 +644,9 @@ func (c *Copier) ReferrersOf(ctx context.Context, ref string) ([]Referrer, error
 	if err != nil {
 		return nil, explain(ref, "target", err)
 	}
-	return c.findReferrers(ctx, r.Context(), subs, opts)
+	refs, err := c.findReferrers(ctx, r.Context(), subs, opts)
+	for _, x := range refs { // the manifests kept for a copy: none follows
+		c.fetched.Delete(r.Context().Digest(x.Digest).String())
+	}
+	return refs, err
 }
