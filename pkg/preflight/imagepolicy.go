@@ -78,9 +78,9 @@ func checkImagePolicies(ctx context.Context, e *env) {
 		}
 		objects := append([]string{p.name}, uniq(verifiedUsers)...)
 		switch {
-		case e.o.Images.Referrers.None:
-			e.add(report.Blocker, "image-policy", objects, fmt.Sprintf("%s verifies the signatures of %d of the move's images (%s), and the move leaves their referrers (signatures) behind: the target's admission refuses their pods",
-				p.where, len(verified), firstFew(verified)), "copy the referrers with the images (referrers all, the default)")
+		case !e.o.Images.Referrers.KeepsSignatures():
+			e.add(report.Blocker, "image-policy", objects, fmt.Sprintf("%s verifies the signatures of %d of the move's images (%s), and the move leaves their referrers (signatures) behind (referrers %s): the target's admission refuses their pods",
+				p.where, len(verified), firstFew(verified), e.o.Images.Referrers), "copy the referrers with the images (referrers all, the default), or name the signatures' types ("+strings.Join(images.SignatureTypes, ", ")+")")
 		case !copying:
 			e.add(report.Warning, "image-policy", objects, fmt.Sprintf("%s verifies the signatures of %d of the move's images (%s), and the move does not copy images (spec.images %s): their signatures must already be in the registries the target pulls from",
 				p.where, len(verified), firstFew(verified), e.o.Backup.Spec.Images), "copy the images and their signatures: spec.images copy or bundle (ferry image sync for images outside the move)")

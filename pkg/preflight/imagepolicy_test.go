@@ -89,6 +89,26 @@ func TestImagePolicies(t *testing.T) {
 		t.Errorf("referrers none: blockers %+v", b)
 	}
 
+	// A type filter that keeps the SBOMs only leaves the signatures behind.
+	sboms, err := images.ParseReferrers([]string{"application/spdx+json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = policyEnv(t, images.ModeBundle, sboms, nil, cip)
+	checkImagePolicies(context.Background(), e)
+	if b := risksOf(e.p, report.Blocker); len(b) != 1 || !strings.Contains(b[0].What, "leaves their referrers (signatures) behind") || !strings.Contains(b[0].What, "referrers application/spdx+json") {
+		t.Errorf("referrers of SBOMs only: blockers %+v", b)
+	}
+	sigs, err := images.ParseReferrers([]string{"application/vnd.dev.cosign.simplesigning.v1+json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = policyEnv(t, images.ModeBundle, sigs, nil, cip)
+	checkImagePolicies(context.Background(), e)
+	if b := risksOf(e.p, report.Blocker); len(b) != 0 {
+		t.Errorf("referrers of cosign signatures: blockers %+v", b)
+	}
+
 	// A moved policy updated for the new registry, and images not copied.
 	e = policyEnv(t, images.ModeRecord, images.ReferrerFilter{}, []*unstructured.Unstructured{kyvernoPolicy("check-signed", "old.example.com/*", "new.example.com/*")})
 	checkImagePolicies(context.Background(), e)
