@@ -87,14 +87,18 @@ func openBundled(ctx context.Context, b *Bundle) func(Referrer) (artifact, error
 	}
 }
 
-// wanted are the bundled referrers of ir that c's filter chooses.
+// wanted are the bundled referrers that c's filter chooses, less those
+// whose subject it leaves behind.
 func (c *Copier) wanted(refs []Referrer) []Referrer {
 	var out []Referrer
-	for _, r := range refs {
-		if c.opts.Referrers.wants(r.ArtifactType) {
-			r.Outcome, r.Error = "", ""
-			out = append(out, r)
+	dropped := map[string]bool{}
+	for _, r := range refs { // a subject before its referrers
+		if dropped[r.Subject] || !c.opts.Referrers.wants(r.ArtifactType) {
+			dropped[r.Digest] = true // and what refers to it: it would name nothing
+			continue
 		}
+		r.Outcome, r.Error = "", ""
+		out = append(out, r)
 	}
 	return out
 }

@@ -172,3 +172,30 @@ func TestPoliteConcurrency(t *testing.T) {
 		t.Errorf("%d requests in flight at once, want at most 2", most.Load())
 	}
 }
+
+// TestWantedReferrers: a push that leaves a referrer behind by its type
+// leaves what refers to it too (an SBOM's signature without the SBOM
+// would name nothing at the target).
+func TestWantedReferrers(t *testing.T) {
+	const sig, sbom = "application/vnd.dev.cosign.simplesigning.v1+json", "application/spdx+json"
+	recorded := []Referrer{
+		{Subject: "sha256:img", Digest: "sha256:sig", ArtifactType: sig, Outcome: Copied},
+		{Subject: "sha256:img", Digest: "sha256:sbom", ArtifactType: sbom},
+		{Subject: "sha256:sbom", Digest: "sha256:sbomsig", ArtifactType: sig},
+		{Subject: "sha256:sig", Digest: "sha256:sigsig", ArtifactType: sig},
+	}
+	f, err := ParseReferrers([]string{sig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range NewCopier(Options{Referrers: f}).wanted(recorded) {
+		got = append(got, r.Digest+" "+string(r.Outcome))
+	}
+	if strings.Join(got, ",") != "sha256:sig ,sha256:sigsig " {
+		t.Errorf("wanted %q, want the image's signature and its own, outcomes cleared", got)
+	}
+	if n := len(NewCopier(Options{}).wanted(recorded)); n != 4 {
+		t.Errorf("all: %d of 4", n)
+	}
+}
