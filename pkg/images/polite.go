@@ -62,6 +62,10 @@ func ParseLimits(entries []string) (map[string]Limit, error) {
 const (
 	maxRetryAfter      = 60 * time.Second
 	maxRetryAfterTries = 10
+	// maxRetryAfterTotal bounds the waits of one image's copy, whose
+	// requests go-containerregistry retries too: past it a 429 goes to
+	// the retries, which fail the image, naming the registry's answer.
+	maxRetryAfterTotal = 10 * time.Minute
 )
 
 // politeTransport keeps ferry within each registry's limits: at most
@@ -131,12 +135,14 @@ func (t *politeTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp.StatusCode == http.StatusTooManyRequests && ok && wait <= maxRetryAfter {
 			h.pause(wait) // every request to the registry waits, even one not sent again
 		}
-		if resp.StatusCode != http.StatusTooManyRequests || !ok || wait > maxRetryAfter || try >= maxRetryAfterTries || (req.Body != nil && req.GetBody == nil) {
+		w := waitsFrom(req.Context())
+		if resp.StatusCode != http.StatusTooManyRequests || !ok || wait > maxRetryAfter || try >= maxRetryAfterTries || (req.Body != nil && req.GetBody == nil) ||
+			(w != nil && w.total()+wait > maxRetryAfterTotal) {
 			return resp, nil
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		_ = resp.Body.Close()
-		if w := waitsFrom(req.Context()); w != nil {
+		if w != nil {
 			w.add(wait)
 		}
 		if t.onWait != nil {
@@ -270,9 +276,10 @@ type waits struct {
 	nanos atomic.Int64
 }
 
-func (w *waits) add(d time.Duration) { w.n.Add(1); w.nanos.Add(int64(d)) }
-func (w *waits) count() int64        { return w.n.Load() }
-func (w *waits) seconds() float64    { return time.Duration(w.nanos.Load()).Seconds() }
+func (w *waits) add(d time.Duration)  { w.n.Add(1); w.nanos.Add(int64(d)) }
+func (w *waits) count() int64         { return w.n.Load() }
+func (w *waits) seconds() float64     { return w.total().Seconds() }
+func (w *waits) total() time.Duration { return time.Duration(w.nanos.Load()) }
 
 type waitsKey struct{}
 

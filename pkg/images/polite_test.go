@@ -126,6 +126,19 @@ func TestPoliteRetryAfter(t *testing.T) {
 	if len(rs) != 1 || rs[0].Waits != 1 || rs[0].RateLimitRemaining != "99;w=21600" {
 		t.Errorf("registries %+v", rs)
 	}
+	// An image that has waited its total already: the 429 goes up, to
+	// go-containerregistry's retries and their end.
+	calls.Store(0)
+	ctx, w = withWaits(context.Background())
+	w.add(maxRetryAfterTotal)
+	req, _ = http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v2/x/manifests/1", nil)
+	time.Sleep(time.Second) // the registry's pause from the first 429 is over
+	start = time.Now()
+	resp, err = p.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusTooManyRequests || time.Since(start) > 500*time.Millisecond || w.count() != 1 {
+		t.Errorf("past the total: %v %v after %s, %d waits; want the 429 at once", resp, err, time.Since(start), w.count())
+	}
+	resp.Body.Close()
 	// A body that cannot be replayed is not sent again: the 429 goes up.
 	calls.Store(0)
 	req, _ = http.NewRequest(http.MethodPatch, srv.URL+"/v2/x/blobs/uploads/1", io.NopCloser(strings.NewReader("blob")))
