@@ -110,21 +110,11 @@ func RunJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 	if job.Op != OpBackup && job.Op != OpRestore {
 		return fail(fmt.Errorf("volume helper: unknown op %q", job.Op))
 	}
-	locURL := os.Getenv(store.EnvStorage)
-	loc, err := store.Open(ctx, locURL, store.WithCredentials(jobCredentials(locURL)))
-	if err != nil {
-		return fail(err)
-	}
-	defer loc.Close()
-	pw, err := volumes.ReadPassword("")
-	if err != nil {
-		return fail(err)
-	}
-	repo, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{Create: job.Op == OpBackup})
+	repo, closeRepo, err := openRepository(ctx, job.Op == OpBackup)
 	if err != nil {
 		return fail(fmt.Errorf("volume %s: %w", job.Volume.Key(), err))
 	}
-	defer repo.Close(context.WithoutCancel(ctx))
+	defer closeRepo()
 	repo.SparseFiles = job.Sparse
 	rep := newProgressPrinter(progress)
 	defer rep.stop()
@@ -270,4 +260,24 @@ func (p *progressPrinter) stop() {
 	close(p.quit)
 	<-p.ended
 	p.print()
+}
+
+// openRepository opens the volume data repository in the backup storage
+// location the helper pod's environment names (store.EnvStorage, its
+// credentials and password), creating it if create; done closes both.
+func openRepository(ctx context.Context, create bool) (repo *volumes.Repository, done func(), err error) {
+	locURL := os.Getenv(store.EnvStorage)
+	loc, err := store.Open(ctx, locURL, store.WithCredentials(jobCredentials(locURL)))
+	if err != nil {
+		return nil, nil, err
+	}
+	pw, err := volumes.ReadPassword("")
+	if err == nil {
+		repo, err = volumes.Open(ctx, loc, pw, volumes.OpenOptions{Create: create})
+	}
+	if err != nil {
+		loc.Close()
+		return nil, nil, err
+	}
+	return repo, func() { repo.Close(context.WithoutCancel(ctx)); loc.Close() }, nil
 }

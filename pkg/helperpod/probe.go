@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/kubeferry/ferry/pkg/store"
 	"github.com/kubeferry/ferry/pkg/volumes"
 )
 
@@ -158,21 +157,11 @@ func probeJob(ctx context.Context, job Job, progress io.Writer) JobOutcome {
 		}
 	}
 	start := time.Now()
-	locURL := os.Getenv(store.EnvStorage)
-	loc, err := store.Open(ctx, locURL, store.WithCredentials(jobCredentials(locURL)))
-	if err != nil {
-		return fail(err)
-	}
-	defer loc.Close()
-	pw, err := volumes.ReadPassword("")
-	if err != nil {
-		return fail(err)
-	}
-	repo, err := volumes.Open(ctx, loc, pw, volumes.OpenOptions{Create: upload})
+	repo, closeRepo, err := openRepository(ctx, upload)
 	if err != nil {
 		return fail(fmt.Errorf("the probe repository: %w", err))
 	}
-	defer repo.Close(context.WithoutCancel(ctx))
+	defer closeRepo()
 	res := &ProbeResult{OpenSeconds: time.Since(start).Seconds(), PrepSeconds: start.Sub(prep).Seconds()}
 	if upload {
 		s, err := repo.Snapshot(ctx, dir, "probe/upload", nil, rep.update)

@@ -26,28 +26,21 @@ type item struct {
 // source turns a fetched descriptor into an item, filtering an index by
 // c's platforms.
 func (c *Copier) source(desc *remote.Descriptor) (*item, error) {
-	if desc.MediaType.IsIndex() {
-		idx, err := desc.ImageIndex()
-		if err != nil {
-			return nil, err
-		}
-		if idx, err = c.filter(idx); err != nil {
-			return nil, err
-		}
-		return indexItem(idx)
-	}
-	img, err := desc.Image()
-	if err != nil {
-		return nil, err
-	}
-	return imageItem(img)
+	return itemOf(desc, c.filter)
 }
 
 // unfiltered turns a fetched descriptor into an item as it is.
 func unfiltered(desc *remote.Descriptor) (*item, error) {
+	return itemOf(desc, func(idx v1.ImageIndex) (v1.ImageIndex, error) { return idx, nil })
+}
+
+func itemOf(desc *remote.Descriptor, filter func(v1.ImageIndex) (v1.ImageIndex, error)) (*item, error) {
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {
+			return nil, err
+		}
+		if idx, err = filter(idx); err != nil {
 			return nil, err
 		}
 		return indexItem(idx)
