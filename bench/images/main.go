@@ -178,85 +178,19 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("building ferry: %w", err)
 		}
 	}
-	src, err := testenv.StartRegistry(ctx, nil, testenv.RegistryOptions{})
+	set, err := pushImageSet(ctx, o)
+	if set != nil {
+		defer set.src.Stop()
+	}
 	if err != nil {
 		return err
 	}
-	defer src.Stop()
-
-	// The image set.
-	benchutil.Logf(prog, "pushing %d images of %d layers (%d-%d MiB, %d shared) to %s", o.images, o.layers, o.minMiB, o.maxMiB, o.shared, src.Host)
-	rng := rand.New(rand.NewSource(1))
-	size := func() int64 { return int64(o.minMiB+rng.Intn(o.maxMiB-o.minMiB+1)) << 20 }
-	var pool []v1.Layer
-	for i := 0; i < o.shared; i++ {
-		l, err := tarball.LayerFromOpener(layerOpener(int64(1000+i), size()), tarball.WithCompressionLevel(gzip.BestSpeed))
-		if err != nil {
-			return err
-		}
-		pool = append(pool, l)
-	}
-	blobs := map[v1.Hash]int64{}
-	var repos []string
-	digests, sigs := map[string]v1.Hash{}, map[string]v1.Hash{}
-	signer, err := testenv.NewSigner()
-	if err != nil {
-		return err
-	}
-	for i := 0; i < o.images; i++ {
-		ls := []v1.Layer{pool[i%len(pool)]}
-		for j := 1; j < o.layers; j++ {
-			l, err := tarball.LayerFromOpener(layerOpener(int64(i*100+j), size()), tarball.WithCompressionLevel(gzip.BestSpeed))
-			if err != nil {
-				return err
-			}
-			ls = append(ls, l)
-		}
-		img, err := mutate.AppendLayers(empty.Image, ls...)
-		if err != nil {
-			return err
-		}
-		img, err = mutate.ConfigFile(img, &v1.ConfigFile{Architecture: "amd64", OS: "linux", RootFS: mustRootFS(img)})
-		if err != nil {
-			return err
-		}
-		repo := fmt.Sprintf("bench/img%02d", i)
-		ref, _ := name.ParseReference(src.Host + "/" + repo + ":1")
-		if err := remote.Write(ref, img); err != nil {
-			return fmt.Errorf("pushing %s: %w", ref, err)
-		}
-		d, _ := img.Digest()
-		digests[repo] = d
-		repos = append(repos, repo)
-		if o.signed {
-			if sigs[repo], err = src.SignCosign(repo, d, signer); err != nil {
-				return err
-			}
-			if o.attest {
-				if _, err := src.AttestCosign(repo, d, signer); err != nil {
-					return err
-				}
-			}
-		}
-		m, _ := img.Manifest()
-		blobs[m.Config.Digest] = m.Config.Size
-		for _, l := range m.Layers {
-			blobs[l.Digest] = l.Size
-		}
-	}
-	var total int64
-	for _, s := range blobs {
-		total += s
-	}
-	mib := float64(total) / (1 << 20)
-	benchutil.Logf(prog, "%d distinct blobs, %.0f MiB", len(blobs), mib)
-
 	dir, err := os.MkdirTemp("", "ferry-bench-images-cfg-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	res := Result{Commit: benchutil.GitCommit(root), Images: o.images, LayersPerImg: o.layers, DistinctBlobs: len(blobs), BlobMiB: mib, SkopeoVersion: strings.TrimSpace(string(ver)), Signed: o.signed}
+	res := Result{Commit: benchutil.GitCommit(root), Images: o.images, LayersPerImg: o.layers, DistinctBlobs: set.blobs, BlobMiB: set.mib, SkopeoVersion: strings.TrimSpace(string(ver)), Signed: o.signed}
 	// skopeo copies cosign's signatures (the .sig tags) when its
 	// registries.d configuration says use-sigstore-attachments.
 	regsD := filepath.Join(dir, "registries.d")
@@ -266,69 +200,7 @@ func run(ctx context.Context, o options) error {
 	if err := os.WriteFile(filepath.Join(regsD, "default.yaml"), []byte("default-docker:\n  use-sigstore-attachments: true\n"), 0o644); err != nil {
 		return err
 	}
-
-	runTool := func(tool string, round int) (Sample, error) {
-		dst, err := testenv.StartRegistry(ctx, nil, testenv.RegistryOptions{})
-		if err != nil {
-			return Sample{}, err
-		}
-		defer dst.Stop()
-		cfg := filepath.Join(dir, tool+".yaml")
-		var b strings.Builder
-		var args []string
-		bin := o.ferry
-		if tool == "ferry" {
-			b.WriteString("images:\n")
-			for _, r := range repos {
-				fmt.Fprintf(&b, "  %s/%s:1: %s/%s\n", src.Host, r, dst.Host, r)
-			}
-			args = append([]string{"image", "sync", "--config", cfg, "--concurrency", fmt.Sprint(o.concurrency), "-o", "json"}, strings.Fields(o.ferryArgs)...)
-		} else {
-			fmt.Fprintf(&b, "%s:\n  tls-verify: false\n  images:\n", src.Host)
-			for _, r := range repos {
-				fmt.Fprintf(&b, "    %s: [\"1\"]\n", r)
-			}
-			bin = skopeo
-			args = []string{"--registries.d", regsD, "sync", "--src", "yaml", "--dest", "docker", "--dest-tls-verify=false", cfg, dst.Host + "/bench"}
-		}
-		if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
-			return Sample{}, err
-		}
-		srcCPU := src.CPU()
-		u, err := benchutil.ChildUsage(ctx, bin, args...)
-		stdout, stderr, wall, rss, code := u.Stdout, u.Stderr, u.Wall, u.RSSMiB, u.Code
-		regCPU := src.CPU() - srcCPU + dst.CPU()
-		if err != nil || code != 0 {
-			return Sample{}, fmt.Errorf("%s: exit %d: %v\n%s\n%s", tool, code, err, benchutil.Tail(string(stdout), 2000), benchutil.Tail(string(stderr), 2000))
-		}
-		changed := 0
-		for _, r := range repos {
-			got, ok := dst.Digest(r + ":1")
-			if !ok || got != digests[r] {
-				return Sample{}, fmt.Errorf("%s: %s at the target is %v (present %v), want %v", tool, r, got, ok, digests[r])
-			}
-			if !o.signed {
-				continue
-			}
-			// skopeo rewrites a signature's manifest (its digest changes; the
-			// signed payload and its signature are kept): it is counted, and
-			// ferry must keep the bytes.
-			sig := r + ":" + testenv.CosignTag(digests[r], "sig")
-			got, ok = dst.Digest(sig)
-			switch {
-			case !ok:
-				return Sample{}, fmt.Errorf("%s: the signature %s is not at the target", tool, sig)
-			case got != sigs[r] && tool == "ferry":
-				return Sample{}, fmt.Errorf("%s: the signature %s at the target is %v, want %v", tool, sig, got, sigs[r])
-			case got != sigs[r]:
-				changed++
-			}
-		}
-		s := Sample{Tool: tool, Round: round, Seconds: wall.Seconds(), MiBps: mib / wall.Seconds(), RSSMiB: rss, SignaturesRewritten: changed,
-			CPUSeconds: u.CPU.Seconds(), RegistryCPUSeconds: regCPU.Seconds()}
-		benchutil.Logf(prog, "round %d %-6s %6.2fs %6.1f MiB/s, peak RSS %.0f MiB, CPU %.2fs (registries %.2fs)", round, tool, s.Seconds, s.MiBps, rss, s.CPUSeconds, s.RegistryCPUSeconds)
-		return s, nil
-	}
+	b := &bench{o: o, set: set, skopeo: skopeo, regsD: regsD, dir: dir}
 	var ferryT, skopeoT []float64
 	for round := 1; round <= o.rounds; round++ {
 		order := []string{"ferry", "skopeo"}
@@ -337,7 +209,7 @@ func run(ctx context.Context, o options) error {
 		}
 		var f, s float64
 		for _, tool := range order {
-			smp, err := runTool(tool, round)
+			smp, err := b.runTool(ctx, tool, round)
 			if err != nil {
 				return err
 			}
@@ -357,6 +229,179 @@ func run(ctx context.Context, o options) error {
 	if err := benchutil.WriteJSON(o.out, res); err != nil {
 		return err
 	}
+	printReport(o, res, set)
+	return nil
+}
+
+// imageSet is the source registry and the images pushed to it.
+type imageSet struct {
+	src           *testenv.Registry
+	repos         []string
+	digests, sigs map[string]v1.Hash // by repository: the image's, its .sig's
+	blobs         int                // distinct blobs
+	mib           float64            // their MiB
+}
+
+// pushImageSet starts the source registry and pushes o.images images
+// (signed with o.signed, attested with o.attest) to it.
+func pushImageSet(ctx context.Context, o options) (*imageSet, error) {
+	src, err := testenv.StartRegistry(ctx, nil, testenv.RegistryOptions{})
+	if err != nil {
+		return nil, err
+	}
+	set := &imageSet{src: src, digests: map[string]v1.Hash{}, sigs: map[string]v1.Hash{}}
+	benchutil.Logf(prog, "pushing %d images of %d layers (%d-%d MiB, %d shared) to %s", o.images, o.layers, o.minMiB, o.maxMiB, o.shared, src.Host)
+	rng := rand.New(rand.NewSource(1))
+	size := func() int64 { return int64(o.minMiB+rng.Intn(o.maxMiB-o.minMiB+1)) << 20 }
+	var pool []v1.Layer
+	for i := 0; i < o.shared; i++ {
+		l, err := tarball.LayerFromOpener(layerOpener(int64(1000+i), size()), tarball.WithCompressionLevel(gzip.BestSpeed))
+		if err != nil {
+			return set, err
+		}
+		pool = append(pool, l)
+	}
+	blobs := map[v1.Hash]int64{}
+	signer, err := testenv.NewSigner()
+	if err != nil {
+		return set, err
+	}
+	for i := 0; i < o.images; i++ {
+		ls := []v1.Layer{pool[i%len(pool)]}
+		for j := 1; j < o.layers; j++ {
+			l, err := tarball.LayerFromOpener(layerOpener(int64(i*100+j), size()), tarball.WithCompressionLevel(gzip.BestSpeed))
+			if err != nil {
+				return set, err
+			}
+			ls = append(ls, l)
+		}
+		img, err := mutate.AppendLayers(empty.Image, ls...)
+		if err != nil {
+			return set, err
+		}
+		img, err = mutate.ConfigFile(img, &v1.ConfigFile{Architecture: "amd64", OS: "linux", RootFS: mustRootFS(img)})
+		if err != nil {
+			return set, err
+		}
+		repo := fmt.Sprintf("bench/img%02d", i)
+		ref, _ := name.ParseReference(src.Host + "/" + repo + ":1")
+		if err := remote.Write(ref, img); err != nil {
+			return set, fmt.Errorf("pushing %s: %w", ref, err)
+		}
+		d, _ := img.Digest()
+		set.digests[repo] = d
+		set.repos = append(set.repos, repo)
+		if o.signed {
+			if set.sigs[repo], err = src.SignCosign(repo, d, signer); err != nil {
+				return set, err
+			}
+			if o.attest {
+				if _, err := src.AttestCosign(repo, d, signer); err != nil {
+					return set, err
+				}
+			}
+		}
+		m, _ := img.Manifest()
+		blobs[m.Config.Digest] = m.Config.Size
+		for _, l := range m.Layers {
+			blobs[l.Digest] = l.Size
+		}
+	}
+	var total int64
+	for _, s := range blobs {
+		total += s
+	}
+	mib := float64(total) / (1 << 20)
+	benchutil.Logf(prog, "%d distinct blobs, %.0f MiB", len(blobs), mib)
+	set.blobs, set.mib = len(blobs), mib
+	return set, nil
+}
+
+// bench runs the tools against a fresh target each.
+type bench struct {
+	o                  options
+	set                *imageSet
+	skopeo, regsD, dir string
+}
+
+// runTool copies the image set with tool into a fresh target registry
+// and checks every image (and signature) there.
+func (bn *bench) runTool(ctx context.Context, tool string, round int) (Sample, error) {
+	o, src, repos, mib := bn.o, bn.set.src, bn.set.repos, bn.set.mib
+	dst, err := testenv.StartRegistry(ctx, nil, testenv.RegistryOptions{})
+	if err != nil {
+		return Sample{}, err
+	}
+	defer dst.Stop()
+	cfg := filepath.Join(bn.dir, tool+".yaml")
+	var b strings.Builder
+	var args []string
+	bin := o.ferry
+	if tool == "ferry" {
+		b.WriteString("images:\n")
+		for _, r := range repos {
+			fmt.Fprintf(&b, "  %s/%s:1: %s/%s\n", src.Host, r, dst.Host, r)
+		}
+		args = append([]string{"image", "sync", "--config", cfg, "--concurrency", fmt.Sprint(o.concurrency), "-o", "json"}, strings.Fields(o.ferryArgs)...)
+	} else {
+		fmt.Fprintf(&b, "%s:\n  tls-verify: false\n  images:\n", src.Host)
+		for _, r := range repos {
+			fmt.Fprintf(&b, "    %s: [\"1\"]\n", r)
+		}
+		bin = bn.skopeo
+		args = []string{"--registries.d", bn.regsD, "sync", "--src", "yaml", "--dest", "docker", "--dest-tls-verify=false", cfg, dst.Host + "/bench"}
+	}
+	if err := os.WriteFile(cfg, []byte(b.String()), 0o644); err != nil {
+		return Sample{}, err
+	}
+	srcCPU := src.CPU()
+	u, err := benchutil.ChildUsage(ctx, bin, args...)
+	stdout, stderr, wall, rss, code := u.Stdout, u.Stderr, u.Wall, u.RSSMiB, u.Code
+	regCPU := src.CPU() - srcCPU + dst.CPU()
+	if err != nil || code != 0 {
+		return Sample{}, fmt.Errorf("%s: exit %d: %v\n%s\n%s", tool, code, err, benchutil.Tail(string(stdout), 2000), benchutil.Tail(string(stderr), 2000))
+	}
+	changed, err := bn.checkTarget(tool, dst)
+	if err != nil {
+		return Sample{}, err
+	}
+	s := Sample{Tool: tool, Round: round, Seconds: wall.Seconds(), MiBps: mib / wall.Seconds(), RSSMiB: rss, SignaturesRewritten: changed,
+		CPUSeconds: u.CPU.Seconds(), RegistryCPUSeconds: regCPU.Seconds()}
+	benchutil.Logf(prog, "round %d %-6s %6.2fs %6.1f MiB/s, peak RSS %.0f MiB, CPU %.2fs (registries %.2fs)", round, tool, s.Seconds, s.MiBps, rss, s.CPUSeconds, s.RegistryCPUSeconds)
+	return s, nil
+}
+
+// checkTarget checks that every image of the set is at dst by its
+// digest, and its signature; it counts the signatures dst has under
+// another digest (skopeo rewrites them; ferry must not).
+func (bn *bench) checkTarget(tool string, dst *testenv.Registry) (changed int, err error) {
+	digests, sigs := bn.set.digests, bn.set.sigs
+	for _, r := range bn.set.repos {
+		got, ok := dst.Digest(r + ":1")
+		if !ok || got != digests[r] {
+			return 0, fmt.Errorf("%s: %s at the target is %v (present %v), want %v", tool, r, got, ok, digests[r])
+		}
+		if !bn.o.signed {
+			continue
+		}
+		// skopeo rewrites a signature's manifest (its digest changes; the
+		// signed payload and its signature are kept): it is counted, and
+		// ferry must keep the bytes.
+		sig := r + ":" + testenv.CosignTag(digests[r], "sig")
+		got, ok = dst.Digest(sig)
+		switch {
+		case !ok:
+			return 0, fmt.Errorf("%s: the signature %s is not at the target", tool, sig)
+		case got != sigs[r] && tool == "ferry":
+			return 0, fmt.Errorf("%s: the signature %s at the target is %v, want %v", tool, sig, got, sigs[r])
+		case got != sigs[r]:
+			changed++
+		}
+	}
+	return changed, nil
+}
+
+func printReport(o options, res Result, set *imageSet) {
 	var ferryRSS, skopeoRSS []float64
 	for _, s := range res.Samples {
 		if s.Tool == "ferry" {
@@ -372,11 +417,11 @@ func run(ctx context.Context, o options) error {
 	if o.signed && o.attest {
 		signed = ", each signed and attested (cosign .sig and .att; skopeo copies the .sig only)"
 	}
-	fmt.Printf("%d images x %d layers%s, %d distinct blobs, %.0f MiB; %d rounds, medians (%s)\n\n", o.images, o.layers, signed, len(blobs), mib, o.rounds, res.SkopeoVersion)
+	fmt.Printf("%d images x %d layers%s, %d distinct blobs, %.0f MiB; %d rounds, medians (%s)\n\n", o.images, o.layers, signed, set.blobs, set.mib, o.rounds, res.SkopeoVersion)
 	fmt.Println("| tool | wall time | MiB/s | peak RSS |")
 	fmt.Println("|---|--:|--:|--:|")
-	fmt.Printf("| `skopeo sync` | %.2f s | %.1f | %.0f MiB |\n", res.SkopeoMedian, mib/res.SkopeoMedian, median(skopeoRSS))
-	fmt.Printf("| `ferry image sync` | %.2f s | %.1f | %.0f MiB |\n", res.FerryMedian, mib/res.FerryMedian, median(ferryRSS))
+	fmt.Printf("| `skopeo sync` | %.2f s | %.1f | %.0f MiB |\n", res.SkopeoMedian, set.mib/res.SkopeoMedian, median(skopeoRSS))
+	fmt.Printf("| `ferry image sync` | %.2f s | %.1f | %.0f MiB |\n", res.FerryMedian, set.mib/res.FerryMedian, median(ferryRSS))
 	fmt.Printf("\nferry / skopeo = **%.2f** (per round: %s)\n", res.Ratio, fmtRatios(res.RoundRatios))
 	for _, s := range res.Samples {
 		if s.Tool == "skopeo" && s.SignaturesRewritten > 0 {
@@ -384,7 +429,6 @@ func run(ctx context.Context, o options) error {
 			break
 		}
 	}
-	return nil
 }
 
 func mustRootFS(img v1.Image) v1.RootFS {
