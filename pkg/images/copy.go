@@ -354,6 +354,8 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 	if err != nil {
 		return fmt.Errorf("copy %s: target: %w", t.Source, err)
 	}
+	// The image's manifest waits for its referrers' lookup (find).
+	ctx, gate := withGate(ctx, dst)
 	opts := c.remoteOptions(ctx, retries, sent)
 	if !c.opts.Referrers.None {
 		// The repository's tags (cosign's) are listed while its manifest
@@ -372,6 +374,7 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 	find := func() ([]Referrer, error) {
 		var err error
 		refs, err = c.referrersToCopy(ctx, t.Source, src.Context(), desc.Digest, it, opts)
+		gate.open(err)
 		return refs, err
 	}
 	if it.digest != desc.Digest {
@@ -383,8 +386,7 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 		found := refs
 		find = func() ([]Referrer, error) { return found, nil }
 	}
-	// The referrers' requests have transports of their own: sharing the
-	// image's would queue them behind its blobs.
+	// The referrers' writes have transports of their own.
 	refOpts := c.remoteOptions(ctx, retries, sent)
 	defer func() {
 		for _, r := range refs { // those the target had were not taken
@@ -417,7 +419,10 @@ func (c *Copier) putWithReferrers(ctx context.Context, t Task, dst name.Referenc
 	}()
 	err := c.put(t, dst, it, opts, sent, res)
 	wg.Wait()
-	if err != nil {
+	switch {
+	case err != nil && refErr != nil && errors.Is(err, errManifestHeld):
+		return refErr // the lookup failed, and the manifest waited for it
+	case err != nil:
 		return err
 	}
 	return refErr

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -169,5 +171,37 @@ func TestUnmatchedReferrerTypes(t *testing.T) {
 	}
 	if u, _ := NewCopier(Options{}).UnmatchedTypes(); u != nil {
 		t.Errorf("no type filter: unmatched %q", u)
+	}
+}
+
+// TestCopyHeldWhenReferrersUnknown: a source whose cosign tag is listed
+// but whose manifest is gone fails the image, naming the tag, and the
+// target gets no manifest under the image's tag (the blobs move while the
+// referrers are looked for; the manifest waits for the lookup).
+func TestCopyHeldWhenReferrersUnknown(t *testing.T) {
+	src := startRegistry(t, testenv.RegistryOptions{})
+	dst := startRegistry(t, testenv.RegistryOptions{})
+	img := pushImage(t, src, "h/app:1", 1024, 1)
+	d, _ := img.Digest()
+	signer, err := testenv.NewSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := src.SignCosign("h/app", d, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// docker-registry answers the tag from its revision link: without it
+	// the tag is listed and its manifest unknown.
+	link := filepath.Join(src.Dir, "docker/registry/v2/repositories/h/app/_manifests/revisions/sha256", sig.Hex)
+	if err := os.RemoveAll(link); err != nil {
+		t.Fatal(err)
+	}
+	r := NewCopier(Options{Retry: RetryPolicy{Attempts: 1}}).Copy(context.Background(), Task{Source: src.Host + "/h/app:1", Target: dst.Host + "/h/app:1"})
+	if r.Outcome != Failed || !strings.Contains(r.Error, testenv.CosignTag(d, "sig")) {
+		t.Errorf("%s %q, want a failure naming the tag %s", r.Outcome, r.Error, testenv.CosignTag(d, "sig"))
+	}
+	if got, ok := digestAt(t, dst.Host+"/h/app:1"); ok {
+		t.Errorf("the target has h/app:1 (%s) without its signature", got)
 	}
 }

@@ -1,6 +1,7 @@
 package images
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -103,11 +104,54 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		r2.Body = &countingBody{ReadCloser: req.Body, n: t.n}
 		return t.inner.RoundTrip(r2)
 	}
+	if g, _ := req.Context().Value(gateKey{}).(*manifestGate); g != nil && req.Method == http.MethodPut && g.key == req.URL.Host+req.URL.Path {
+		if err := g.wait(req.Context()); err != nil {
+			return nil, err
+		}
+	}
 	resp, err := t.inner.RoundTrip(req)
 	if err == nil && t.manifests != nil && req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/manifests/") && resp.StatusCode/100 == 2 {
 		t.manifests.Store(req.URL.Host+req.URL.Path, resp.Header.Get("Docker-Content-Digest"))
 	}
 	return resp, err
+}
+
+// manifestGate holds the PUT of one manifest (its manifestPutKey) until
+// open: an image's blobs move while its referrers are looked for, and its
+// manifest is written once they are known, so a failed lookup leaves
+// nothing under its tag.
+type manifestGate struct {
+	key  string
+	done chan struct{}
+	once sync.Once
+	err  error
+}
+
+type gateKey struct{}
+
+// errManifestHeld is the PUT's error when the lookup it waited for failed.
+var errManifestHeld = errors.New("the manifest is not written")
+
+// withGate returns ctx carrying a gate for ref's manifest PUT.
+func withGate(ctx context.Context, ref name.Reference) (context.Context, *manifestGate) {
+	g := &manifestGate{key: manifestPutKey(ref), done: make(chan struct{})}
+	return context.WithValue(ctx, gateKey{}, g), g
+}
+
+func (g *manifestGate) open(err error) {
+	g.once.Do(func() { g.err = err; close(g.done) })
+}
+
+func (g *manifestGate) wait(ctx context.Context) error {
+	select {
+	case <-g.done:
+		if g.err != nil {
+			return fmt.Errorf("%w: %v", errManifestHeld, g.err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // manifestPutKey is the key of ref's manifest PUT in
