@@ -388,11 +388,7 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 	}
 	// The referrers' writes have transports of their own.
 	refOpts := c.remoteOptions(ctx, retries, sent)
-	defer func() {
-		for _, r := range refs { // those the target had were not taken
-			c.fetched.Delete(src.Context().Digest(r.Digest).String())
-		}
-	}()
+	defer func() { c.letGo(src.Context(), refs) }() // those the target had were not taken
 	return c.putWithReferrers(ctx, t, dst, it, find, c.openRemote(src.Context(), refOpts), opts, refOpts, sent, res)
 }
 
@@ -502,6 +498,9 @@ func ParsePlatforms(entries []string) ([]v1.Platform, error) {
 			}
 			out = append(out, *p)
 		}
+	}
+	if len(out) == 0 && len(entries) > 0 {
+		return nil, fmt.Errorf("platform %q: names no platform; want os/arch[/variant], like linux/amd64", strings.Join(entries, ","))
 	}
 	return out, nil
 }

@@ -23,6 +23,9 @@ func TestParseReferrers(t *testing.T) {
 		{[]string{"none"}, "none", ""},
 		{[]string{"application/spdx+json,application/vnd.dev.cosign.simplesigning.v1+json"}, "application/spdx+json,application/vnd.dev.cosign.simplesigning.v1+json", ""},
 		{[]string{"all", "application/spdx+json"}, "", "all and none stand alone"},
+		{[]string{"all,all"}, "", "all and none stand alone"},
+		{[]string{","}, "", "names nothing"},
+		{[]string{" "}, "", "names nothing"},
 		{[]string{"sbom"}, "", `"sbom": want all, none, or artifact types`},
 		{[]string{"a/b/c"}, "", "want all, none"},
 	} {
@@ -36,6 +39,9 @@ func TestParseReferrers(t *testing.T) {
 		if err != nil || f.String() != c.want {
 			t.Errorf("%q: %q %v, want %q", c.in, f.String(), err, c.want)
 		}
+	}
+	if _, err := ParsePlatforms([]string{" , "}); err == nil || !strings.Contains(err.Error(), "names no platform") {
+		t.Errorf("--platform ' , ': %v, want it refused", err)
 	}
 	f, _ := ParseReferrers([]string{"application/spdx+json"})
 	if !f.wants("application/spdx+json") || f.wants("application/vnd.dsse.envelope.v1+json") {

@@ -75,11 +75,14 @@ func ParseReferrers(entries []string) (ReferrerFilter, error) {
 			}
 		}
 	}
+	if len(words) == 0 && len(entries) > 0 {
+		return f, fmt.Errorf("%q: names nothing; want all, none, or artifact types", strings.Join(entries, ","))
+	}
 	for _, w := range words {
 		switch {
 		case w == "all" || w == "none":
 			if len(words) > 1 {
-				return f, fmt.Errorf("%q: all and none stand alone, not with artifact types", strings.Join(words, ","))
+				return f, fmt.Errorf("%q: all and none stand alone", strings.Join(words, ","))
 			}
 			f.None = w == "none"
 		case strings.Count(w, "/") != 1 || strings.HasPrefix(w, "/") || strings.HasSuffix(w, "/") || strings.ContainsAny(w, " \t"):
@@ -191,11 +194,15 @@ func (c *Copier) findReferrers(ctx context.Context, repo name.Repository, subs [
 		queue = queue[1:]
 		found, err := c.referrersOf(ctx, repo, s.h, tags, opts)
 		if err != nil {
+			c.letGo(repo, out)
 			return nil, fmt.Errorf("referrers of %s: %w", s.h, err)
 		}
 		for _, r := range found {
 			c.typesFound.Store(r.ArtifactType, true)
 			if seen[r.Digest+" "+r.Tag] || !c.opts.Referrers.wants(r.ArtifactType) {
+				if !seen[r.Digest+" "+r.Tag] {
+					c.letGo(repo, []Referrer{r})
+				}
 				continue
 			}
 			seen[r.Digest+" "+r.Tag] = true
@@ -206,6 +213,14 @@ func (c *Copier) findReferrers(ctx context.Context, repo name.Repository, subs [
 		}
 	}
 	return out, nil
+}
+
+// letGo drops the manifests of refs kept in c.fetched for a copy that
+// will not take them.
+func (c *Copier) letGo(repo name.Repository, refs []Referrer) {
+	for _, r := range refs {
+		c.fetched.Delete(repo.Digest(r.Digest).String())
+	}
 }
 
 // UnmatchedTypes are the artifact types of the referrer filter that no
@@ -409,10 +424,11 @@ func (c *Copier) putReferrers(ctx context.Context, dst name.Repository, refs []R
 		}
 		groups[k] = append(groups[k], i)
 	}
+	errs := make([]error, len(out)) // each failed one's, kept for its type (a 429's notes)
 	c.parallel(ctx, len(keys), func(g int) {
 		for _, i := range groups[keys[g]] {
-			if err := c.putReferrer(ctx, dst, &out[i], open, l, opts); err != nil {
-				out[i].Outcome, out[i].Error = Failed, err.Error()
+			if errs[i] = c.putReferrer(ctx, dst, &out[i], open, l, opts); errs[i] != nil {
+				out[i].Outcome, out[i].Error = Failed, errs[i].Error()
 			}
 			l.forget(out[i].Subject) // listed again when checked
 		}
@@ -421,14 +437,17 @@ func (c *Copier) putReferrers(ctx context.Context, dst name.Repository, refs []R
 		if out[i].Outcome == Failed {
 			return
 		}
-		if err := checkReferrer(ctx, dst, &out[i], l, opts); err != nil {
-			out[i].Outcome, out[i].Error = Failed, err.Error()
+		if errs[i] = checkReferrer(ctx, dst, &out[i], l, opts); errs[i] != nil {
+			out[i].Outcome, out[i].Error = Failed, errs[i].Error()
 		}
 	})
-	for _, r := range out {
+	for i, r := range out {
 		if r.Outcome == Failed {
-			return out, fmt.Errorf("referrer %s (%s) of %s: %s", r.Digest, orType(r.ArtifactType), r.Subject, r.Error)
+			return out, fmt.Errorf("referrer %s (%s) of %s: %w", r.Digest, orType(r.ArtifactType), r.Subject, errs[i])
 		}
+	}
+	if err := ctx.Err(); err != nil { // those not begun have no outcome
+		return out, fmt.Errorf("referrers: %w", err)
 	}
 	return out, nil
 }
@@ -660,8 +679,6 @@ func (c *Copier) ReferrersOf(ctx context.Context, ref string) ([]Referrer, error
 		return nil, explain(ref, "target", err)
 	}
 	refs, err := c.findReferrers(ctx, r.Context(), subs, opts)
-	for _, x := range refs { // the manifests kept for a copy: none follows
-		c.fetched.Delete(r.Context().Digest(x.Digest).String())
-	}
+	c.letGo(r.Context(), refs) // no copy follows
 	return refs, err
 }
