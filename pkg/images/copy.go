@@ -443,16 +443,25 @@ func (c *Copier) referrersToCopy(ctx context.Context, image string, repo name.Re
 	if it.digest == root {
 		return refs, nil
 	}
-	n := 0
+	var named []string
 	for _, r := range refs {
 		if r.Subject == root.String() {
-			n++
+			named = append(named, fmt.Sprintf("%s (%s)", r.Digest, orType(r.ArtifactType)))
 		}
 	}
-	if n > 0 {
-		return nil, fmt.Errorf("image %s: keeping only some platforms makes a new index, %s instead of %s, and %d referrers (signatures, attestations, SBOMs) name %s: copy the whole index (no platform filter), or leave the referrers behind (referrers none)", image, it.digest, root, n, root)
+	if len(named) > 0 {
+		return nil, fmt.Errorf("image %s: keeping only some platforms makes a new index, %s instead of %s, and %s the old one: copy the whole index (no platform filter), or leave the referrers behind (referrers none)", image, it.digest, root, nameReferrers(named))
 	}
 	return refs, nil
+}
+
+// nameReferrers says which referrers name something: "its referrer X
+// names" or "its 3 referrers X, Y, Z name".
+func nameReferrers(named []string) string {
+	if len(named) == 1 {
+		return "its referrer " + named[0] + " names"
+	}
+	return fmt.Sprintf("its %d referrers %s name", len(named), strings.Join(named, ", "))
 }
 
 // CopyAll copies tasks with c's concurrency. Results come back in the
