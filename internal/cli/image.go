@@ -205,6 +205,9 @@ func (o *imageSyncOptions) Run(ctx context.Context) error {
 // error: 1 when every image failed, 2 when some did.
 func printImageResults(g *globals, results []images.Result, registries []images.RegistryWaits) error {
 	images.SortResults(results)
+	if registries == nil {
+		registries = []images.RegistryWaits{} // [] in JSON, not null
+	}
 	failed, refs := 0, 0
 	var sent, retries, waits int64
 	for _, r := range results {
@@ -227,7 +230,10 @@ func printImageResults(g *globals, results []images.Result, registries []images.
 		}
 		fmt.Fprintf(g.stdout, "%d images (%d referrers), %d failed, %s of blobs sent, %d retries\n", len(results), refs, failed, humanBytes(sent), retries)
 		for _, w := range registries {
-			fmt.Fprintf(g.stdout, "Registry %s asked to wait %d times (429 Too Many Requests), %.1fs in all", w.Host, w.Waits, w.WaitSeconds)
+			fmt.Fprintf(g.stdout, "Registry %s", w.Host)
+			if w.Waits > 0 {
+				fmt.Fprintf(g.stdout, " asked to wait %d times (429 Too Many Requests), %.1fs in all", w.Waits, w.WaitSeconds)
+			}
 			if w.RateLimitRemaining != "" {
 				fmt.Fprintf(g.stdout, "; its rate limit: %s remaining of %s", w.RateLimitRemaining, w.RateLimit)
 			}

@@ -89,7 +89,8 @@ type Result struct {
 	BlobBytes int64    `json:"blobBytes"`
 	Retries   int64    `json:"retries"`
 	// Waits counts the 429 answers whose Retry-After ferry waited out,
-	// and WaitSeconds the time waited.
+	// and WaitSeconds adds up their waits (the image's requests wait side
+	// by side, so it can pass the image's own time).
 	Waits       int64   `json:"waits,omitempty"`
 	WaitSeconds float64 `json:"waitSeconds,omitempty"`
 	Error       string  `json:"error,omitempty"`

@@ -227,8 +227,9 @@ func retryAfter(hdr http.Header, now time.Time) (time.Duration, bool) {
 // RegistryWaits is what one registry asked of ferry in a run.
 type RegistryWaits struct {
 	Host string `json:"host"`
-	// Waits counts its 429 answers with a Retry-After that ferry waited
-	// out, and WaitSeconds the time.
+	// Waits counts its 429 answers with a Retry-After (each pauses every
+	// request to it, the one answered sent again or not), and WaitSeconds
+	// adds up the pauses.
 	Waits       int64   `json:"waits"`
 	WaitSeconds float64 `json:"waitSeconds"`
 	// RateLimit and RateLimitRemaining are Docker Hub's ratelimit-limit
