@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -467,28 +468,65 @@ func nameReferrers(named []string) string {
 
 // CopyAll copies tasks with c's concurrency. Results come back in the
 // order of tasks; onResult, if set, is called as each finishes. A failed
-// image never stops the others.
+// image never stops the others. A task given twice runs once; tasks of
+// one target from different sources fail, naming each other (one would
+// overwrite the other).
 func (c *Copier) CopyAll(ctx context.Context, tasks []Task, onResult func(Result)) []Result {
 	out := make([]Result, len(tasks))
+	canonical := func(ref string) string { // nginx:1 and docker.io/library/nginx:1 are one
+		if r, err := name.ParseReference(ref); err == nil {
+			return r.Name()
+		}
+		return ref
+	}
+	sources := map[string][]string{} // by target, its sources (canonical)
+	for _, t := range tasks {
+		k, src := canonical(t.Target), canonical(t.Source)
+		if !slices.Contains(sources[k], src) {
+			sources[k] = append(sources[k], src)
+		}
+	}
 	sem := make(chan struct{}, c.opts.Concurrency)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
+	report := func(r Result) {
+		if onResult != nil {
+			mu.Lock()
+			onResult(r)
+			mu.Unlock()
+		}
+	}
+	first := map[string]int{}
+	var dups [][2]int // a task given again, and its first
 	for i, t := range tasks {
+		key := canonical(t.Source) + " " + canonical(t.Target)
+		if j, ok := first[key]; ok {
+			dups = append(dups, [2]int{i, j})
+			continue
+		}
+		first[key] = i
+		if others := sources[canonical(t.Target)]; len(others) > 1 {
+			src := canonical(t.Source)
+			out[i] = Result{Source: t.Source, Target: t.Target, Outcome: Failed,
+				Error: fmt.Sprintf("copy %s: %s is the target of %s too: one would overwrite the other", t.Source, t.Target, strings.Join(slices.DeleteFunc(slices.Clone(others), func(s string) bool { return s == src }), ", "))}
+			report(out[i])
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r := c.Copy(ctx, t)
-			out[i] = r
-			if onResult != nil {
-				mu.Lock()
-				onResult(r)
-				mu.Unlock()
-			}
+			out[i] = c.Copy(ctx, t)
+			report(out[i])
 		}()
 	}
 	wg.Wait()
+	for _, d := range dups {
+		out[d[0]] = out[d[1]]
+		out[d[0]].Source, out[d[0]].Target = tasks[d[0]].Source, tasks[d[0]].Target
+		report(out[d[0]])
+	}
 	return out
 }
 

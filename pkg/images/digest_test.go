@@ -205,3 +205,38 @@ func TestCopyHeldWhenReferrersUnknown(t *testing.T) {
 		t.Errorf("the target has h/app:1 (%s) without its signature", got)
 	}
 }
+
+// TestCopyAllDuplicates: a task given twice (in two spellings) runs
+// once, both results say so; two sources of one target fail, naming each
+// other, and the target is not written.
+func TestCopyAllDuplicates(t *testing.T) {
+	src := startRegistry(t, testenv.RegistryOptions{})
+	dst := startRegistry(t, testenv.RegistryOptions{})
+	pushImage(t, src, "x/a:1", 512, 1)
+	pushImage(t, src, "x/b:1", 512, 1)
+	var heads atomic.Int64
+	proxy := answerProxy(t, dst, "", &heads)
+	tasks := []Task{
+		{Source: src.Host + "/x/a:1", Target: proxy + "/x/a:1"},
+		{Source: src.Host + "/x/a:1", Target: proxy + "/x/a:1"},
+		{Source: src.Host + "/x/a:1", Target: proxy + "/x/a"}, // tag latest: another target
+		{Source: src.Host + "/x/a:1", Target: proxy + "/x/c:1"},
+		{Source: src.Host + "/x/b:1", Target: proxy + "/x/c:1"},
+	}
+	var seen atomic.Int64
+	rs := NewCopier(Options{}).CopyAll(context.Background(), tasks, func(Result) { seen.Add(1) })
+	if rs[0].Outcome != Copied || rs[1].Outcome != Copied || rs[1].Source != tasks[1].Source || rs[2].Outcome != Copied || seen.Load() != 5 {
+		t.Errorf("results %+v (%d reported), want the first three copied and each reported", rs[:3], seen.Load())
+	}
+	if n := heads.Load(); n != 2 {
+		t.Errorf("%d manifest HEADs at the target, want 2 (x/a:1 once, x/a:latest)", n)
+	}
+	for i, other := range map[int]string{3: "/x/b:1", 4: "/x/a:1"} {
+		if rs[i].Outcome != Failed || !strings.Contains(rs[i].Error, "is the target of "+src.Host+other+" too") {
+			t.Errorf("task %d: %s %q, want a failure naming %s", i, rs[i].Outcome, rs[i].Error, other)
+		}
+	}
+	if _, ok := digestAt(t, dst.Host+"/x/c:1"); ok {
+		t.Error("the contested target x/c:1 was written")
+	}
+}
