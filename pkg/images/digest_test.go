@@ -240,3 +240,38 @@ func TestCopyAllDuplicates(t *testing.T) {
 		t.Error("the contested target x/c:1 was written")
 	}
 }
+
+// TestCopyKeepsTargetSignature: a target whose cosign tag of the image
+// holds its own signature (another digest) keeps it: the source's
+// signature fails, naming both, instead of overwriting it.
+func TestCopyKeepsTargetSignature(t *testing.T) {
+	src := startRegistry(t, testenv.RegistryOptions{})
+	dst := startRegistry(t, testenv.RegistryOptions{})
+	img := pushImage(t, src, "s/app:1", 512, 1)
+	d, _ := img.Digest()
+	ours, err := testenv.NewSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.SignCosign("s/app", d, ours); err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(mustRef(t, dst.Host+"/s/app:1"), img); err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := testenv.NewSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := dst.SignCosign("s/app", d, theirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewCopier(Options{}).Copy(context.Background(), Task{Source: src.Host + "/s/app:1", Target: dst.Host + "/s/app:1"})
+	if r.Outcome != Failed || len(r.Referrers) != 1 || !strings.Contains(r.Referrers[0].Error, "names its own "+own.String()) {
+		t.Errorf("%s %q, referrers %+v; want the signature failed, naming the target's own %s", r.Outcome, r.Error, r.Referrers, own)
+	}
+	if got, _ := digestAt(t, dst.Host+"/s/app:"+testenv.CosignTag(d, "sig")); got != own {
+		t.Errorf("the target's signature tag names %s, want its own %s kept", got, own)
+	}
+}

@@ -155,8 +155,8 @@ func TestPoliteRetryAfter(t *testing.T) {
 	resp.Body.Close()
 }
 
-// Limit.Concurrency bounds the requests in flight to one host, a
-// response counting until its body is closed.
+// Limit.Concurrency bounds the requests in flight to one host, each
+// until its answer's headers arrive.
 func TestPoliteConcurrency(t *testing.T) {
 	var inFlight, most atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -216,5 +216,34 @@ func TestWantedReferrers(t *testing.T) {
 	}
 	if n := len(NewCopier(Options{}).wanted(recorded)); n != 4 {
 		t.Errorf("all: %d of 4", n)
+	}
+}
+
+// TestPoliteSlotFreedAtHeaders: an answer whose body nobody reads or
+// closes (a retried error's) does not hold its registry's slot: with a
+// limit of 1 the next request goes at once (it hung for ever).
+func TestPoliteSlotFreedAtHeaders(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, strings.Repeat("e", 1<<20)) // more than the connection buffers
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	p := newPoliteTransport(http.DefaultTransport, map[string]Limit{host: {Concurrency: 1}}, nil)
+	var unread []*http.Response
+	defer func() {
+		for _, r := range unread {
+			r.Body.Close()
+		}
+	}()
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+		resp, err := p.RoundTrip(req)
+		cancel()
+		if err != nil {
+			t.Fatalf("request %d: %v (the first's unread body held the only slot)", i+1, err)
+		}
+		unread = append(unread, resp)
 	}
 }
