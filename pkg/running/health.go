@@ -156,28 +156,29 @@ func job(ctx context.Context, cl *kube.Cluster, s *state) error {
 	// A pod of it finished and the controller has not counted it yet
 	// (still active and no longer ready, or neither active nor counted):
 	// it ran.
-	if finishedPod(ctx, cl, j.Namespace, s.pods) {
+	if finishedPods(ctx, cl, j.Namespace, s.pods) > succeeded {
 		s.ok, s.outcome = true, "running"
 		s.detail += "; a pod succeeded, not counted by the Job controller yet"
 	}
 	return nil
 }
 
-// finishedPod says whether a pod that sel selects in ns has succeeded.
-func finishedPod(ctx context.Context, cl *kube.Cluster, ns string, sel labels.Selector) bool {
+// finishedPods counts the pods sel selects in ns that have succeeded.
+func finishedPods(ctx context.Context, cl *kube.Cluster, ns string, sel labels.Selector) int32 {
 	if sel == nil || sel.Empty() {
-		return false
+		return 0
 	}
 	pods, err := cl.Typed.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 	if err != nil {
-		return false
+		return 0
 	}
+	var n int32
 	for i := range pods.Items {
 		if pods.Items[i].Status.Phase == corev1.PodSucceeded {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 func cronJob(ctx context.Context, cl *kube.Cluster, s *state) error {

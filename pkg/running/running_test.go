@@ -130,16 +130,23 @@ func TestCheckJobsServicesClaims(t *testing.T) {
 		Spec:   batchv1.JobSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "uncounted"}}},
 		Status: batchv1.JobStatus{Ready: &zero, UncountedTerminatedPods: &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"u-1"}}}}
 	uncountedPod := podOf("uncounted-1", "uncounted", corev1.PodStatus{Phase: corev1.PodSucceeded})
+	// One of three completions succeeded and is counted; no pod runs
+	// (backoff, quota): not running.
+	three := int32(3)
+	stalled := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "stalled"},
+		Spec:   batchv1.JobSpec{Completions: &three, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "stalled"}}},
+		Status: batchv1.JobStatus{Succeeded: 1, Ready: &zero}}
+	stalledPod := podOf("stalled-1", "stalled", corev1.PodStatus{Phase: corev1.PodSucceeded})
 	// The same, with the pod gone from the API already.
 	gone := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "gone"},
 		Spec:   batchv1.JobSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "gone"}}},
 		Status: batchv1.JobStatus{Ready: &zero, UncountedTerminatedPods: &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"g-1"}}}}
-	objs := []Object{{"jobs.batch", "app", "finishing"}, {"jobs.batch", "app", "exiting"}, {"jobs.batch", "app", "starting"}, {"jobs.batch", "app", "uncounted"}, {"jobs.batch", "app", "gone"}, {"jobs.batch", "app", "load"}, {"jobs.batch", "app", "bad"}, {"services", "app", "db"}, {"services", "app", "web"},
+	objs := []Object{{"jobs.batch", "app", "finishing"}, {"jobs.batch", "app", "exiting"}, {"jobs.batch", "app", "starting"}, {"jobs.batch", "app", "uncounted"}, {"jobs.batch", "app", "gone"}, {"jobs.batch", "app", "stalled"}, {"jobs.batch", "app", "load"}, {"jobs.batch", "app", "bad"}, {"services", "app", "db"}, {"services", "app", "web"},
 		{"services", "app", "ext"}, {"services", "app", "idle"}, {"persistentvolumeclaims", "app", "data"}, {"persistentvolumeclaims", "app", "lost"}}
 	// web's pod runs and is not ready; idle selects no pod at all.
 	webPod := podOf("web-1", "web", corev1.PodStatus{Phase: corev1.PodRunning})
-	r := check(t, objs, node(), finishing, exiting, exitingPod, starting, startingPod, uncounted, uncountedPod, gone, done, failed, svc("db"), svc("web"), svc("idle"), slice, external, bound, pending, webPod)
-	for name, ok := range map[string]bool{"finishing": true, "exiting": true, "starting": false, "uncounted": true, "gone": true, "load": true, "bad": false, "db": true, "web": false, "idle": true, "data": true, "lost": false} {
+	r := check(t, objs, node(), finishing, exiting, exitingPod, starting, startingPod, uncounted, uncountedPod, gone, stalled, stalledPod, done, failed, svc("db"), svc("web"), svc("idle"), slice, external, bound, pending, webPod)
+	for name, ok := range map[string]bool{"finishing": true, "exiting": true, "starting": false, "uncounted": true, "gone": true, "stalled": false, "load": true, "bad": false, "db": true, "web": false, "idle": true, "data": true, "lost": false} {
 		if c := row(t, r, name); c.OK != ok {
 			t.Errorf("%s: %+v, want OK %v", name, c, ok)
 		}
