@@ -230,14 +230,14 @@ func printImageResults(g *globals, results []images.Result, registries []images.
 		}
 		fmt.Fprintf(g.stdout, "%d images (%d referrers), %d failed, %s of blobs sent, %d retries\n", len(results), refs, failed, humanBytes(sent), retries)
 		for _, w := range registries {
-			fmt.Fprintf(g.stdout, "Registry %s", w.Host)
+			var said []string
 			if w.Waits > 0 {
-				fmt.Fprintf(g.stdout, " asked to wait %d times (429 Too Many Requests), %.1fs in all", w.Waits, w.WaitSeconds)
+				said = append(said, fmt.Sprintf("asked to wait %d times (429 Too Many Requests), %.1fs in all", w.Waits, w.WaitSeconds))
 			}
 			if w.RateLimitRemaining != "" {
-				fmt.Fprintf(g.stdout, "; its rate limit: %s remaining of %s", w.RateLimitRemaining, w.RateLimit)
+				said = append(said, fmt.Sprintf("its rate limit: %s remaining of %s", w.RateLimitRemaining, w.RateLimit))
 			}
-			fmt.Fprintln(g.stdout)
+			fmt.Fprintf(g.stdout, "Registry %s %s\n", w.Host, strings.Join(said, "; "))
 		}
 	}
 	switch {

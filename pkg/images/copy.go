@@ -452,6 +452,7 @@ func (c *Copier) referrersToCopy(ctx context.Context, image string, repo name.Re
 		}
 	}
 	if len(named) > 0 {
+		c.letGo(repo, refs) // no copy follows
 		return nil, fmt.Errorf("image %s: keeping only some platforms makes a new index, %s instead of %s, and %s the old one: copy the whole index (no platform filter), or leave the referrers behind (referrers none)", image, it.digest, root, nameReferrers(named))
 	}
 	return refs, nil
@@ -523,9 +524,11 @@ func (c *Copier) CopyAll(ctx context.Context, tasks []Task, onResult func(Result
 	}
 	wg.Wait()
 	for _, d := range dups {
-		out[d[0]] = out[d[1]]
-		out[d[0]].Source, out[d[0]].Target = tasks[d[0]].Source, tasks[d[0]].Target
-		report(out[d[0]])
+		r := out[d[1]] // the same copy: its bytes, retries and waits count once
+		r.Source, r.Target = tasks[d[0]].Source, tasks[d[0]].Target
+		r.BlobBytes, r.Retries, r.Waits, r.WaitSeconds, r.Referrers = 0, 0, 0, 0, nil
+		out[d[0]] = r
+		report(r)
 	}
 	return out
 }

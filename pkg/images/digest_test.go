@@ -228,6 +228,9 @@ func TestCopyAllDuplicates(t *testing.T) {
 	if rs[0].Outcome != Copied || rs[1].Outcome != Copied || rs[1].Source != tasks[1].Source || rs[2].Outcome != Copied || seen.Load() != 5 {
 		t.Errorf("results %+v (%d reported), want the first three copied and each reported", rs[:3], seen.Load())
 	}
+	if rs[0].BlobBytes == 0 || rs[1].BlobBytes != 0 {
+		t.Errorf("blob bytes %d and %d, want the copy's counted once", rs[0].BlobBytes, rs[1].BlobBytes)
+	}
 	if n := heads.Load(); n != 2 {
 		t.Errorf("%d manifest HEADs at the target, want 2 (x/a:1 once, x/a:latest)", n)
 	}

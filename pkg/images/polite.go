@@ -62,9 +62,12 @@ func ParseLimits(entries []string) (map[string]Limit, error) {
 const (
 	maxRetryAfter      = 60 * time.Second
 	maxRetryAfterTries = 10
-	// maxRetryAfterTotal bounds the waits of one image's copy, whose
-	// requests go-containerregistry retries too: past it a 429 goes to
-	// the retries, which fail the image, naming the registry's answer.
+	// maxRetryAfterTotal bounds the waits (added up over its requests,
+	// which wait side by side) after which this transport sends one
+	// image's requests again: past it a 429 goes to the retries
+	// (go-containerregistry's and Copier.again's, each still meeting the
+	// registry's pause), which fail the image, naming the registry's
+	// answer. It bounds the waits ferry adds, not the image's time.
 	maxRetryAfterTotal = 10 * time.Minute
 )
 

@@ -108,9 +108,10 @@ func (f ReferrerFilter) String() string {
 // Wants reports whether the filter chooses referrers of artifactType.
 func (f ReferrerFilter) Wants(artifactType string) bool { return f.wants(artifactType) }
 
-// SignatureTypes are the artifact types of signatures: cosign's
-// (simple signing, under its .sig tag), sigstore bundles and Notation's.
-var SignatureTypes = []string{"application/vnd.dev.cosign.simplesigning.v1+json", "application/vnd.dev.sigstore.bundle.v0.3+json", "application/vnd.cncf.notary.signature"}
+// SignatureTypes are the artifact types of signatures: cosign's (simple
+// signing under its .sig tag, and its OCI 1.1 referrer), sigstore
+// bundles and Notation's.
+var SignatureTypes = []string{"application/vnd.dev.cosign.simplesigning.v1+json", "application/vnd.dev.cosign.artifact.sig.v1+json", "application/vnd.dev.sigstore.bundle.v0.3+json", "application/vnd.cncf.notary.signature"}
 
 // KeepsSignatures says whether the filter chooses signatures (of one of
 // SignatureTypes at least): what a policy that verifies them needs.
