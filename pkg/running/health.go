@@ -156,7 +156,7 @@ func job(ctx context.Context, cl *kube.Cluster, s *state) error {
 	// A pod of it finished and the controller has not counted it yet
 	// (still active and no longer ready, or neither active nor counted):
 	// it ran.
-	if finishedPods(ctx, cl, j.Namespace, s.pods) > succeeded {
+	if finishedPods(ctx, cl, j.Namespace, s.pods) > j.Status.Succeeded {
 		s.ok, s.outcome = true, "running"
 		s.detail += "; a pod succeeded, not counted by the Job controller yet"
 	}
