@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/kubeferry/ferry/internal/testenv"
@@ -53,13 +54,7 @@ func TestCopyKeepsDigests(t *testing.T) {
 	src := startRegistry(t, testenv.RegistryOptions{})
 	img := pushImage(t, src, "d/app:1", 1024, 1)
 	d, _ := img.Digest()
-	signer, err := testenv.NewSigner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := src.SignCosign("d/app", d, signer); err != nil {
-		t.Fatal(err)
-	}
+	signImage(t, src, "d/app", d)
 	task := func(host string) Task { return Task{Source: src.Host + "/d/app:1", Target: host + "/d/app:1"} }
 	ctx := context.Background()
 
@@ -183,14 +178,7 @@ func TestCopyHeldWhenReferrersUnknown(t *testing.T) {
 	dst := startRegistry(t, testenv.RegistryOptions{})
 	img := pushImage(t, src, "h/app:1", 1024, 1)
 	d, _ := img.Digest()
-	signer, err := testenv.NewSigner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sig, err := src.SignCosign("h/app", d, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sig := signImage(t, src, "h/app", d)
 	// docker-registry answers the tag from its revision link: without it
 	// the tag is listed and its manifest unknown.
 	link := filepath.Join(src.Dir, "docker/registry/v2/repositories/h/app/_manifests/revisions/sha256", sig.Hex)
@@ -252,24 +240,11 @@ func TestCopyKeepsTargetSignature(t *testing.T) {
 	dst := startRegistry(t, testenv.RegistryOptions{})
 	img := pushImage(t, src, "s/app:1", 512, 1)
 	d, _ := img.Digest()
-	ours, err := testenv.NewSigner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := src.SignCosign("s/app", d, ours); err != nil {
-		t.Fatal(err)
-	}
+	signImage(t, src, "s/app", d)
 	if err := remote.Write(mustRef(t, dst.Host+"/s/app:1"), img); err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := testenv.NewSigner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := dst.SignCosign("s/app", d, theirs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	own := signImage(t, dst, "s/app", d)
 	r := NewCopier(Options{}).Copy(context.Background(), Task{Source: src.Host + "/s/app:1", Target: dst.Host + "/s/app:1"})
 	if r.Outcome != Failed || len(r.Referrers) != 1 || !strings.Contains(r.Referrers[0].Error, "names its own "+own.String()) {
 		t.Errorf("%s %q, referrers %+v; want the signature failed, naming the target's own %s", r.Outcome, r.Error, r.Referrers, own)
@@ -277,4 +252,19 @@ func TestCopyKeepsTargetSignature(t *testing.T) {
 	if got, _ := digestAt(t, dst.Host+"/s/app:"+testenv.CosignTag(d, "sig")); got != own {
 		t.Errorf("the target's signature tag names %s, want its own %s kept", got, own)
 	}
+}
+
+// signImage signs digest d in repo of r with a new key (a cosign .sig
+// tag) and returns the signature's digest.
+func signImage(t *testing.T, r *testenv.Registry, repo string, d v1.Hash) v1.Hash {
+	t.Helper()
+	signer, err := testenv.NewSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := r.SignCosign(repo, d, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
 }

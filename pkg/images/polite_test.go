@@ -43,6 +43,11 @@ func TestParseReferrers(t *testing.T) {
 	if _, err := ParsePlatforms([]string{" , "}); err == nil || !strings.Contains(err.Error(), "names no platform") {
 		t.Errorf("--platform ' , ': %v, want it refused", err)
 	}
+	for typ, keeps := range map[string]bool{"application/vnd.dev.cosign.artifact.sig.v1+json": true, "application/vnd.cncf.notary.signature": true, "application/spdx+json": false} {
+		if g, _ := ParseReferrers([]string{typ}); g.KeepsSignatures() != keeps {
+			t.Errorf("--referrers %s keeps signatures: %v, want %v", typ, !keeps, keeps)
+		}
+	}
 	f, _ := ParseReferrers([]string{"application/spdx+json"})
 	if !f.wants("application/spdx+json") || f.wants("application/vnd.dsse.envelope.v1+json") {
 		t.Error("a type filter chooses by artifact type")
