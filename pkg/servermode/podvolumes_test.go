@@ -285,15 +285,26 @@ func TestServerPodVolumes(t *testing.T) {
 		b := v1alpha1.NewBackup("vb-ttl")
 		b.Namespace = ns
 		b.Spec.IncludedNamespaces = []string{"app"}
-		b.Spec.TTL = &metav1.Duration{Duration: 10 * time.Second}
+		// The TTL is long so that the backup cannot expire before the
+		// snapshots are counted, however slow the machine (a 10 s TTL did, in
+		// CI); its expiration is then brought forward in the status, the field
+		// the TTL is recorded in at the start.
+		b.Spec.TTL = &metav1.Duration{Duration: time.Hour}
 		must(t, src.cl.Create(ctx, b))
 		b = waitBackup(t, src, "vb-ttl", 60*time.Second, v1alpha1.PhaseCompleted)
+		if b.Status.Expiration == nil || b.Status.StartTimestamp == nil || !b.Status.Expiration.Equal(&metav1.Time{Time: b.Status.StartTimestamp.Add(time.Hour)}) {
+			t.Fatalf("vb-ttl: expiration %v, start %v, want start + TTL", b.Status.Expiration, b.Status.StartTimestamp)
+		}
 		repo, err := volumes.Open(ctx, loc, repoPassword, volumes.OpenOptions{})
 		must(t, err)
 		defer repo.Close(ctx)
 		if ids, err := repo.ListSnapshots(ctx, "vb-ttl"); err != nil || len(ids) != 2 {
 			t.Fatalf("snapshots of vb-ttl: %v %v", ids, err)
 		}
+		orig := b.DeepCopy()
+		past := metav1.NewTime(time.Now().Add(-time.Second))
+		b.Status.Expiration = &past
+		must(t, src.cl.Status().Patch(ctx, b, client.MergeFrom(orig)))
 		eventually(t, 30*time.Second, "vb-ttl expired", func() error {
 			if err := src.cl.Get(ctx, client.ObjectKeyFromObject(b), &v1alpha1.Backup{}); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("still there (%v)", err)
