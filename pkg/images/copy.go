@@ -169,7 +169,7 @@ func NewCopier(opts Options) *Copier {
 		}
 	}
 	polite := newPoliteTransport(&idleTransport{inner: base, idle: opts.IdleTimeout}, opts.Limits, opts.OnWait)
-	return &Copier{opts: opts, base: polite, polite: polite}
+	return &Copier{opts: opts, base: &pingCache{inner: polite}, polite: polite}
 }
 
 // ParseReference parses s, allowing plain HTTP when insecure.

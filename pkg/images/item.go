@@ -1,6 +1,7 @@
 package images
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -21,6 +22,9 @@ type item struct {
 	mediaType string
 	size      int64
 	platforms []string
+	// config is the image's config as read for its platform, uploaded
+	// from memory instead of fetched again (mountImage.config).
+	config []byte
 }
 
 // source turns a fetched descriptor into an item, filtering an index by
@@ -86,7 +90,12 @@ func imageItem(img v1.Image) (*item, error) {
 		return nil, err
 	}
 	it.mediaType = string(mt)
-	if cf, err := img.ConfigFile(); err == nil && cf.OS != "" {
+	raw, err := img.RawConfigFile()
+	if err != nil {
+		return it, nil // the copy fetches it again and reports why
+	}
+	it.config = raw
+	if cf, err := v1.ParseConfigFile(bytes.NewReader(raw)); err == nil && cf.OS != "" {
 		p := v1.Platform{OS: cf.OS, Architecture: cf.Architecture, Variant: cf.Variant}
 		it.platforms = []string{p.String()}
 	}
@@ -120,7 +129,7 @@ func (c *Copier) put(t Task, dst name.Reference, it *item, opts []remote.Option,
 		err = remote.WriteIndex(dst, &mountIndex{inner: it.idx, ms: &c.mounts, dst: repo}, opts...)
 		c.forgetPuts(repo, it.idx)
 	} else {
-		err = remote.Write(dst, &mountImage{Image: it.img, ms: &c.mounts, dst: repo}, opts...)
+		err = remote.Write(dst, &mountImage{Image: it.img, ms: &c.mounts, dst: repo, config: it.config}, opts...)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", t.Source, explain(t.Target, "target", err))

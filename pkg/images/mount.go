@@ -7,6 +7,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
@@ -56,6 +57,9 @@ type mountImage struct {
 	v1.Image
 	ms  *mounts
 	dst name.Repository
+	// config, when set, is the image's raw config, already read (and
+	// checked against its digest) from the source.
+	config []byte
 }
 
 func (mi *mountImage) wrap(l v1.Layer) v1.Layer {
@@ -93,7 +97,16 @@ func (mi *mountImage) LayerByDigest(h v1.Hash) (v1.Layer, error) {
 func (mi *mountImage) Descriptor() (*v1.Descriptor, error) { return partial.Descriptor(mi.Image) }
 
 // ConfigLayer keeps the config mountable too (partial.ConfigLayer).
+// A config already read goes up from memory: go-containerregistry's
+// remote image would fetch it from the source a second time.
 func (mi *mountImage) ConfigLayer() (v1.Layer, error) {
+	if mi.config != nil {
+		m, err := mi.Image.Manifest()
+		if err != nil {
+			return nil, err
+		}
+		return mi.wrap(static.NewLayer(mi.config, m.Config.MediaType)), nil
+	}
 	l, err := partial.ConfigLayer(mi.Image)
 	if err != nil {
 		return nil, err

@@ -89,6 +89,74 @@ func retryable(err error) bool {
 	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }
 
+// pingCache answers go-containerregistry's ping, the unauthenticated GET
+// /v2/ it sends whenever it builds a transport for a repository (once per
+// repository and operation, so several times per image), with the
+// registry's first answer to it: the answer names only the scheme and the
+// auth challenge, which do not change while a Copier runs. A sync then
+// pings each registry once instead of a few times per image; every ping
+// saved is a round trip before an image's first request and a request
+// the registry does not serve. Pings that arrive while the first is in
+// flight wait for its answer. Only a 200 or 401 is kept (what the ping
+// reads); after an error or any other answer the next ping asks again.
+type pingCache struct {
+	inner http.RoundTripper
+	mu    sync.Mutex
+	calls map[string]*pingCall // scheme://host
+}
+
+// pingCall is the first ping of one registry: answer is set (or not)
+// before done closes.
+type pingCall struct {
+	done   chan struct{}
+	answer *pingAnswer
+}
+
+type pingAnswer struct {
+	code   int
+	proto  string
+	header http.Header
+}
+
+func (p *pingCache) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet || req.URL.Path != "/v2/" || req.Header.Get("Authorization") != "" {
+		return p.inner.RoundTrip(req)
+	}
+	key := req.URL.Scheme + "://" + req.URL.Host
+	p.mu.Lock()
+	if p.calls == nil {
+		p.calls = map[string]*pingCall{}
+	}
+	call, asked := p.calls[key]
+	if !asked {
+		call = &pingCall{done: make(chan struct{})}
+		p.calls[key] = call
+	}
+	p.mu.Unlock()
+	if asked {
+		select {
+		case <-call.done:
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+		if a := call.answer; a != nil {
+			return &http.Response{Status: fmt.Sprintf("%d %s", a.code, http.StatusText(a.code)), StatusCode: a.code, Proto: a.proto, ProtoMajor: 1, ProtoMinor: 1,
+				Header: a.header.Clone(), Body: http.NoBody, Request: req}, nil
+		}
+		return p.inner.RoundTrip(req) // the first ping got no answer to keep
+	}
+	resp, err := p.inner.RoundTrip(req)
+	if err == nil && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusUnauthorized) {
+		call.answer = &pingAnswer{code: resp.StatusCode, proto: resp.Proto, header: resp.Header.Clone()}
+	} else {
+		p.mu.Lock()
+		delete(p.calls, key)
+		p.mu.Unlock()
+	}
+	close(call.done)
+	return resp, err
+}
+
 // countingTransport counts the request-body bytes of blob uploads
 // (PATCH and PUT under /blobs/uploads/) that reach the wire, and keeps
 // the digest a registry answers each manifest PUT with (manifests).

@@ -1,0 +1,148 @@
+package images
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/kubeferry/ferry/internal/testenv"
+)
+
+// requestCounter stands in front of a real registry and counts the
+// requests it passes on, by method and path.
+type requestCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *requestCounter) count(method, path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[method+" "+path]
+}
+
+func countingProxy(t *testing.T, r *testenv.Registry) (string, *requestCounter) {
+	t.Helper()
+	u, _ := url.Parse("http://" + r.Host)
+	p := httputil.NewSingleHostReverseProxy(u)
+	c := &requestCounter{n: map[string]int{}}
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		c.mu.Lock()
+		c.n[req.Method+" "+req.URL.Path]++
+		c.mu.Unlock()
+		p.ServeHTTP(w, req)
+	}))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://"), c
+}
+
+// TestCopyRequests: a sync of several signed images pings each registry
+// once (go-containerregistry pings whenever it builds a transport, a few
+// times per image), and reads each image's config from the source once
+// (it was read for the image's platform; the copy uploads those bytes).
+func TestCopyRequests(t *testing.T) {
+	src := startRegistry(t, testenv.RegistryOptions{})
+	srcHost, srcCount := countingProxy(t, src)
+	dstHost, dstCount := countingProxy(t, startRegistry(t, testenv.RegistryOptions{}))
+	var tasks []Task
+	var configs []string
+	for i := 0; i < 3; i++ {
+		repo := fmt.Sprintf("r/app%d", i)
+		img := pushImage(t, src, repo+":1", 1024, 2)
+		d, _ := img.Digest()
+		signImage(t, src, repo, d)
+		m, err := img.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs = append(configs, "/v2/"+repo+"/blobs/"+m.Config.Digest.String())
+		tasks = append(tasks, Task{Source: srcHost + "/" + repo + ":1", Target: dstHost + "/" + repo + ":1"})
+	}
+	rs := NewCopier(Options{Insecure: true}).CopyAll(context.Background(), tasks, nil)
+	for _, r := range rs {
+		if r.Outcome != Copied || len(r.Referrers) != 1 || r.Referrers[0].Outcome != Copied {
+			t.Fatalf("%s: %s %q, referrers %+v; want copied with its signature", r.Source, r.Outcome, r.Error, r.Referrers)
+		}
+	}
+	if n := srcCount.count(http.MethodGet, "/v2/"); n != 1 {
+		t.Errorf("source pinged %d times, want 1", n)
+	}
+	if n := dstCount.count(http.MethodGet, "/v2/"); n != 1 {
+		t.Errorf("target pinged %d times, want 1", n)
+	}
+	for _, p := range configs {
+		if n := srcCount.count(http.MethodGet, p); n != 1 {
+			t.Errorf("GET %s %d times at the source, want 1", p, n)
+		}
+	}
+}
+
+// TestPingCache: a 200 or 401 answer is kept, with its challenge; an
+// error or another answer is not, and the next ping asks again; a ping
+// waiting for the first gives up with its own context.
+func TestPingCache(t *testing.T) {
+	var pings atomic.Int64
+	hold := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch n := pings.Add(1); {
+		case r.URL.Path != "/v2/":
+			w.WriteHeader(http.StatusNotFound)
+		case n == 1:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case n == 3:
+			<-hold
+			fallthrough
+		default:
+			w.Header().Set("WWW-Authenticate", `Basic realm="r"`)
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	defer srv.Close()
+	defer close(hold)
+	p := &pingCache{inner: http.DefaultTransport}
+	ping := func(ctx context.Context) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v2/", nil)
+		return p.RoundTrip(req)
+	}
+	ctx := context.Background()
+	if resp, err := ping(ctx); err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("first ping: %v %v", resp, err)
+	}
+	for i := 0; i < 3; i++ {
+		resp, err := ping(ctx)
+		if err != nil || resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != `Basic realm="r"` || resp.Request == nil {
+			t.Fatalf("ping %d: %v %v, want the 401 with its challenge", i+2, resp, err)
+		}
+		resp.Body.Close()
+	}
+	if n := pings.Load(); n != 2 {
+		t.Errorf("%d pings reached the registry, want 2 (the 503 is not kept)", n)
+	}
+	// Another registry (host) is asked on its own; its first ping hangs,
+	// and a second one waits for it until its own context ends.
+	other := strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, other+"/v2/", nil)
+		if resp, err := p.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	for pings.Load() < 3 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(wctx, http.MethodGet, other+"/v2/", nil)
+	if _, err := p.RoundTrip(req); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("waiting ping: %v, want its deadline", err)
+	}
+}
