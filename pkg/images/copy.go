@@ -126,6 +126,9 @@ type Copier struct {
 	// takes it (manifestPutKey): a write needs no HEAD to learn whether
 	// it happened and what the registry stored.
 	putManifests sync.Map
+	// prefetched holds the prefetch of each task CopyAll copies, until
+	// its copy takes it (Task -> *prefetch).
+	prefetched sync.Map
 	// typesFound are the artifact types of the referrers found, chosen
 	// by the filter or not (UnmatchedTypes).
 	typesFound sync.Map
@@ -320,9 +323,22 @@ func (c *Copier) Copy(ctx context.Context, t Task) Result {
 	res := Result{Source: t.Source, Target: t.Target}
 	var retries, sent atomic.Int64
 	ctx, w := withWaits(ctx)
-	err := c.again(ctx, &retries, func() error { return c.copy(ctx, t, &res, &retries, &sent) })
+	pre := c.takePrefetch(ctx, t)
+	first := pre
+	if first != nil && first.err != nil {
+		first = nil // the copy fetches again, and explains a failure
+	}
+	err := c.again(ctx, &retries, func() error {
+		p := first
+		first = nil // a rerun fetches afresh
+		return c.copy(ctx, t, p, &res, &retries, &sent)
+	})
 	res.Retries, res.BlobBytes = retries.Load(), sent.Load()
 	res.Waits, res.WaitSeconds = w.count(), w.seconds()
+	if pre != nil { // its requests, the blobs' reads among them, were the image's
+		res.Retries += pre.retries.Load()
+		res.Waits, res.WaitSeconds = res.Waits+pre.w.count(), res.WaitSeconds+pre.w.seconds()
+	}
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
 		res.Outcome = Failed
@@ -347,7 +363,7 @@ func (c *Copier) rateLimitNotes(err error, refs ...string) string {
 	return out
 }
 
-func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *atomic.Int64) error {
+func (c *Copier) copy(ctx context.Context, t Task, pre *prefetch, res *Result, retries, sent *atomic.Int64) error {
 	src, err := ParseReference(t.Source, c.opts.Insecure)
 	if err != nil {
 		return err
@@ -359,18 +375,22 @@ func (c *Copier) copy(ctx context.Context, t Task, res *Result, retries, sent *a
 	// The image's manifest waits for its referrers' lookup (find).
 	ctx, gate := withGate(ctx, dst)
 	opts := c.remoteOptions(ctx, retries, sent)
-	if !c.opts.Referrers.None {
-		// The repository's tags (cosign's) are listed while its manifest
-		// is fetched.
-		go func() { _, _ = c.sha256Tags(ctx, src.Context(), opts) }()
-	}
-	desc, err := get(src, opts)
-	if err != nil {
-		return explain(t.Source, "source", err)
-	}
-	it, err := c.source(desc)
-	if err != nil {
-		return explain(t.Source, "source", err)
+	var desc *remote.Descriptor
+	var it *item
+	if pre != nil {
+		desc, it = pre.desc, pre.it
+	} else {
+		if !c.opts.Referrers.None {
+			// The repository's tags (cosign's) are listed while its
+			// manifest is fetched.
+			go func() { _, _ = c.sha256Tags(ctx, src.Context(), opts) }()
+		}
+		if desc, err = get(src, opts); err != nil {
+			return explain(t.Source, "source", err)
+		}
+		if it, err = c.source(desc); err != nil {
+			return explain(t.Source, "source", err)
+		}
 	}
 	var refs []Referrer
 	find := func() ([]Referrer, error) {
@@ -514,6 +534,7 @@ func (c *Copier) CopyAll(ctx context.Context, tasks []Task, onResult func(Result
 			continue
 		}
 		wg.Add(1)
+		c.prefetch(ctx, t) // while the images before it copy
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()

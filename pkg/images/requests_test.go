@@ -146,3 +146,45 @@ func TestPingCache(t *testing.T) {
 		t.Errorf("waiting ping: %v, want its deadline", err)
 	}
 }
+
+// TestPrefetchCounts: CopyAll fetches an image's source while the images
+// before it copy (prefetch); a source that answers 429 with a
+// Retry-After to those fetches is waited out, and every wait is counted
+// in the result of the image it was for.
+func TestPrefetchCounts(t *testing.T) {
+	src := startRegistry(t, testenv.RegistryOptions{})
+	u, _ := url.Parse("http://" + src.Host)
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	var refused atomic.Int64
+	start := time.Now()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if strings.Contains(req.URL.Path, "/manifests/") && time.Since(start) < 1500*time.Millisecond {
+			refused.Add(1)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, `{"errors":[{"code":"TOOMANYREQUESTS","message":"slow down"}]}`, http.StatusTooManyRequests)
+			return
+		}
+		proxy.ServeHTTP(w, req)
+	}))
+	defer srv.Close()
+	srcHost := strings.TrimPrefix(srv.URL, "http://")
+	dst := startRegistry(t, testenv.RegistryOptions{})
+	var tasks []Task
+	for i := 0; i < 4; i++ {
+		repo := fmt.Sprintf("p/app%d", i)
+		pushImage(t, src, repo+":1", 1024, 1)
+		tasks = append(tasks, Task{Source: srcHost + "/" + repo + ":1", Target: dst.Host + "/" + repo + ":1"})
+	}
+	start = time.Now()
+	rs := NewCopier(Options{Concurrency: 1, Insecure: true, Referrers: ReferrerFilter{None: true}}).CopyAll(context.Background(), tasks, nil)
+	var waits int64
+	for _, r := range rs {
+		if r.Outcome != Copied {
+			t.Fatalf("%s: %s %q", r.Source, r.Outcome, r.Error)
+		}
+		waits += r.Waits
+	}
+	if refused.Load() < 2 || waits != refused.Load() {
+		t.Errorf("%d answers of 429, %d waits in the results; want every one counted (and more than one image's)", refused.Load(), waits)
+	}
+}

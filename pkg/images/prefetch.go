@@ -1,0 +1,63 @@
+package images
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+)
+
+// prefetch is the source manifest (and config) of an image that CopyAll
+// fetches while the images before it copy: when a slot frees, the copy
+// starts with the image's blobs instead of a chain of requests to the
+// source. Its blobs are later read through the fetcher it made, so its
+// retries and waits count toward the image's result.
+type prefetch struct {
+	done    chan struct{}
+	desc    *remote.Descriptor
+	it      *item
+	err     error
+	retries atomic.Int64
+	w       *waits
+}
+
+// prefetch starts fetching t's source.
+func (c *Copier) prefetch(ctx context.Context, t Task) {
+	p := &prefetch{done: make(chan struct{}), w: &waits{}}
+	if _, loaded := c.prefetched.LoadOrStore(t, p); loaded {
+		return
+	}
+	go func() {
+		defer close(p.done)
+		src, err := ParseReference(t.Source, c.opts.Insecure)
+		if err != nil {
+			p.err = err
+			return
+		}
+		var sent atomic.Int64
+		ctx := context.WithValue(ctx, waitsKey{}, p.w)
+		opts := c.remoteOptions(ctx, &p.retries, &sent)
+		if !c.opts.Referrers.None {
+			go func() { _, _ = c.sha256Tags(ctx, src.Context(), opts) }()
+		}
+		if p.desc, p.err = get(src, opts); p.err == nil {
+			p.it, p.err = c.source(p.desc)
+		}
+	}()
+}
+
+// takePrefetch takes t's prefetch, if CopyAll started one, once it is
+// done (nil if ctx ends first).
+func (c *Copier) takePrefetch(ctx context.Context, t Task) *prefetch {
+	v, ok := c.prefetched.LoadAndDelete(t)
+	if !ok {
+		return nil
+	}
+	p := v.(*prefetch)
+	select {
+	case <-p.done:
+		return p
+	case <-ctx.Done():
+		return nil
+	}
+}
