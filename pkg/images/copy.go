@@ -395,7 +395,7 @@ func (c *Copier) copy(ctx context.Context, t Task, pre *prefetch, res *Result, r
 	var refs []Referrer
 	find := func() ([]Referrer, error) {
 		var err error
-		refs, err = c.referrersToCopy(ctx, t.Source, src.Context(), desc.Digest, it, opts)
+		refs, err = c.referrersToCopy(ctx, t.Source, src.Context(), desc, it, opts)
 		gate.open(err)
 		return refs, err
 	}
@@ -446,14 +446,16 @@ func (c *Copier) putWithReferrers(ctx context.Context, t Task, dst name.Referenc
 	return refErr
 }
 
-// referrersToCopy finds the referrers of the image fetched as root
+// referrersToCopy finds the referrers of the image fetched as desc
 // (it after the platform filter) in repo. A filter that made a new
-// index while referrers name the old one is refused: they would be
-// lost, and a policy that checks signatures would refuse the image.
-func (c *Copier) referrersToCopy(ctx context.Context, image string, repo name.Repository, root v1.Hash, it *item, opts []remote.Option) ([]Referrer, error) {
+// index while referrers name the old one, or a nested index it rebuilt,
+// is refused: they would be lost, and a policy that checks signatures
+// would refuse the image.
+func (c *Copier) referrersToCopy(ctx context.Context, image string, repo name.Repository, desc *remote.Descriptor, it *item, opts []remote.Option) ([]Referrer, error) {
 	if c.opts.Referrers.None {
 		return nil, nil
 	}
+	root := desc.Digest
 	subs, err := subjects(it, root)
 	if err != nil {
 		return nil, explain(image, "source", err)
@@ -465,17 +467,101 @@ func (c *Copier) referrersToCopy(ctx context.Context, image string, repo name.Re
 	if it.digest == root {
 		return refs, nil
 	}
-	var named []string
-	for _, r := range refs {
-		if r.Subject == root.String() {
-			named = append(named, fmt.Sprintf("%s (%s)", r.Digest, orType(r.ArtifactType)))
-		}
+	lost, err := c.lostReferrers(ctx, repo, desc, it, refs, opts)
+	if err != nil {
+		c.letGo(repo, refs)
+		return nil, explain(image, "source", err)
 	}
-	if len(named) > 0 {
+	if lost != "" {
 		c.letGo(repo, refs) // no copy follows
-		return nil, fmt.Errorf("image %s: keeping only some platforms makes a new index, %s instead of %s, and %s the old one: copy the whole index (no platform filter), or leave the referrers behind (referrers none)", image, it.digest, root, nameReferrers(named))
+		return nil, fmt.Errorf("image %s: keeping only some platforms makes a new index, %s instead of %s%s: copy the whole index (no platform filter), or leave the referrers behind (referrers none)", image, it.digest, root, lost)
 	}
 	return refs, nil
+}
+
+// lostReferrers names the referrers a platform filter would leave
+// behind: those of the index it replaced (found among refs) and those of
+// each nested index it rebuilt (looked up here). "" when there are none.
+func (c *Copier) lostReferrers(ctx context.Context, repo name.Repository, desc *remote.Descriptor, it *item, refs []Referrer, opts []remote.Option) (string, error) {
+	named := func(rs []Referrer, subject string) []string {
+		var out []string
+		for _, r := range rs {
+			if r.Subject == subject {
+				out = append(out, fmt.Sprintf("%s (%s)", r.Digest, orType(r.ArtifactType)))
+			}
+		}
+		return out
+	}
+	lost := ""
+	if n := named(refs, desc.Digest.String()); len(n) > 0 {
+		lost = ", and " + nameReferrers(n) + " the old one"
+	}
+	orig, err := unfiltered(desc)
+	if err != nil {
+		return "", err
+	}
+	rebuilt, err := rebuiltIndexes(orig, it)
+	if err != nil || len(rebuilt) == 0 {
+		return lost, err
+	}
+	theirs, err := c.findReferrers(ctx, repo, rebuilt, opts)
+	if err != nil {
+		return "", err
+	}
+	c.letGo(repo, theirs) // none of them is copied
+	for _, h := range rebuilt {
+		if n := named(theirs, h.String()); len(n) > 0 {
+			lost += fmt.Sprintf("; it rebuilds the nested index %s too, and %s it", h, nameReferrers(n))
+		}
+	}
+	return lost, nil
+}
+
+// rebuiltIndexes are the nested indexes of orig that a platform filter
+// kept in part: they are not in it (the filtered item), but an image of
+// theirs is.
+func rebuiltIndexes(orig, it *item) ([]v1.Hash, error) {
+	subs, err := subjects(it, it.digest)
+	if err != nil {
+		return nil, err
+	}
+	kept := map[v1.Hash]bool{}
+	for _, h := range subs {
+		kept[h] = true
+	}
+	var out []v1.Hash
+	var walk func(idx v1.ImageIndex) (bool, error)
+	walk = func(idx v1.ImageIndex) (bool, error) {
+		im, err := idx.IndexManifest()
+		if err != nil {
+			return false, err
+		}
+		anyKept := false
+		for _, d := range im.Manifests {
+			if kept[d.Digest] || !d.MediaType.IsIndex() {
+				anyKept = anyKept || kept[d.Digest]
+				continue
+			}
+			child, err := idx.ImageIndex(d.Digest)
+			if err != nil {
+				return false, fmt.Errorf("nested index %s: %w", d.Digest, err)
+			}
+			k, err := walk(child)
+			if err != nil {
+				return false, err
+			}
+			if k {
+				out = append(out, d.Digest)
+				anyKept = true
+			}
+		}
+		return anyKept, nil
+	}
+	if orig.idx == nil {
+		return nil, nil
+	}
+	_, err = walk(orig.idx)
+	return out, err
 }
 
 // nameReferrers says which referrers name something: "its referrer X
