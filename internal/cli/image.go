@@ -198,6 +198,9 @@ func (o *imageSyncOptions) Run(ctx context.Context) error {
 	if unmatched, found := c.UnmatchedTypes(); len(unmatched) > 0 {
 		o.log.Warn("no referrer found has these artifact types of --referrers: misspelt?", "types", unmatched, "found", found)
 	}
+	if unused, used := c.UnusedLimits(); len(unused) > 0 {
+		o.log.Warn("no request went to these hosts of --registry-limit, so their limits bounded nothing: misspelt, or another host name (docker.io is index.docker.io)?", "hosts", unused, "used", used)
+	}
 	return printImageResults(o.globals, results, c.Registries())
 }
 

@@ -258,6 +258,25 @@ func (c *Copier) Registries() []RegistryWaits {
 	return out
 }
 
+// UnusedLimits are the hosts of Options.Limits (but "*") that no request
+// went to, and the hosts that requests went to: a limit on a misspelt
+// host, or on docker.io when the requests go to index.docker.io, bounds
+// nothing, and the caller says so.
+func (c *Copier) UnusedLimits() (unused, used []string) {
+	c.polite.hosts.Range(func(k, _ any) bool {
+		used = append(used, k.(string))
+		return true
+	})
+	for h := range c.polite.limits {
+		if _, ok := c.polite.hosts.Load(h); !ok && h != "*" {
+			unused = append(unused, h)
+		}
+	}
+	sort.Strings(unused)
+	sort.Strings(used)
+	return unused, used
+}
+
 // rateLimitNote says a host's Docker Hub limit, for an error ("" when
 // it gave none).
 func (c *Copier) rateLimitNote(host string) string {

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -186,5 +187,21 @@ func TestPrefetchCounts(t *testing.T) {
 	}
 	if refused.Load() < 2 || waits != refused.Load() {
 		t.Errorf("%d answers of 429, %d waits in the results; want every one counted (and more than one image's)", refused.Load(), waits)
+	}
+}
+
+// TestUnusedLimits: a registry limit on a host no request went to is
+// named (it bounded nothing); one on a host used, and "*", are not.
+func TestUnusedLimits(t *testing.T) {
+	src := startRegistry(t, testenv.RegistryOptions{})
+	dst := startRegistry(t, testenv.RegistryOptions{})
+	pushImage(t, src, "u/app:1", 1024, 1)
+	c := NewCopier(Options{Limits: map[string]Limit{src.Host: {Concurrency: 2}, "docker.io": {Concurrency: 1}, "*": {Concurrency: 4}}})
+	if r := c.Copy(context.Background(), Task{Source: src.Host + "/u/app:1", Target: dst.Host + "/u/app:1"}); r.Outcome != Copied {
+		t.Fatalf("%s %q", r.Outcome, r.Error)
+	}
+	unused, used := c.UnusedLimits()
+	if strings.Join(unused, ",") != "docker.io" || len(used) != 2 || !slices.Contains(used, src.Host) || !slices.Contains(used, dst.Host) {
+		t.Errorf("unused %v, used %v; want docker.io unused, both registries used", unused, used)
 	}
 }
