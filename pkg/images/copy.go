@@ -322,12 +322,14 @@ func (c *Copier) Copy(ctx context.Context, t Task) Result {
 	start := time.Now()
 	res := Result{Source: t.Source, Target: t.Target}
 	var retries, sent atomic.Int64
-	ctx, w := withWaits(ctx)
+	// A prefetch's waits are the image's: one Retry-After budget.
 	pre := c.takePrefetch(ctx, t)
-	first := pre
-	if first != nil && first.err != nil {
-		first = nil // the copy fetches again, and explains a failure
+	w := &waits{}
+	if pre != nil {
+		w = pre.w
 	}
+	ctx = context.WithValue(ctx, waitsKey{}, w)
+	first := pre
 	err := c.again(ctx, &retries, func() error {
 		p := first
 		first = nil // a rerun fetches afresh
@@ -337,7 +339,6 @@ func (c *Copier) Copy(ctx context.Context, t Task) Result {
 	res.Waits, res.WaitSeconds = w.count(), w.seconds()
 	if pre != nil { // its requests, the blobs' reads among them, were the image's
 		res.Retries += pre.retries.Load()
-		res.Waits, res.WaitSeconds = res.Waits+pre.w.count(), res.WaitSeconds+pre.w.seconds()
 	}
 	res.Seconds = time.Since(start).Seconds()
 	if err != nil {
@@ -377,9 +378,12 @@ func (c *Copier) copy(ctx context.Context, t Task, pre *prefetch, res *Result, r
 	opts := c.remoteOptions(ctx, retries, sent)
 	var desc *remote.Descriptor
 	var it *item
-	if pre != nil {
+	switch {
+	case pre != nil && pre.err != nil:
+		return explain(t.Source, "source", pre.err) // not asked again: a rerun does, if it may
+	case pre != nil:
 		desc, it = pre.desc, pre.it
-	} else {
+	default:
 		if !c.opts.Referrers.None {
 			// The repository's tags (cosign's) are listed while its
 			// manifest is fetched.

@@ -11,7 +11,9 @@ import (
 // fetches while the images before it copy: when a slot frees, the copy
 // starts with the image's blobs instead of a chain of requests to the
 // source. Its blobs are later read through the fetcher it made, so its
-// retries and waits count toward the image's result.
+// retries count toward the image's result, and its waits are the
+// image's (w: one Retry-After budget, Copy's). A failed prefetch is the
+// copy's failure.
 type prefetch struct {
 	done    chan struct{}
 	desc    *remote.Descriptor

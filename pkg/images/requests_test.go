@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -28,6 +29,9 @@ type requestCounter struct {
 func (c *requestCounter) count(method, path string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if path == "" {
+		return c.n[method]
+	}
 	return c.n[method+" "+path]
 }
 
@@ -36,14 +40,51 @@ func countingProxy(t *testing.T, r *testenv.Registry) (string, *requestCounter) 
 	u, _ := url.Parse("http://" + r.Host)
 	p := httputil.NewSingleHostReverseProxy(u)
 	c := &requestCounter{n: map[string]int{}}
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		c.mu.Lock()
 		c.n[req.Method+" "+req.URL.Path]++
 		c.mu.Unlock()
 		p.ServeHTTP(w, req)
 	}))
+	s.Listener = sniffListener{Listener: s.Listener, c: c}
+	s.Start()
 	t.Cleanup(s.Close)
 	return strings.TrimPrefix(s.URL, "http://"), c
+}
+
+// sniffListener counts the connections that open with a TLS handshake
+// (an HTTPS ping to this plain-HTTP proxy) as "TLS".
+type sniffListener struct {
+	net.Listener
+	c *requestCounter
+}
+
+func (l sniffListener) Accept() (net.Conn, error) {
+	conn, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &sniffConn{Conn: conn, c: l.c}, nil
+}
+
+type sniffConn struct {
+	net.Conn
+	c    *requestCounter
+	once sync.Once
+}
+
+func (s *sniffConn) Read(b []byte) (int, error) {
+	n, err := s.Conn.Read(b)
+	if n > 0 {
+		s.once.Do(func() {
+			if b[0] == 0x16 { // TLS record type: handshake
+				s.c.mu.Lock()
+				s.c.n["TLS"]++
+				s.c.mu.Unlock()
+			}
+		})
+	}
+	return n, err
 }
 
 // TestCopyRequests: a sync of several signed images pings each registry
@@ -68,11 +109,25 @@ func TestCopyRequests(t *testing.T) {
 		configs = append(configs, "/v2/"+repo+"/blobs/"+m.Config.Digest.String())
 		tasks = append(tasks, Task{Source: srcHost + "/" + repo + ":1", Target: dstHost + "/" + repo + ":1"})
 	}
+	// A missing image fails once: its prefetch's answer is the copy's.
+	tasks = append(tasks, Task{Source: srcHost + "/r/app0:missing", Target: dstHost + "/r/missing:1"})
 	rs := NewCopier(Options{Insecure: true}).CopyAll(context.Background(), tasks, nil)
-	for _, r := range rs {
+	for _, r := range rs[:3] {
 		if r.Outcome != Copied || len(r.Referrers) != 1 || r.Referrers[0].Outcome != Copied {
 			t.Fatalf("%s: %s %q, referrers %+v; want copied with its signature", r.Source, r.Outcome, r.Error, r.Referrers)
 		}
+	}
+	if r := rs[3]; r.Outcome != Failed || !strings.Contains(r.Error, "r/app0:missing") {
+		t.Errorf("missing image: %s %q", r.Outcome, r.Error)
+	}
+	if n := srcCount.count(http.MethodHead, "/v2/r/app0/manifests/missing"); n != 1 {
+		t.Errorf("the missing image's manifest asked %d times, want 1", n)
+	}
+	// go-containerregistry tries HTTPS beside HTTP for an insecure
+	// registry: once the registry has answered plain HTTP, no more.
+	t.Logf("HTTPS attempts: %d at the source, %d at the target", srcCount.count("TLS", ""), dstCount.count("TLS", ""))
+	if n, m := srcCount.count("TLS", ""), dstCount.count("TLS", ""); n > 4 || m > 4 {
+		t.Errorf("%d and %d HTTPS attempts at the source and target, want at most the first images' (4)", n, m)
 	}
 	if n := srcCount.count(http.MethodGet, "/v2/"); n != 1 {
 		t.Errorf("source pinged %d times, want 1", n)
@@ -203,5 +258,55 @@ func TestUnusedLimits(t *testing.T) {
 	unused, used := c.UnusedLimits()
 	if strings.Join(unused, ",") != "docker.io" || len(used) != 2 || !slices.Contains(used, src.Host) || !slices.Contains(used, dst.Host) {
 		t.Errorf("unused %v, used %v; want docker.io unused, both registries used", unused, used)
+	}
+}
+
+// TestPrefetchAhead: with one image at a time, the second image's
+// source manifest is asked for while the first is still copying (before
+// the first's manifest is written at the target).
+func TestPrefetchAhead(t *testing.T) {
+	src := startRegistry(t, testenv.RegistryOptions{})
+	dst := startRegistry(t, testenv.RegistryOptions{})
+	var mu sync.Mutex
+	var events []string
+	event := func(e string) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	proxy := func(r *testenv.Registry, side string) string {
+		u, _ := url.Parse("http://" + r.Host)
+		p := httputil.NewSingleHostReverseProxy(u)
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			switch {
+			case side == "source" && strings.HasPrefix(req.URL.Path, "/v2/a/app0/blobs/"):
+				time.Sleep(300 * time.Millisecond) // the first image copies slowly
+			case side == "source" && strings.HasPrefix(req.URL.Path, "/v2/a/app1/manifests/"):
+				event("source manifest of app1")
+			case side == "target" && req.Method == http.MethodPut && req.URL.Path == "/v2/a/app0/manifests/1":
+				event("target manifest of app0")
+			}
+			p.ServeHTTP(w, req)
+		}))
+		t.Cleanup(s.Close)
+		return strings.TrimPrefix(s.URL, "http://")
+	}
+	srcHost, dstHost := proxy(src, "source"), proxy(dst, "target")
+	var tasks []Task
+	for i := 0; i < 2; i++ {
+		repo := fmt.Sprintf("a/app%d", i)
+		pushImage(t, src, repo+":1", 1024, 1)
+		tasks = append(tasks, Task{Source: srcHost + "/" + repo + ":1", Target: dstHost + "/" + repo + ":1"})
+	}
+	rs := NewCopier(Options{Concurrency: 1, Insecure: true, Referrers: ReferrerFilter{None: true}}).CopyAll(context.Background(), tasks, nil)
+	for _, r := range rs {
+		if r.Outcome != Copied {
+			t.Fatalf("%s: %s %q", r.Source, r.Outcome, r.Error)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) < 2 || events[0] != "source manifest of app1" {
+		t.Errorf("events %q: want app1's manifest asked for before app0's is written", events)
 	}
 }

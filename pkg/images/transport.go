@@ -99,6 +99,8 @@ func retryable(err error) bool {
 // the registry does not serve. Pings that arrive while the first is in
 // flight wait for its answer. Only a 200 or 401 is kept (what the ping
 // reads); after an error or any other answer the next ping asks again.
+// An HTTPS ping to a host:port that answered plain HTTP fails at once
+// (go-containerregistry tries both for an insecure registry).
 type pingCache struct {
 	inner http.RoundTripper
 	mu    sync.Mutex
@@ -122,6 +124,9 @@ func (p *pingCache) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Method != http.MethodGet || req.URL.Path != "/v2/" || req.Header.Get("Authorization") != "" {
 		return p.inner.RoundTrip(req)
 	}
+	if err := p.plainHTTP(req); err != nil {
+		return nil, err
+	}
 	key := req.URL.Scheme + "://" + req.URL.Host
 	p.mu.Lock()
 	if p.calls == nil {
@@ -143,6 +148,9 @@ func (p *pingCache) RoundTrip(req *http.Request) (*http.Response, error) {
 			return &http.Response{Status: fmt.Sprintf("%d %s", a.code, http.StatusText(a.code)), StatusCode: a.code, Proto: a.proto, ProtoMajor: 1, ProtoMinor: 1,
 				Header: a.header.Clone(), Body: http.NoBody, Request: req}, nil
 		}
+		if err := p.plainHTTP(req); err != nil {
+			return nil, err
+		}
 		return p.inner.RoundTrip(req) // the first ping got no answer to keep
 	}
 	resp, err := p.inner.RoundTrip(req)
@@ -155,6 +163,31 @@ func (p *pingCache) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	close(call.done)
 	return resp, err
+}
+
+// plainHTTP fails an HTTPS ping to a host:port that answered plain HTTP
+// (waiting for that answer if it is on its way): go-containerregistry
+// tries both schemes for an insecure registry, and HTTPS cannot answer
+// there.
+func (p *pingCache) plainHTTP(req *http.Request) error {
+	if req.URL.Scheme != "https" {
+		return nil
+	}
+	p.mu.Lock()
+	plain, ok := p.calls["http://"+req.URL.Host]
+	p.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	select {
+	case <-plain.done:
+	case <-req.Context().Done():
+		return req.Context().Err()
+	}
+	if plain.answer == nil {
+		return nil
+	}
+	return fmt.Errorf("%s answers plain HTTP (ping)", req.URL.Host)
 }
 
 // countingTransport counts the request-body bytes of blob uploads

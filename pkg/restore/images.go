@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -58,9 +57,6 @@ func imageStage(ctx context.Context, loc *store.Location, b *v1alpha1.Backup, op
 	}
 	c := images.NewCopier(opts.Images)
 	pushed := c.PushBundled(ctx, rec, bundle, rw)
-	if unused, used := c.UnusedLimits(); len(unused) > 0 {
-		results.Warnf("no request went to the registries %s of the image limits, so they bounded nothing (requests went to %s)", strings.Join(unused, ", "), strings.Join(used, ", "))
-	}
 	var failed []string
 	for _, p := range pushed {
 		if p.Outcome == images.Failed {
