@@ -31,7 +31,7 @@ func (c *Copier) BundleRecord(ctx context.Context, rec *Record, bundle *Bundle) 
 			if it, err = c.source(desc); err != nil {
 				return err
 			}
-			if refs, err = c.referrersToCopy(ctx, ir.Reference, ref.Context(), desc, it, opts); err != nil {
+			if refs, err = c.referrersToCopy(ctx, ir.Reference, ref.Context(), desc.Digest, it, opts); err != nil {
 				return err
 			}
 			if err := bundle.writeItem(ctx, it); err != nil {

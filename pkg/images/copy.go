@@ -384,22 +384,14 @@ func (c *Copier) copy(ctx context.Context, t Task, pre *prefetch, res *Result, r
 	case pre != nil:
 		desc, it = pre.desc, pre.it
 	default:
-		if !c.opts.Referrers.None {
-			// The repository's tags (cosign's) are listed while its
-			// manifest is fetched.
-			go func() { _, _ = c.sha256Tags(ctx, src.Context(), opts) }()
-		}
-		if desc, err = get(src, opts); err != nil {
-			return explain(t.Source, "source", err)
-		}
-		if it, err = c.source(desc); err != nil {
+		if desc, it, err = c.fetch(ctx, src, opts); err != nil {
 			return explain(t.Source, "source", err)
 		}
 	}
 	var refs []Referrer
 	find := func() ([]Referrer, error) {
 		var err error
-		refs, err = c.referrersToCopy(ctx, t.Source, src.Context(), desc, it, opts)
+		refs, err = c.referrersToCopy(ctx, t.Source, src.Context(), desc.Digest, it, opts)
 		gate.open(err)
 		return refs, err
 	}
@@ -450,16 +442,15 @@ func (c *Copier) putWithReferrers(ctx context.Context, t Task, dst name.Referenc
 	return refErr
 }
 
-// referrersToCopy finds the referrers of the image fetched as desc
+// referrersToCopy finds the referrers of the image fetched as root
 // (it after the platform filter) in repo. A filter that made a new
 // index while referrers name the old one, or a nested index it rebuilt,
 // is refused: they would be lost, and a policy that checks signatures
 // would refuse the image.
-func (c *Copier) referrersToCopy(ctx context.Context, image string, repo name.Repository, desc *remote.Descriptor, it *item, opts []remote.Option) ([]Referrer, error) {
+func (c *Copier) referrersToCopy(ctx context.Context, image string, repo name.Repository, root v1.Hash, it *item, opts []remote.Option) ([]Referrer, error) {
 	if c.opts.Referrers.None {
 		return nil, nil
 	}
-	root := desc.Digest
 	subs, err := subjects(it, root)
 	if err != nil {
 		return nil, explain(image, "source", err)
@@ -471,7 +462,7 @@ func (c *Copier) referrersToCopy(ctx context.Context, image string, repo name.Re
 	if it.digest == root {
 		return refs, nil
 	}
-	lost, err := c.lostReferrers(ctx, repo, desc, it, refs, opts)
+	lost, err := c.lostReferrers(ctx, repo, root, it, refs, opts)
 	if err != nil {
 		c.letGo(repo, refs)
 		return nil, explain(image, "source", err)
@@ -484,9 +475,10 @@ func (c *Copier) referrersToCopy(ctx context.Context, image string, repo name.Re
 }
 
 // lostReferrers names the referrers a platform filter would leave
-// behind: those of the index it replaced (found among refs) and those of
-// each nested index it rebuilt (looked up here). "" when there are none.
-func (c *Copier) lostReferrers(ctx context.Context, repo name.Repository, desc *remote.Descriptor, it *item, refs []Referrer, opts []remote.Option) (string, error) {
+// behind: those of the index it replaced, root (found among refs), and
+// those of each nested index it rebuilt (it.rebuilt, looked up here).
+// "" when there are none.
+func (c *Copier) lostReferrers(ctx context.Context, repo name.Repository, root v1.Hash, it *item, refs []Referrer, opts []remote.Option) (string, error) {
 	named := func(rs []Referrer, subject string) []string {
 		var out []string
 		for _, r := range rs {
@@ -497,75 +489,23 @@ func (c *Copier) lostReferrers(ctx context.Context, repo name.Repository, desc *
 		return out
 	}
 	lost := ""
-	if n := named(refs, desc.Digest.String()); len(n) > 0 {
+	if n := named(refs, root.String()); len(n) > 0 {
 		lost = ", and " + nameReferrers(n) + " the old one"
 	}
-	orig, err := unfiltered(desc)
-	if err != nil {
-		return "", err
+	if len(it.rebuilt) == 0 {
+		return lost, nil
 	}
-	rebuilt, err := rebuiltIndexes(orig, it)
-	if err != nil || len(rebuilt) == 0 {
-		return lost, err
-	}
-	theirs, err := c.findReferrers(ctx, repo, rebuilt, opts)
+	theirs, err := c.findReferrers(ctx, repo, it.rebuilt, opts)
 	if err != nil {
 		return "", err
 	}
 	c.letGo(repo, theirs) // none of them is copied
-	for _, h := range rebuilt {
+	for _, h := range it.rebuilt {
 		if n := named(theirs, h.String()); len(n) > 0 {
 			lost += fmt.Sprintf("; it rebuilds the nested index %s too, and %s it", h, nameReferrers(n))
 		}
 	}
 	return lost, nil
-}
-
-// rebuiltIndexes are the nested indexes of orig that a platform filter
-// kept in part: they are not in it (the filtered item), but an image of
-// theirs is.
-func rebuiltIndexes(orig, it *item) ([]v1.Hash, error) {
-	subs, err := subjects(it, it.digest)
-	if err != nil {
-		return nil, err
-	}
-	kept := map[v1.Hash]bool{}
-	for _, h := range subs {
-		kept[h] = true
-	}
-	var out []v1.Hash
-	var walk func(idx v1.ImageIndex) (bool, error)
-	walk = func(idx v1.ImageIndex) (bool, error) {
-		im, err := idx.IndexManifest()
-		if err != nil {
-			return false, err
-		}
-		anyKept := false
-		for _, d := range im.Manifests {
-			if kept[d.Digest] || !d.MediaType.IsIndex() {
-				anyKept = anyKept || kept[d.Digest]
-				continue
-			}
-			child, err := idx.ImageIndex(d.Digest)
-			if err != nil {
-				return false, fmt.Errorf("nested index %s: %w", d.Digest, err)
-			}
-			k, err := walk(child)
-			if err != nil {
-				return false, err
-			}
-			if k {
-				out = append(out, d.Digest)
-				anyKept = true
-			}
-		}
-		return anyKept, nil
-	}
-	if orig.idx == nil {
-		return nil, nil
-	}
-	_, err = walk(orig.idx)
-	return out, err
 }
 
 // nameReferrers says which referrers name something: "its referrer X

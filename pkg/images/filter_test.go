@@ -98,7 +98,7 @@ func TestFilterNestedIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := NewCopier(Options{Platforms: plats}).filter(outer)
+		got, _, err := NewCopier(Options{Platforms: plats}).filter(outer)
 		if err != nil {
 			t.Errorf("--platform %s: %v", tc.platform, err)
 			continue
@@ -110,14 +110,14 @@ func TestFilterNestedIndex(t *testing.T) {
 	}
 	// The nested index that is all linux/amd64 is kept as it is.
 	plats, _ := ParsePlatforms([]string{"linux/amd64"})
-	got, _ := NewCopier(Options{Platforms: plats}).filter(outer)
+	got, _, _ := NewCopier(Options{Platforms: plats}).filter(outer)
 	if im, err := got.IndexManifest(); err != nil || len(im.Manifests) != 2 || im.Manifests[1].Digest != digestOf(t, other) {
 		t.Errorf("linux/amd64: the all-amd64 nested index changed: %+v, %v", im, err)
 	}
 
 	// A platform no image has: the error lists the platforms found, nested ones included.
 	plats, _ = ParsePlatforms([]string{"linux/s390x"})
-	_, err = NewCopier(Options{Platforms: plats}).filter(outer)
+	_, _, err = NewCopier(Options{Platforms: plats}).filter(outer)
 	if err == nil || !strings.Contains(err.Error(), "no manifest for platform linux/s390x (it has linux/amd64, linux/arm64, windows/amd64)") {
 		t.Errorf("linux/s390x: error %v, want it to list the nested platforms", err)
 	}
@@ -126,7 +126,7 @@ func TestFilterNestedIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = NewCopier(Options{Platforms: plats}).filter(bare)
+	_, _, err = NewCopier(Options{Platforms: plats}).filter(bare)
 	if err == nil || strings.Contains(err.Error(), "it has )") || !strings.Contains(err.Error(), "none of its 2 manifests names a platform") {
 		t.Errorf("index without platforms: error %v", err)
 	}

@@ -25,6 +25,9 @@ type item struct {
 	// config is the image's config as read for its platform, uploaded
 	// from memory instead of fetched again (mountImage.config).
 	config []byte
+	// rebuilt are the nested indexes of the fetched index that the
+	// platform filter kept in part (each now a new index).
+	rebuilt []v1.Hash
 }
 
 // source turns a fetched descriptor into an item, filtering an index by
@@ -35,19 +38,25 @@ func (c *Copier) source(desc *remote.Descriptor) (*item, error) {
 
 // unfiltered turns a fetched descriptor into an item as it is.
 func unfiltered(desc *remote.Descriptor) (*item, error) {
-	return itemOf(desc, func(idx v1.ImageIndex) (v1.ImageIndex, error) { return idx, nil })
+	return itemOf(desc, func(idx v1.ImageIndex) (v1.ImageIndex, []v1.Hash, error) { return idx, nil, nil })
 }
 
-func itemOf(desc *remote.Descriptor, filter func(v1.ImageIndex) (v1.ImageIndex, error)) (*item, error) {
+func itemOf(desc *remote.Descriptor, filter func(v1.ImageIndex) (v1.ImageIndex, []v1.Hash, error)) (*item, error) {
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {
 			return nil, err
 		}
-		if idx, err = filter(idx); err != nil {
+		idx, rebuilt, err := filter(idx)
+		if err != nil {
 			return nil, err
 		}
-		return indexItem(idx)
+		it, err := indexItem(idx)
+		if err != nil {
+			return nil, err
+		}
+		it.rebuilt = rebuilt
+		return it, nil
 	}
 	img, err := desc.Image()
 	if err != nil {
@@ -161,16 +170,17 @@ func (c *Copier) put(t Task, dst name.Reference, it *item, opts []remote.Option,
 // filter keeps the manifests of idx whose platform satisfies one of
 // c.opts.Platforms, descending into nested indexes (filterIndex). An
 // index with none of them is an error that names the platforms it has.
-func (c *Copier) filter(idx v1.ImageIndex) (v1.ImageIndex, error) {
+// rebuilt are the nested indexes kept in part, outermost last.
+func (c *Copier) filter(idx v1.ImageIndex) (_ v1.ImageIndex, rebuilt []v1.Hash, _ error) {
 	if len(c.opts.Platforms) == 0 {
-		return idx, nil
+		return idx, nil, nil
 	}
-	out, n, err := c.filterIndex(idx)
+	out, n, err := c.filterIndex(idx, &rebuilt)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if n > 0 {
-		return out, nil
+		return out, rebuilt, nil
 	}
 	var want []string
 	for _, p := range c.opts.Platforms {
@@ -178,16 +188,16 @@ func (c *Copier) filter(idx v1.ImageIndex) (v1.ImageIndex, error) {
 	}
 	have, err := indexPlatforms(idx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if len(have) == 0 {
 		im, err := idx.IndexManifest()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, fmt.Errorf("the index has no manifest for platform %s (none of its %d manifests names a platform)", strings.Join(want, ","), len(im.Manifests))
+		return nil, nil, fmt.Errorf("the index has no manifest for platform %s (none of its %d manifests names a platform)", strings.Join(want, ","), len(im.Manifests))
 	}
-	return nil, fmt.Errorf("the index has no manifest for platform %s (it has %s)", strings.Join(want, ","), strings.Join(have, ", "))
+	return nil, nil, fmt.Errorf("the index has no manifest for platform %s (it has %s)", strings.Join(want, ","), strings.Join(have, ", "))
 }
 
 // wants reports whether p satisfies one of c.opts.Platforms.
@@ -208,8 +218,9 @@ func (c *Copier) wants(p *v1.Platform) bool {
 // way, unless its descriptor names a platform c does not want: it is kept,
 // filtered, when anything of it is kept, and dropped otherwise. Kept
 // images, and nested indexes kept whole, keep their digests; an index that
-// lost a manifest is a new one, in the same order.
-func (c *Copier) filterIndex(idx v1.ImageIndex) (v1.ImageIndex, int, error) {
+// lost a manifest is a new one, in the same order; the nested ones are
+// added to rebuilt (by their old digests).
+func (c *Copier) filterIndex(idx v1.ImageIndex, rebuilt *[]v1.Hash) (v1.ImageIndex, int, error) {
 	im, err := idx.IndexManifest()
 	if err != nil {
 		return nil, 0, err
@@ -234,7 +245,7 @@ func (c *Copier) filterIndex(idx v1.ImageIndex) (v1.ImageIndex, int, error) {
 		if err != nil {
 			return nil, 0, fmt.Errorf("nested index %s: %w", d.Digest, err)
 		}
-		fc, k, err := c.filterIndex(child)
+		fc, k, err := c.filterIndex(child, rebuilt)
 		if err != nil {
 			return nil, 0, fmt.Errorf("nested index %s: %w", d.Digest, err)
 		}
@@ -247,6 +258,7 @@ func (c *Copier) filterIndex(idx v1.ImageIndex) (v1.ImageIndex, int, error) {
 			dropped = true
 		case h != d.Digest:
 			filtered[i] = fc
+			*rebuilt = append(*rebuilt, d.Digest)
 		default:
 			keptIndexes[d.Digest] = true
 		}

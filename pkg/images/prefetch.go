@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -39,13 +40,25 @@ func (c *Copier) prefetch(ctx context.Context, t Task) {
 		var sent atomic.Int64
 		ctx := context.WithValue(ctx, waitsKey{}, p.w)
 		opts := c.remoteOptions(ctx, &p.retries, &sent)
-		if !c.opts.Referrers.None {
-			go func() { _, _ = c.sha256Tags(ctx, src.Context(), opts) }()
-		}
-		if p.desc, p.err = get(src, opts); p.err == nil {
-			p.it, p.err = c.source(p.desc)
-		}
+		p.desc, p.it, p.err = c.fetch(ctx, src, opts)
 	}()
+}
+
+// fetch gets src's manifest (get) and makes it an item (source); the
+// repository's tags (cosign's) are listed meanwhile, for the referrers.
+func (c *Copier) fetch(ctx context.Context, src name.Reference, opts []remote.Option) (*remote.Descriptor, *item, error) {
+	if !c.opts.Referrers.None {
+		go func() { _, _ = c.sha256Tags(ctx, src.Context(), opts) }()
+	}
+	desc, err := get(src, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	it, err := c.source(desc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return desc, it, nil
 }
 
 // takePrefetch takes t's prefetch, if CopyAll started one, once it is
