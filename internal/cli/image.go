@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
 	"github.com/kubeferry/ferry/pkg/apis/v1alpha1"
@@ -152,6 +154,16 @@ func (o *imageSyncOptions) Validate() error {
 		return fmt.Errorf("--tags and --tag-regex go with --from")
 	case len(o.tags) > 0 && o.tagRegex != "":
 		return fmt.Errorf("--tags and --tag-regex exclude each other")
+	case len(o.tags) == 0 && o.tagRegex == "":
+		return nil
+	}
+	if _, err := name.NewRepository(o.from); err != nil {
+		return fmt.Errorf("--from %q: --tags and --tag-regex want a repository, without a tag or digest: %w", o.from, err)
+	}
+	if o.tagRegex != "" {
+		if _, err := regexp.Compile(o.tagRegex); err != nil {
+			return fmt.Errorf("--tag-regex %q: %w", o.tagRegex, err)
+		}
 	}
 	return nil
 }

@@ -34,6 +34,9 @@ func ParseLimits(entries []string) (map[string]Limit, error) {
 		if !ok || host == "" || spec == "" {
 			return nil, fmt.Errorf("%q: want HOST=CONCURRENCY[/QPS], like registry.example.com=8/20", e)
 		}
+		if strings.ContainsAny(host, "/@ ") {
+			return nil, fmt.Errorf("%q: host %q: want host[:port] as requests name it, without a scheme or path, like registry.example.com:5000", e, host)
+		}
 		conc, qps, _ := strings.Cut(spec, "/")
 		var l Limit
 		var err error

@@ -65,7 +65,7 @@ func TestParseLimits(t *testing.T) {
 	if l["reg.example.com"] != (Limit{8, 20}) || l["*"] != (Limit{Concurrency: 4}) || l["slow:5000"] != (Limit{QPS: 0.5}) {
 		t.Errorf("%+v", l)
 	}
-	for _, bad := range []string{"reg", "reg=", "=4", "reg=0", "reg=x", "reg=4/-1", "reg=4/abc", "reg=/NaN", "reg=/", "reg=/1e-300", "reg=/Inf"} {
+	for _, bad := range []string{"reg", "reg=", "=4", "reg=0", "reg=x", "reg=4/-1", "reg=4/abc", "reg=/NaN", "reg=/", "reg=/1e-300", "reg=/Inf", "https://reg=1", "reg/ns=1"} {
 		if _, err := ParseLimits([]string{bad}); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
